@@ -1,0 +1,252 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { ConfigError, type Env, parseConfig } from './config.ts';
+import { DEV_MASTER_KEY_FILE, loadConfig } from './load.ts';
+
+const KEY = randomBytes(32).toString('base64url');
+const PROD: Env = {
+  NODE_ENV: 'production',
+  PUBLIC_URL: 'https://paddock.example.com',
+  MASTER_SECRETS_KEY: KEY,
+  DATABASE_URL: 'postgres://u:p@db.example.com:5432/paddock',
+  EMAIL_DELIVERY: 'none',
+};
+
+function problemsOf(env: Env): string[] {
+  try {
+    parseConfig(env);
+  } catch (err) {
+    assert.ok(err instanceof ConfigError);
+    return [...err.problems];
+  }
+  return [];
+}
+
+function refuses(env: Env, variable: string): void {
+  const problems = problemsOf(env);
+  assert.ok(
+    problems.some((p) => p.includes(variable)),
+    `expected a problem naming ${variable}, got: ${JSON.stringify(problems)}`,
+  );
+}
+
+describe('configuration', () => {
+  it('boots in development with no variables at all, with documented defaults', () => {
+    const { config } = parseConfig({});
+    assert.equal(config.port, 4000);
+    assert.equal(config.host, '127.0.0.1');
+    assert.equal(config.metricsPort, null);
+    assert.equal(config.sandbox.timeoutMs, 30_000);
+    assert.equal(config.sandbox.idleTimeoutMinutes, 60);
+    assert.equal(config.sandbox.maxLifetimeHours, 24);
+    assert.equal(config.logOutputBudgetMb, 50);
+    assert.equal(config.registration.enabled, true);
+    assert.equal(config.billing.enabled, false);
+    assert.equal(config.firstUserAdmin, false);
+    assert.equal(config.database.ssl, true);
+    assert.equal(config.dataDir, './.paddock');
+    assert.equal(config.mail.transport.kind, 'none');
+  });
+
+  it('parses the production example and freezes the result', () => {
+    const { config } = parseConfig(PROD);
+    assert.equal(config.host, '0.0.0.0');
+    assert.equal(config.metricsPort, 9568);
+    assert.equal(config.httpsOnly, true);
+    assert.equal(config.masterSecretsKey?.length, 32);
+    assert.ok(Object.isFrozen(config));
+    assert.ok(Object.isFrozen(config.sandbox));
+    assert.throws(() => {
+      (config as { port: number }).port = 1;
+    });
+  });
+
+  it('treats a present-but-blank value as unset', () => {
+    const { config } = parseConfig({ PORT: '', SANDBOX_MAX_LIFETIME_HOURS: '  ', BILLING_ENABLED: '' });
+    assert.equal(config.port, 4000);
+    assert.equal(config.sandbox.maxLifetimeHours, 24);
+    assert.equal(config.billing.enabled, false);
+  });
+
+  for (const variable of ['PUBLIC_URL', 'MASTER_SECRETS_KEY', 'DATABASE_URL']) {
+    it(`refuses to boot in production without ${variable}`, () => {
+      refuses({ ...PROD, [variable]: undefined }, variable);
+    });
+  }
+
+  it('refuses to boot in production without a mail setting', () => {
+    refuses({ ...PROD, EMAIL_DELIVERY: undefined }, 'EMAIL_DELIVERY');
+    assert.deepEqual(
+      problemsOf({
+        ...PROD,
+        EMAIL_DELIVERY: undefined,
+        SMTP_HOST: 'smtp.example.com',
+        EMAIL_FROM: 'a@example.com',
+      }),
+      [],
+    );
+    assert.deepEqual(
+      problemsOf({
+        ...PROD,
+        EMAIL_DELIVERY: undefined,
+        EMAIL_PROVIDER_API_KEY: 'k',
+        EMAIL_FROM: 'a@example.com',
+      }),
+      [],
+    );
+  });
+
+  it('requires EMAIL_FROM in production when a real mail provider is set', () => {
+    refuses({ ...PROD, EMAIL_DELIVERY: undefined, SMTP_HOST: 'smtp.example.com' }, 'EMAIL_FROM');
+    refuses({ ...PROD, EMAIL_DELIVERY: undefined, EMAIL_PROVIDER_API_KEY: 'k' }, 'EMAIL_FROM');
+  });
+
+  it('requires BILLING_WEBHOOK_SECRET in production only when billing is on', () => {
+    refuses({ ...PROD, BILLING_ENABLED: 'true' }, 'BILLING_WEBHOOK_SECRET');
+    assert.deepEqual(problemsOf({ ...PROD, BILLING_ENABLED: 'true', BILLING_WEBHOOK_SECRET: 'whsec_x' }), []);
+    assert.deepEqual(problemsOf({ ...PROD, BILLING_ENABLED: 'false' }), []);
+    assert.deepEqual(problemsOf({ BILLING_ENABLED: 'true' }), []);
+  });
+
+  it('accepts the deprecated SERVICE_DOMAIN alias with a warning', () => {
+    const { config, warnings } = parseConfig({
+      ...PROD,
+      PUBLIC_URL: undefined,
+      SERVICE_DOMAIN: 'paddock.example.org',
+    });
+    assert.equal(config.publicUrl.origin, 'https://paddock.example.org');
+    assert.ok(warnings.some((w) => w.includes('SERVICE_DOMAIN') && w.includes('deprecated')));
+  });
+
+  it('validates the MASTER_SECRETS_KEY form: 32 bytes, base64 URL-safe, no padding', () => {
+    refuses({ MASTER_SECRETS_KEY: randomBytes(32).toString('base64') + 'x' }, 'MASTER_SECRETS_KEY');
+    refuses({ MASTER_SECRETS_KEY: `${KEY}=` }, 'MASTER_SECRETS_KEY');
+    refuses({ MASTER_SECRETS_KEY: randomBytes(16).toString('base64url') }, 'MASTER_SECRETS_KEY');
+    refuses({ MASTER_SECRETS_KEY: `${KEY.slice(0, 42)}+` }, 'MASTER_SECRETS_KEY');
+    // The last character of 43 must not carry non-zero padding bits.
+    refuses({ MASTER_SECRETS_KEY: `${KEY.slice(0, 42)}B` }, 'MASTER_SECRETS_KEY');
+  });
+
+  it('never echoes a variable value in its error message', () => {
+    const secret = 'super-secret-value-that-must-not-leak';
+    const problems = problemsOf({
+      MASTER_SECRETS_KEY: secret,
+      DATABASE_URL: `nope ${secret}`,
+      SMTP_PORT: secret,
+    });
+    assert.ok(problems.length >= 3);
+    for (const p of problems) assert.ok(!p.includes(secret));
+  });
+
+  it('requires the four LEGAL_* variables together or not at all', () => {
+    refuses({ LEGAL_ENTITY: 'Acme Ltd' }, 'LEGAL_CONTACT_EMAIL');
+    refuses(
+      { LEGAL_ENTITY: 'Acme', LEGAL_CONTACT_EMAIL: 'legal@acme.test', LEGAL_JURISDICTION: 'England' },
+      'LEGAL_EFFECTIVE_DATE',
+    );
+    const { config } = parseConfig({
+      LEGAL_ENTITY: 'Acme',
+      LEGAL_CONTACT_EMAIL: 'legal@acme.test',
+      LEGAL_JURISDICTION: 'England',
+      LEGAL_EFFECTIVE_DATE: '2026-01-01',
+    });
+    assert.equal(config.legal?.entity, 'Acme');
+    assert.equal(parseConfig({}).config.legal, null);
+  });
+
+  for (const variable of ['SANDBOX_IDLE_TIMEOUT_MINUTES', 'SANDBOX_MAX_LIFETIME_HOURS']) {
+    it(`requires ${variable} to be a non-negative integer (0 disables)`, () => {
+      for (const bad of ['abc', '-1', '1.5', '1e3', '0x10']) refuses({ [variable]: bad }, variable);
+      const { config } = parseConfig({ [variable]: '0' });
+      assert.equal(
+        variable === 'SANDBOX_MAX_LIFETIME_HOURS'
+          ? config.sandbox.maxLifetimeHours
+          : config.sandbox.idleTimeoutMinutes,
+        0,
+      );
+    });
+  }
+
+  it('validates numbers, booleans, ports and URLs by name', () => {
+    refuses({ PORT: '70000' }, 'PORT');
+    refuses({ METRICS_PORT: 'x' }, 'METRICS_PORT');
+    refuses({ SANDBOX_TIMEOUT_MS: '0' }, 'SANDBOX_TIMEOUT_MS');
+    refuses({ LOG_OUTPUT_BUDGET_MB: 'lots' }, 'LOG_OUTPUT_BUDGET_MB');
+    refuses({ FIRST_USER_ADMIN: 'maybe' }, 'FIRST_USER_ADMIN');
+    refuses({ REGISTRATION_ENABLED: 'perhaps' }, 'REGISTRATION_ENABLED');
+    refuses({ DATABASE_SSL: 'sometimes' }, 'DATABASE_SSL');
+    refuses({ DATABASE_URL: 'mysql://x' }, 'DATABASE_URL');
+    refuses({ PUBLIC_URL: 'ftp://x' }, 'PUBLIC_URL');
+    refuses({ PUBLIC_URL: 'https://x.example.com/app' }, 'PUBLIC_URL');
+    refuses({ SANDBOX_BASE_URL: 'not a url' }, 'SANDBOX_BASE_URL');
+    refuses({ EMAIL_DELIVERY: 'smtp' }, 'EMAIL_DELIVERY');
+    refuses({ EMAIL_FROM: 'not-an-address' }, 'EMAIL_FROM');
+    refuses({ BILLING_PRICE_MONTHLY_CENTS: '9.99' }, 'BILLING_PRICE_MONTHLY_CENTS');
+    refuses({ UNVERIFIED_PRUNE_AFTER_DAYS: 'never' }, 'UNVERIFIED_PRUNE_AFTER_DAYS');
+    refuses({ BACKUP_RETENTION_DAYS: 'x' }, 'BACKUP_RETENTION_DAYS');
+    refuses({ RATE_LIMIT_MAX: '0' }, 'RATE_LIMIT_MAX');
+    refuses({ LOG_LEVEL: 'loud' }, 'LOG_LEVEL');
+    refuses({ PORT: '4000', METRICS_PORT: '4000' }, 'METRICS_PORT');
+  });
+
+  it('reports every problem at once', () => {
+    const problems = problemsOf({ PORT: 'x', SANDBOX_MAX_LIFETIME_HOURS: 'abc', FIRST_USER_ADMIN: 'y' });
+    assert.equal(problems.length, 3);
+  });
+
+  it('validates TRUSTED_PROXIES as IPs or CIDR ranges and CHECK_ORIGIN_EXTRA as origins', () => {
+    refuses({ TRUSTED_PROXIES: '10.0.0.0/33' }, 'TRUSTED_PROXIES');
+    refuses({ TRUSTED_PROXIES: 'proxy.local' }, 'TRUSTED_PROXIES');
+    const { config } = parseConfig({
+      TRUSTED_PROXIES: '10.0.0.0/8, 192.168.1.7,fd00::/8',
+      CHECK_ORIGIN_EXTRA: 'https://a.example.com, http://localhost:5173',
+    });
+    assert.deepEqual(config.trustedProxies, ['10.0.0.0/8', '192.168.1.7', 'fd00::/8']);
+    assert.deepEqual(config.checkOriginExtra, ['https://a.example.com', 'http://localhost:5173']);
+    refuses({ CHECK_ORIGIN_EXTRA: 'not an origin' }, 'CHECK_ORIGIN_EXTRA');
+  });
+
+  it('selects the mail transport: none, provider API key, or SMTP on 587 by default', () => {
+    assert.equal(parseConfig({ EMAIL_DELIVERY: 'none', SMTP_HOST: 'x' }).config.mail.transport.kind, 'none');
+    assert.equal(parseConfig({ EMAIL_PROVIDER_API_KEY: 'k' }).config.mail.transport.kind, 'api');
+    const smtp = parseConfig({ SMTP_HOST: 'smtp.example.com' }).config.mail.transport;
+    assert.deepEqual(smtp, { kind: 'smtp', host: 'smtp.example.com', port: 587 });
+  });
+
+  it('turns the metrics listener on in development only when METRICS_PORT is set, and off with 0', () => {
+    assert.equal(parseConfig({ METRICS_PORT: '9100' }).config.metricsPort, 9100);
+    assert.equal(parseConfig({ ...PROD, METRICS_PORT: '0' }).config.metricsPort, null);
+  });
+});
+
+describe('development master key', () => {
+  it('is generated once, kept in the data directory with mode 600, and reused with a warning', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'paddock-cfg-'));
+    const first = loadConfig({ PADDOCK_DATA_DIR: dir });
+    const file = join(dir, DEV_MASTER_KEY_FILE);
+    assert.equal(statSync(file).mode & 0o777, 0o600);
+    assert.ok(first.warnings.some((w) => w.includes('MASTER_SECRETS_KEY') && w.includes('DEVELOPMENT')));
+    const second = loadConfig({ PADDOCK_DATA_DIR: dir });
+    assert.ok(first.config.masterSecretsKey?.equals(second.config.masterSecretsKey!));
+    assert.equal(readFileSync(file, 'utf8').trim(), first.config.masterSecretsKey?.toString('base64url'));
+  });
+
+  it('is never generated in production', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'paddock-cfg-'));
+    assert.throws(
+      () => loadConfig({ ...PROD, MASTER_SECRETS_KEY: undefined, PADDOCK_DATA_DIR: dir }),
+      /MASTER_SECRETS_KEY/,
+    );
+  });
+
+  it('uses MASTER_SECRETS_KEY when given, without touching the data directory', () => {
+    const dir = join(tmpdir(), `paddock-none-${Date.now()}`);
+    const { config, warnings } = loadConfig({ MASTER_SECRETS_KEY: KEY, PADDOCK_DATA_DIR: dir });
+    assert.equal(config.masterSecretsKey?.toString('base64url'), KEY);
+    assert.equal(warnings.length, 0);
+  });
+});

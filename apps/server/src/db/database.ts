@@ -1,0 +1,73 @@
+import { readFileSync } from 'node:fs';
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import type { Config } from '../config/config.ts';
+import type { Database } from './schema.ts';
+
+export type Db = Kysely<Database>;
+
+export interface DatabaseHandle {
+  db: Db;
+  pool: pg.Pool;
+  url: string;
+  close(): Promise<void>;
+}
+
+// int8 (bigint) columns are returned as strings by default; counts and sizes here fit in a double.
+pg.types.setTypeParser(20, (v) => Number(v));
+
+export function poolOptions(config: Config, url: string): pg.PoolConfig {
+  const isLoopback = /@(127\.0\.0\.1|localhost|\[::1\])[:/]/.test(url);
+  let ssl: pg.PoolConfig['ssl'] = false;
+  if (config.database.ssl && !(isLoopback && !config.database.url)) {
+    ssl = {
+      rejectUnauthorized: config.database.sslVerify,
+      ...(config.database.sslCaFile ? { ca: readFileSync(config.database.sslCaFile, 'utf8') } : {}),
+    };
+  }
+  return {
+    connectionString: url,
+    ssl,
+    max: config.database.poolMax,
+    // Bounded waits: /health/ready must answer within a few seconds when the database is down.
+    connectionTimeoutMillis: 3000,
+    idleTimeoutMillis: 30_000,
+    keepAlive: true,
+  };
+}
+
+export function openDatabase(options: pg.PoolConfig & { connectionString: string }): DatabaseHandle {
+  const pool = new pg.Pool(options);
+  // An idle client losing its connection must not crash the process; the pool replaces it.
+  pool.on('error', () => {});
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  return {
+    db,
+    pool,
+    url: options.connectionString,
+    close: async () => {
+      await db.destroy();
+    },
+  };
+}
+
+/** Connects once and reports a clear error when the database is down or refuses us. */
+export async function assertReachable(pool: pg.Pool): Promise<void> {
+  try {
+    const client = await pool.connect();
+    try {
+      const res = await client.query<{ v: string }>("SELECT current_setting('server_version_num') AS v");
+      const version = Number(res.rows[0]?.v ?? 0);
+      if (version < 160000) {
+        throw new Error(
+          `PostgreSQL ${Math.floor(version / 10000)} is too old: Paddock needs PostgreSQL 16 or later`,
+        );
+      }
+    } finally {
+      client.release();
+    }
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    throw new Error(`cannot connect to the database (DATABASE_URL): ${reason}`);
+  }
+}

@@ -1,0 +1,48 @@
+import { resolve } from 'node:path';
+import type { Config } from '../config/config.ts';
+import type { Logger } from '../observability/logger.ts';
+import { assertReachable, type DatabaseHandle, openDatabase, poolOptions } from './database.ts';
+import { type EmbeddedDatabase, startEmbeddedPostgres } from './embedded.ts';
+
+export interface ConfiguredDatabase {
+  database: DatabaseHandle;
+  embedded?: EmbeddedDatabase;
+  /** Closes the pool, then stops the embedded server if this process started one. */
+  close(): Promise<void>;
+}
+
+/**
+ * DATABASE_URL when set; otherwise (outside production; config refuses production without
+ * it) an embedded PostgreSQL 17 under PADDOCK_DATA_DIR, reused across restarts.
+ */
+export async function openConfiguredDatabase(config: Config, logger: Logger): Promise<ConfiguredDatabase> {
+  let embedded: EmbeddedDatabase | undefined;
+  let url = config.database.url;
+  if (!url) {
+    const dataDir = resolve(config.dataDir);
+    logger.info({ dataDir }, 'DATABASE_URL is not set: starting the embedded PostgreSQL');
+    embedded = await startEmbeddedPostgres({
+      dataDir,
+      onLog: (line) => {
+        if (/\b(ERROR|FATAL|PANIC)\b/.test(line)) logger.warn({ postgres: line }, 'embedded postgres');
+      },
+    });
+  }
+  url ??= embedded!.url;
+  const database = openDatabase({ ...poolOptions(config, url), connectionString: url });
+  try {
+    await assertReachable(database.pool);
+  } catch (err) {
+    await database.close().catch(() => {});
+    await embedded?.stop().catch(() => {});
+    throw err;
+  }
+  return {
+    database,
+    ...(embedded ? { embedded } : {}),
+    close: async () => {
+      await database.close().catch(() => {});
+      await embedded?.stop().catch(() => {});
+    },
+  };
+}

@@ -1,0 +1,58 @@
+// Wiring happens here and only here. Services are factories taking their dependencies
+// explicitly; tests build the same graph with a test database.
+import type { Config } from './config/config.ts';
+import type { DatabaseHandle, Db } from './db/database.ts';
+import type { Logger } from './observability/logger.ts';
+import type { Metrics } from './observability/metrics.ts';
+
+export interface HealthService {
+  databaseOk(): Promise<boolean>;
+}
+
+export interface Deps {
+  version: string;
+  config: Config;
+  logger: Logger;
+  metrics: Metrics;
+  database: DatabaseHandle;
+  db: Db;
+  health: HealthService;
+}
+
+export interface CreateDepsInput {
+  version: string;
+  config: Config;
+  logger: Logger;
+  metrics: Metrics;
+  database: DatabaseHandle;
+}
+
+const READY_TIMEOUT_MS = 2500;
+
+export function createHealthService(database: DatabaseHandle): HealthService {
+  return {
+    async databaseOk() {
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), READY_TIMEOUT_MS);
+      });
+      const probe = database.pool.query('SELECT 1').then(
+        () => true,
+        () => false,
+      );
+      try {
+        return await Promise.race([probe, timeout]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
+}
+
+export function createDeps(input: CreateDepsInput): Deps {
+  return {
+    ...input,
+    db: input.database.db,
+    health: createHealthService(input.database),
+  };
+}

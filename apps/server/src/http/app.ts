@@ -1,0 +1,197 @@
+// The Fastify app factory: builds the public listener's app without listening, so tests
+// use app.inject() or listen on port 0 themselves.
+import { randomUUID } from 'node:crypto';
+import rateLimit from '@fastify/rate-limit';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import {
+  hasZodFastifySchemaValidationErrors,
+  isResponseSerializationError,
+  jsonSchemaTransform,
+  serializerCompiler,
+  validatorCompiler,
+  type ZodTypeProvider,
+} from 'fastify-type-provider-zod';
+import type { Deps } from '../deps.ts';
+import { AppError, type ErrorBody, type FieldErrors } from './errors.ts';
+import { registerSecurity } from './plugins/security.ts';
+import { registerRoutes } from './routes.ts';
+
+export type App = FastifyInstance;
+
+export const PAGES_WITHOUT_API_PREFIX = ['/health', '/health/ready'];
+
+export interface RouteEntry {
+  method: string;
+  url: string;
+  hasSchema: boolean;
+  schemaless: boolean;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Every route registered on this app, for the schema-coverage check and /llms.txt. */
+    routeTable: RouteEntry[];
+  }
+  interface FastifyContextConfig {
+    /** Marks a route that intentionally has no schema (non-JSON endpoints such as /api/docs). */
+    schemaless?: boolean;
+  }
+}
+
+export async function buildApp(deps: Deps): Promise<FastifyInstance> {
+  const { config, logger, metrics } = deps;
+  const app = Fastify({
+    loggerInstance: logger as FastifyBaseLogger,
+    genReqId: () => randomUUID(),
+    requestIdHeader: false,
+    // TRUSTED_PROXIES: only these peers may set X-Forwarded-For/-Proto. Without it every
+    // proxied client shares the proxy's address (and so one rate-limit bucket).
+    trustProxy: config.trustedProxies.length > 0 ? [...config.trustedProxies] : false,
+    bodyLimit: 10 * 1024 * 1024,
+    return503OnClosing: true,
+    routerOptions: { ignoreTrailingSlash: true },
+  }).withTypeProvider<ZodTypeProvider>();
+
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+
+  const routeTable: RouteEntry[] = [];
+  app.decorate('routeTable', routeTable);
+  app.addHook('onRoute', (route) => {
+    if (route.url.startsWith('/api/docs')) route.config = { ...(route.config ?? {}), schemaless: true };
+    const schema = route.schema as Record<string, unknown> | undefined;
+    const hasSchema =
+      !!schema && ['body', 'querystring', 'params', 'response'].some((k) => schema[k] !== undefined);
+    for (const method of [route.method].flat()) {
+      routeTable.push({ method, url: route.url, hasSchema, schemaless: route.config?.schemaless === true });
+    }
+  });
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+
+  // Metrics: duration by route template (never the raw URL: ids would explode cardinality).
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    metrics.httpDuration.observe(
+      { method: request.method, route, status_code: String(reply.statusCode) },
+      reply.elapsedTime / 1000,
+    );
+  });
+
+  registerSecurity(app, config);
+
+  // Per-client-IP limit on /api, in memory per node, registered before any
+  // authentication hook so failed authentication is metered too.
+  await app.register(rateLimit, {
+    global: true,
+    max: config.rateLimit.max,
+    timeWindow: config.rateLimit.windowSeconds * 1000,
+    hook: 'onRequest',
+    keyGenerator: (request) => request.ip,
+    allowList: (request) => !request.url.startsWith('/api'),
+    addHeadersOnExceeding: {
+      'x-ratelimit-limit': true,
+      'x-ratelimit-remaining': true,
+      'x-ratelimit-reset': true,
+    },
+    addHeaders: {
+      'x-ratelimit-limit': true,
+      'x-ratelimit-remaining': true,
+      'x-ratelimit-reset': true,
+      'retry-after': true,
+    },
+    errorResponseBuilder: (_request, context) =>
+      new AppError('rate_limited', `rate limit exceeded, retry in ${Math.ceil(context.ttl / 1000)} s`, {
+        headers: { 'retry-after': String(Math.max(1, Math.ceil(context.ttl / 1000))) },
+      }),
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Paddock API',
+        description:
+          'Run AI coding agents in isolated sandboxes. Authenticate with `Authorization: Bearer <API key>`.',
+        version: deps.version,
+      },
+      servers: [{ url: config.publicUrl.origin }],
+      components: {
+        securitySchemes: {
+          bearer: { type: 'http', scheme: 'bearer', description: 'An API key from POST /api/auth/token' },
+        },
+      },
+    },
+    transform: jsonSchemaTransform,
+  });
+  await app.register(swaggerUi, {
+    routePrefix: '/api/docs',
+    staticCSP: true,
+    uiConfig: { deepLinking: true },
+  });
+
+  app.setErrorHandler((error: FastifyError | AppError, request, reply) => {
+    if (error instanceof AppError) {
+      for (const [k, v] of Object.entries(error.headers)) reply.header(k, v);
+      const body: ErrorBody = { ...error.extra, error: error.code, message: error.message };
+      return reply.code(error.status).send(body);
+    }
+    if (hasZodFastifySchemaValidationErrors(error)) {
+      const errors: FieldErrors = {};
+      for (const issue of error.validation) {
+        const params = issue.params as { issue?: { path?: PropertyKey[] } } | undefined;
+        const path =
+          params?.issue?.path?.map(String).join('.') ||
+          issue.instancePath.replace(/^\//, '').replaceAll('/', '.');
+        const field = path === '' ? (error.validationContext ?? 'body') : path;
+        (errors[field] ??= []).push(issue.message ?? 'is invalid');
+      }
+      return reply.code(422).send({ error: 'validation_failed', message: 'validation failed', errors });
+    }
+    if (isResponseSerializationError(error)) {
+      request.log.error({ err: error, route: request.routeOptions.url }, 'response did not match its schema');
+      return reply.code(500).send({ error: 'internal_error', message: 'internal error' });
+    }
+    const status = typeof error.statusCode === 'number' ? error.statusCode : 500;
+    if (status === 429) {
+      return reply.code(429).send({ error: 'rate_limited', message: 'rate limit exceeded' });
+    }
+    if (status >= 400 && status < 500) {
+      // Fastify's own client errors: malformed JSON, wrong content type, body too large.
+      const code =
+        status === 413
+          ? 'payload_too_large'
+          : status === 415
+            ? 'unsupported_media_type'
+            : status === 404
+              ? 'not_found'
+              : 'invalid_body';
+      const message =
+        error.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || error instanceof SyntaxError
+          ? 'request body is not valid JSON'
+          : error.message;
+      return reply.code(status).send({ error: code, message });
+    }
+    request.log.error({ err: error }, 'unhandled error');
+    // A 5xx never echoes internals.
+    return reply.code(500).send({ error: 'internal_error', message: 'internal error' });
+  });
+
+  app.setNotFoundHandler(
+    {
+      preHandler: app.rateLimit(),
+    },
+    (request, reply) => {
+      reply
+        .code(404)
+        .send({ error: 'not_found', message: `no route for ${request.method} ${request.url.split('?')[0]}` });
+    },
+  );
+
+  await registerRoutes(app, deps);
+  return app;
+}

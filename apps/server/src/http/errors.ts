@@ -1,0 +1,58 @@
+// The one error registry: domain code throws AppError with a machine code, and the
+// Fastify error handler (app.ts) renders `{ error, message, ...extra }` with the status
+// registered here. Routes never hand-build error bodies.
+export const ERROR_CODES = {
+  invalid_body: 400,
+  unauthorized: 401,
+  subscription_required: 402,
+  forbidden: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  conflict: 409,
+  conversation_terminated: 410,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  validation_failed: 422,
+  rate_limited: 429,
+  internal_error: 500,
+  service_unavailable: 503,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export type FieldErrors = Record<string, string[]>;
+
+export class AppError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly extra: Record<string, unknown>;
+  readonly headers: Record<string, string>;
+
+  constructor(
+    code: ErrorCode,
+    message: string,
+    options: { extra?: Record<string, unknown>; headers?: Record<string, string>; cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'AppError';
+    this.code = code;
+    this.status = ERROR_CODES[code];
+    this.extra = options.extra ?? {};
+    this.headers = options.headers ?? {};
+  }
+
+  static notFound(what = 'resource'): AppError {
+    return new AppError('not_found', `${what} not found`);
+  }
+
+  static validation(errors: FieldErrors, message = 'validation failed'): AppError {
+    return new AppError('validation_failed', message, { extra: { errors } });
+  }
+}
+
+/** Body of an error response: the shape every client can rely on. */
+export interface ErrorBody {
+  error: string;
+  message: string;
+  [extra: string]: unknown;
+}

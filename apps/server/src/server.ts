@@ -1,0 +1,84 @@
+// Boot: config → database → migrate → app → listen. SIGTERM drains within the grace period.
+import type { Server } from 'node:http';
+import type { FastifyInstance } from 'fastify';
+import type { Config } from './config/config.ts';
+import { migrate } from './db/migrate.ts';
+import { type ConfiguredDatabase, openConfiguredDatabase } from './db/open.ts';
+import { createDeps, type Deps } from './deps.ts';
+import { buildApp } from './http/app.ts';
+import type { Logger } from './observability/logger.ts';
+import { createMetrics, startMetricsServer } from './observability/metrics.ts';
+import { VERSION } from './version.ts';
+
+export interface RunningServer {
+  app: FastifyInstance;
+  deps: Deps;
+  url: string;
+  metricsServer?: Server;
+  /** Graceful stop: stop accepting, drain in-flight requests (bounded), close the database. */
+  stop(): Promise<void>;
+}
+
+export async function openDeps(
+  config: Config,
+  logger: Logger,
+): Promise<{ deps: Deps; db: ConfiguredDatabase }> {
+  const db = await openConfiguredDatabase(config, logger);
+  try {
+    const { applied } = await migrate(db.database.db, db.database.pool);
+    if (applied.length > 0) logger.info({ applied }, 'migrations applied');
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
+  const deps = createDeps({
+    version: VERSION,
+    config,
+    logger,
+    metrics: createMetrics(),
+    database: db.database,
+  });
+  return { deps, db };
+}
+
+export async function startServer(config: Config, logger: Logger): Promise<RunningServer> {
+  const { deps, db } = await openDeps(config, logger);
+  const app = await buildApp(deps);
+  try {
+    await app.listen({ port: config.port, host: config.host });
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
+  let metricsServer: Server | undefined;
+  if (config.metricsPort !== null) {
+    metricsServer = await startMetricsServer(deps.metrics, config.metricsPort, config.host);
+    logger.info({ port: config.metricsPort }, 'private metrics listener started');
+  }
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : config.port;
+  const shownHost = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
+  const url = `http://${shownHost}:${port}`;
+
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= (async () => {
+      const grace = setTimeout(() => {
+        logger.warn('shutdown grace period elapsed: closing remaining connections');
+        app.server.closeAllConnections();
+      }, config.shutdownGraceSeconds * 1000);
+      grace.unref();
+      try {
+        await app.close();
+        await new Promise<void>((resolve) =>
+          metricsServer ? metricsServer.close(() => resolve()) : resolve(),
+        );
+      } finally {
+        clearTimeout(grace);
+        await db.close();
+      }
+    })();
+    return stopping;
+  };
+  return { app, deps, url, ...(metricsServer ? { metricsServer } : {}), stop };
+}

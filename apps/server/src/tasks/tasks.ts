@@ -1,0 +1,19 @@
+// Release tasks: `paddock-server task <name> [args]`, run against the configured
+// database without HTTP. Each task is idempotent and prints what it did.
+import type { Deps } from '../deps.ts';
+
+export interface TaskContext {
+  deps: Deps;
+  args: string[];
+  print(line: string): void;
+}
+
+export interface Task {
+  description: string;
+  usage: string;
+  run(ctx: TaskContext): Promise<void>;
+}
+
+export const TASKS: Record<string, Task> = {};
+
+export class TaskUsageError extends Error {}
