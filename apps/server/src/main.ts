@@ -16,8 +16,7 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (command === 'tasks') {
-    for (const [name, task] of Object.entries(TASKS))
-      console.log(`${task.usage.padEnd(40)} ${task.description}`);
+    for (const task of Object.values(TASKS)) console.log(`${task.usage.padEnd(40)} ${task.description}`);
     return 0;
   }
   if (!['serve', 'migrate', 'task'].includes(command)) {

@@ -38,8 +38,8 @@ export interface MigrateResult {
   applied: string[];
 }
 
-// biome-ignore lint/suspicious/noExplicitAny: see Migration.up
 export async function migrate(
+  // biome-ignore lint/suspicious/noExplicitAny: see Migration.up
   db: Kysely<any>,
   pool: pg.Pool,
   migrations?: Migration[],

@@ -148,7 +148,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
           params?.issue?.path?.map(String).join('.') ||
           issue.instancePath.replace(/^\//, '').replaceAll('/', '.');
         const field = path === '' ? (error.validationContext ?? 'body') : path;
-        (errors[field] ??= []).push(issue.message ?? 'is invalid');
+        errors[field] = [...(errors[field] ?? []), issue.message ?? 'is invalid'];
       }
       return reply.code(422).send({ error: 'validation_failed', message: 'validation failed', errors });
     }
