@@ -1,5 +1,7 @@
 // Wiring happens here and only here. Services are factories taking their dependencies
 // explicitly; tests build the same graph with a test database.
+import type { FastifyRequest } from 'fastify';
+import type { Principal } from './auth/principal.ts';
 import type { Config } from './config/config.ts';
 import type { DatabaseHandle, Db } from './db/database.ts';
 import type { Logger } from './observability/logger.ts';
@@ -17,6 +19,8 @@ export interface Deps {
   database: DatabaseHandle;
   db: Db;
   health: HealthService;
+  /** Credential resolvers tried after the bearer API key (e.g. the browser session cookie). */
+  authResolvers: ReadonlyArray<(request: FastifyRequest) => Promise<Principal | null>>;
 }
 
 export interface CreateDepsInput {
@@ -54,5 +58,6 @@ export function createDeps(input: CreateDepsInput): Deps {
     ...input,
     db: input.database.db,
     health: createHealthService(input.database),
+    authResolvers: [],
   };
 }

@@ -13,6 +13,7 @@ import {
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
+import { authPlugin } from '../auth/auth.plugin.ts';
 import type { Deps } from '../deps.ts';
 import { AppError, type ErrorBody, type FieldErrors } from './errors.ts';
 import { registerSecurity } from './plugins/security.ts';
@@ -109,6 +110,8 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
         headers: { 'retry-after': String(Math.max(1, Math.ceil(context.ttl / 1000))) },
       }),
   });
+
+  await app.register(authPlugin, { db: deps.db, resolvers: deps.authResolvers });
 
   await app.register(swagger, {
     openapi: {
