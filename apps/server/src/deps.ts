@@ -1,6 +1,7 @@
 // Wiring happens here and only here. Services are factories taking their dependencies
 // explicitly; tests build the same graph with a test database.
 import type { FastifyRequest } from 'fastify';
+import { type AuditService, createAuditService } from './audit/audit.service.ts';
 import type { Principal } from './auth/principal.ts';
 import type { Config } from './config/config.ts';
 import type { DatabaseHandle, Db } from './db/database.ts';
@@ -19,6 +20,7 @@ export interface Deps {
   database: DatabaseHandle;
   db: Db;
   health: HealthService;
+  audit: AuditService;
   /** Credential resolvers tried after the bearer API key (e.g. the browser session cookie). */
   authResolvers: ReadonlyArray<(request: FastifyRequest) => Promise<Principal | null>>;
 }
@@ -58,6 +60,7 @@ export function createDeps(input: CreateDepsInput): Deps {
     ...input,
     db: input.database.db,
     health: createHealthService(input.database),
+    audit: createAuditService({ db: input.database.db, logger: input.logger, metrics: input.metrics }),
     authResolvers: [],
   };
 }

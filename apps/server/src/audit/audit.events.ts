@@ -1,0 +1,25 @@
+// The audit allowlist. Every event type written to the audit log must be listed here;
+// AuditService.record rejects anything else (error-level log, paddock_audit_rejected_total,
+// and a thrown AuditTypeRejectedError). Add your domain's types in its own block.
+export const AUDIT_EVENT_TYPES: Set<string> = new Set([
+  // Accounts and authentication
+  'user.registered',
+  'user.email_verified',
+  'user.email_change_requested',
+  'user.email_changed',
+  'user.password_changed',
+  'user.password_reset_requested',
+  'user.password_reset',
+  'auth.login.succeeded',
+  'auth.login.failed',
+  'auth.logout',
+  'auth.oauth.linked',
+  'api_key.created',
+  'api_key.revoked',
+  // Admin actions
+  'admin.role.granted',
+  'admin.user.suspended',
+  'admin.user.unsuspended',
+  'admin.users.listed',
+  'admin.audit.read',
+]);
