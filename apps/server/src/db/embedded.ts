@@ -17,6 +17,8 @@ export interface EmbeddedDatabase {
 export interface EmbeddedOptions {
   dataDir: string;
   database?: string;
+  /** Fixed port; by default a free loopback port is chosen at each start. */
+  port?: number;
   /** Extra flags for the postgres server, e.g. durability off for tests. */
   postgresFlags?: string[];
   onLog?: (line: string) => void;
@@ -102,7 +104,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     password = randomBytes(18).toString('base64url');
     writeFileSync(passwordFile, `${password}\n`, { mode: 0o600 });
   }
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
   const log = options.onLog ?? (() => {});
   const pg = new EmbeddedPostgres({

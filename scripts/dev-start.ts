@@ -1,0 +1,128 @@
+// `npm start`: the whole development stack with no other setup.
+//   - the local sandbox backend (sandboxd) as its own process, with a generated token,
+//     unless SANDBOX_BASE_URL points at another backend;
+//   - paddock-server, which starts the embedded PostgreSQL (DATABASE_URL unset), runs
+//     migrations and prints its URL.
+// Ctrl-C / SIGTERM stops the server first (it drains, then stops its database), then
+// sandboxd. Children run in their own process groups so a terminal's Ctrl-C reaches only
+// this script, which then stops them in that order.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join, resolve } from 'node:path';
+
+const root = resolve(import.meta.dirname, '..');
+const env: NodeJS.ProcessEnv = { ...process.env };
+const blank = (name: string) => (env[name] ?? '').trim() === '';
+const dataDir = resolve(blank('PADDOCK_DATA_DIR') ? join(root, '.paddock') : env['PADDOCK_DATA_DIR']!);
+env['PADDOCK_DATA_DIR'] = dataDir;
+mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+if (blank('EMAIL_DELIVERY') && blank('SMTP_HOST') && blank('EMAIL_PROVIDER_API_KEY'))
+  env['EMAIL_DELIVERY'] = 'none';
+
+const children: ChildProcess[] = [];
+
+function persistentSecret(file: string): string {
+  const path = join(dataDir, file);
+  if (existsSync(path)) return readFileSync(path, 'utf8').trim();
+  const value = randomBytes(32).toString('base64url');
+  writeFileSync(path, `${value}\n`, { mode: 0o600 });
+  return value;
+}
+
+async function freePort(preferred: number): Promise<number> {
+  const tryPort = (port: number) =>
+    new Promise<number>((ok, fail) => {
+      const srv = createServer();
+      srv.once('error', fail);
+      srv.listen(port, '127.0.0.1', () => {
+        const a = srv.address();
+        srv.close(() => ok(typeof a === 'object' && a ? a.port : port));
+      });
+    });
+  return await tryPort(preferred).catch(() => tryPort(0));
+}
+
+async function waitForHttp(url: string, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
+      if (res.status < 500) return true;
+    } catch {
+      // not up yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
+}
+
+async function startSandboxd(): Promise<void> {
+  const main = join(root, 'apps/sandboxd/src/main.ts');
+  if (!existsSync(main)) return;
+  const token = persistentSecret('sandboxd.token');
+  const port = await freePort(7070);
+  const child = spawn(process.execPath, [main], {
+    cwd: root,
+    stdio: ['ignore', 'inherit', 'inherit'],
+    detached: true,
+    env: {
+      ...env,
+      SANDBOXD_ADDR: `127.0.0.1:${port}`,
+      SANDBOXD_TOKEN: token,
+      SANDBOXD_DATA_DIR: join(dataDir, 'sandboxd'),
+    },
+  });
+  children.push(child);
+  const url = `http://127.0.0.1:${port}`;
+  const up = await Promise.race([
+    waitForHttp(`${url}/v1/sandboxes`, 20_000),
+    new Promise<boolean>((r) => child.once('exit', () => r(false))),
+  ]);
+  if (!up) {
+    console.error(
+      'paddock: sandboxd did not start (it needs root or unprivileged user namespaces); conversations will fail until SANDBOX_BASE_URL points at a backend.',
+    );
+    return;
+  }
+  env['SANDBOX_BASE_URL'] = url;
+  env['SANDBOX_TOKEN'] = token;
+  console.error(`paddock: sandboxd is serving the sandbox interface on ${url}`);
+}
+
+if (blank('SANDBOX_BASE_URL')) await startSandboxd();
+
+const server = spawn(process.execPath, [join(root, 'apps/server/src/main.ts'), 'serve'], {
+  cwd: root,
+  stdio: 'inherit',
+  detached: true,
+  env,
+});
+children.unshift(server);
+
+let stopping = false;
+const stop = (signal: NodeJS.Signals) => {
+  if (stopping) return;
+  stopping = true;
+  server.kill(signal);
+};
+process.on('SIGINT', () => stop('SIGTERM'));
+process.on('SIGTERM', () => stop('SIGTERM'));
+
+process.on('exit', () => {
+  for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
+});
+
+const code = await new Promise<number>((r) => server.on('exit', (c) => r(c ?? 1)));
+await Promise.all(
+  children.slice(1).map(
+    (child) =>
+      new Promise<void>((r) => {
+        if (child.exitCode !== null) return r();
+        child.once('exit', () => r());
+        child.kill('SIGTERM');
+      }),
+  ),
+);
+process.exit(code);
