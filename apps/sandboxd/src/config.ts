@@ -1,0 +1,157 @@
+/**
+ * Deployment configuration, parsed once at boot. Nothing else reads process.env.
+ * A blank value means "unset"; a malformed value refuses to start, naming the variable.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Level } from './log.ts';
+
+export interface Limits {
+  /** bytes; 0 = no limit */
+  memoryBytes: number;
+  /** 0 = no limit */
+  pidsMax: number;
+  /** CPU cores (fractional allowed); 0 = no limit */
+  cpus: number;
+}
+
+export interface SandboxdOptions {
+  host: string;
+  port: number;
+  tokens: string[];
+  dataDir: string;
+  rootfs?: string;
+  limits: Limits;
+  /** Bytes of exec output kept per session for replay (head dropped beyond it). */
+  sessionBufferBytes: number;
+  /**
+   * Test/dev only: host name -> IP address map used by the egress proxy instead of DNS.
+   * Names listed here are exempt from the private/loopback address refusal.
+   */
+  hostsOverride: Map<string, string>;
+  logLevel: Level;
+  /** First host uid/gid of the 65536-id range sandboxes map into when sandboxd runs as root. */
+  idBase: number;
+}
+
+export class ConfigError extends Error {}
+
+export const DEFAULTS = {
+  addr: '127.0.0.1:7070',
+  dataDir: './.paddock/sandboxd',
+  memory: '4g',
+  pids: 2048,
+  cpus: 2,
+  sessionBufferMb: 16,
+  idBase: 100000,
+} as const;
+
+function blank(v: string | undefined): v is undefined {
+  return v === undefined || v.trim() === '';
+}
+
+export function parseBytes(name: string, raw: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?$/i.exec(raw.trim());
+  if (!m)
+    throw new ConfigError(`${name} must be a byte size such as 512m, 4g or 0 (got ${JSON.stringify(raw)})`);
+  const mult: Record<string, number> = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 };
+  return Math.floor(Number(m[1]) * (mult[(m[2] ?? '').toLowerCase()] ?? 1));
+}
+
+function parseNonNegInt(name: string, raw: string): number {
+  if (!/^\d+$/.test(raw.trim()))
+    throw new ConfigError(`${name} must be a non-negative integer (got ${JSON.stringify(raw)})`);
+  return Number(raw.trim());
+}
+
+function parseNonNegNumber(name: string, raw: string): number {
+  if (!/^\d+(\.\d+)?$/.test(raw.trim()))
+    throw new ConfigError(`${name} must be a non-negative number (got ${JSON.stringify(raw)})`);
+  return Number(raw.trim());
+}
+
+export function parseAddr(name: string, raw: string): { host: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(raw.trim());
+  const port = m ? Number(m[3]) : Number.NaN;
+  if (!m || port > 65535)
+    throw new ConfigError(`${name} must be host:port, e.g. 127.0.0.1:7070 (got ${JSON.stringify(raw)})`);
+  return { host: m[1] ?? (m[2] || '127.0.0.1'), port };
+}
+
+/** Parses an /etc/hosts-style file: "<ip> <name> [<name>...]" lines, # comments. */
+export function parseHostsFile(text: string): Map<string, string> {
+  const map = new Map<string, string>();
+  for (const line of text.split('\n')) {
+    const fields = line.replace(/#.*/, '').trim().split(/\s+/).filter(Boolean);
+    const [ip, ...names] = fields;
+    if (!ip) continue;
+    for (const n of names) map.set(n.toLowerCase(), ip);
+  }
+  return map;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): SandboxdOptions {
+  const tokenRaw = env['SANDBOXD_TOKEN'];
+  if (blank(tokenRaw))
+    throw new ConfigError('SANDBOXD_TOKEN is required: set it to the bearer token clients must send');
+  const tokens = tokenRaw
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean);
+  const { host, port } = parseAddr(
+    'SANDBOXD_ADDR',
+    blank(env['SANDBOXD_ADDR']) ? DEFAULTS.addr : env['SANDBOXD_ADDR'],
+  );
+  const dataDir = path.resolve(
+    cwd,
+    blank(env['SANDBOXD_DATA_DIR']) ? DEFAULTS.dataDir : env['SANDBOXD_DATA_DIR'],
+  );
+  let rootfs: string | undefined;
+  if (!blank(env['SANDBOXD_ROOTFS'])) rootfs = path.resolve(cwd, env['SANDBOXD_ROOTFS']);
+  const limits: Limits = {
+    memoryBytes: parseBytes(
+      'SANDBOXD_MEMORY_MAX',
+      blank(env['SANDBOXD_MEMORY_MAX']) ? DEFAULTS.memory : env['SANDBOXD_MEMORY_MAX'],
+    ),
+    pidsMax: blank(env['SANDBOXD_PIDS_MAX'])
+      ? DEFAULTS.pids
+      : parseNonNegInt('SANDBOXD_PIDS_MAX', env['SANDBOXD_PIDS_MAX']),
+    cpus: blank(env['SANDBOXD_CPUS'])
+      ? DEFAULTS.cpus
+      : parseNonNegNumber('SANDBOXD_CPUS', env['SANDBOXD_CPUS']),
+  };
+  const bufMb = blank(env['SANDBOXD_SESSION_BUFFER_MB'])
+    ? DEFAULTS.sessionBufferMb
+    : parseNonNegInt('SANDBOXD_SESSION_BUFFER_MB', env['SANDBOXD_SESSION_BUFFER_MB']);
+  if (bufMb < 1) throw new ConfigError('SANDBOXD_SESSION_BUFFER_MB must be at least 1');
+  let hostsOverride = new Map<string, string>();
+  if (!blank(env['SANDBOXD_HOSTS_FILE'])) {
+    try {
+      hostsOverride = parseHostsFile(readFileSync(path.resolve(cwd, env['SANDBOXD_HOSTS_FILE']), 'utf8'));
+    } catch (err) {
+      throw new ConfigError(`SANDBOXD_HOSTS_FILE cannot be read: ${(err as Error).message}`);
+    }
+  }
+  const levelRaw = blank(env['SANDBOXD_LOG_LEVEL']) ? 'info' : env['SANDBOXD_LOG_LEVEL'].trim();
+  if (!['debug', 'info', 'warn', 'error'].includes(levelRaw)) {
+    throw new ConfigError(
+      `SANDBOXD_LOG_LEVEL must be one of debug, info, warn, error (got ${JSON.stringify(levelRaw)})`,
+    );
+  }
+  const idBase = blank(env['SANDBOXD_ID_BASE'])
+    ? DEFAULTS.idBase
+    : parseNonNegInt('SANDBOXD_ID_BASE', env['SANDBOXD_ID_BASE']);
+  if (idBase < 1 || idBase > 4294967295 - 65536) throw new ConfigError('SANDBOXD_ID_BASE is out of range');
+  return {
+    host,
+    port,
+    tokens,
+    dataDir,
+    ...(rootfs ? { rootfs } : {}),
+    limits,
+    sessionBufferBytes: bufMb * 1024 * 1024,
+    hostsOverride,
+    logLevel: levelRaw as Level,
+    idBase,
+  };
+}

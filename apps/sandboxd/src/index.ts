@@ -1,0 +1,82 @@
+/**
+ * Programmatic entry point: startSandboxd(options) -> { url, token, close() }.
+ * close() stops the HTTP server and sandboxd's side of every sandbox (proxy listeners, sessions);
+ * sandbox inits keep running and are adopted by the next sandboxd on the same data directory.
+ */
+import { createHash } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { DEFAULTS, type SandboxdOptions } from './config.ts';
+import { createHttpServer } from './http/server.ts';
+import { createLogger, type Logger } from './log.ts';
+import { ensureBase, type IdMap } from './runtime/base.ts';
+import { detectCgroups } from './runtime/cgroups.ts';
+import { NamespaceRuntime } from './runtime/namespaces.ts';
+import { createSandboxesService } from './sandboxes.service.ts';
+
+export type { SandboxdOptions } from './config.ts';
+export { ConfigError, loadConfig } from './config.ts';
+
+export interface StartOptions extends Partial<Omit<SandboxdOptions, 'tokens' | 'limits'>> {
+  tokens: string[];
+  limits?: Partial<SandboxdOptions['limits']>;
+  logger?: Logger;
+}
+
+export interface RunningSandboxd {
+  url: string;
+  token: string;
+  close(): Promise<void>;
+}
+
+export async function startSandboxd(input: StartOptions): Promise<RunningSandboxd> {
+  if (input.tokens.length === 0) throw new Error('startSandboxd: at least one token is required');
+  const opts: SandboxdOptions = {
+    host: input.host ?? '127.0.0.1',
+    port: input.port ?? 0,
+    tokens: input.tokens,
+    dataDir: input.dataDir ?? DEFAULTS.dataDir,
+    ...(input.rootfs ? { rootfs: input.rootfs } : {}),
+    limits: { memoryBytes: 4 * 1024 ** 3, pidsMax: DEFAULTS.pids, cpus: DEFAULTS.cpus, ...input.limits },
+    sessionBufferBytes: input.sessionBufferBytes ?? DEFAULTS.sessionBufferMb * 1024 * 1024,
+    hostsOverride: input.hostsOverride ?? new Map(),
+    logLevel: input.logLevel ?? 'info',
+    idBase: input.idBase ?? DEFAULTS.idBase,
+  };
+  const log = input.logger ?? createLogger(opts.logLevel);
+  mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
+  const rootless = process.getuid?.() !== 0;
+  const ids: IdMap = rootless
+    ? { rootHostId: process.getuid?.() ?? 0, userHostId: process.getuid?.() ?? 0 }
+    : { rootHostId: opts.idBase, userHostId: opts.idBase + 1000 };
+  const base = ensureBase(opts.dataDir, ids, opts.rootfs);
+  const instance = createHash('sha256').update(opts.dataDir).digest('hex').slice(0, 12);
+  const cgroups = detectCgroups(opts.limits, instance, log);
+  const runtime = new NamespaceRuntime({ base, ids, rootless });
+  const service = createSandboxesService({ opts, log, cgroups, runtime, ids, hostDirs: base.hostDirs });
+  await service.load();
+  const server = createHttpServer({ service, tokens: opts.tokens, log });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host, () => resolve());
+  });
+  const addr = server.address() as AddressInfo;
+  const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  const url = `http://${host}:${addr.port}`;
+  log.info('sandboxd listening', {
+    url,
+    dataDir: opts.dataDir,
+    rootless,
+    cgroups: cgroups.mode,
+    rootfs: opts.rootfs ?? null,
+  });
+  return {
+    url,
+    token: opts.tokens[0]!,
+    async close() {
+      service.shutdown();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

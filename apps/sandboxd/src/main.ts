@@ -1,0 +1,35 @@
+/** `npm run sandboxd`: configuration from the environment (see docs/sandboxd.md), then serve. */
+import { ConfigError, loadConfig } from './config.ts';
+import { startSandboxd } from './index.ts';
+import { createLogger } from './log.ts';
+
+let config: ReturnType<typeof loadConfig>;
+try {
+  config = loadConfig(process.env);
+} catch (err) {
+  if (err instanceof ConfigError) {
+    process.stderr.write(`sandboxd: ${err.message}\n`);
+    process.exit(2);
+  }
+  throw err;
+}
+if (process.platform !== 'linux') {
+  process.stderr.write('sandboxd: Linux is required (namespaces, overlayfs, cgroups)\n');
+  process.exit(2);
+}
+const log = createLogger(config.logLevel);
+const running = await startSandboxd({ ...config, logger: log }).catch((err: unknown) => {
+  log.error('sandboxd failed to start', { err });
+  process.exit(1);
+});
+// Consumed by test/harness.ts to learn the bound address (port 0 picks a free port).
+process.stdout.write(`${JSON.stringify({ ready: true, url: running.url })}\n`);
+let stopping = false;
+for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+  process.on(sig, () => {
+    if (stopping) return;
+    stopping = true;
+    log.info('sandboxd stopping', { signal: sig });
+    void running.close().then(() => process.exit(0));
+  });
+}

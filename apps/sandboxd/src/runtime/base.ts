@@ -1,0 +1,207 @@
+/**
+ * The read-only base image every sandbox overlays.
+ *
+ * Default base: a small synthetic tree (own /etc, /home/sandbox, /tmp, ...) plus the host's /usr (and any
+ * of /bin, /sbin, /lib* that are real directories) overlaid read-only. Nothing else of the host is visible:
+ * no /root, /home, /etc/shadow, /work, data directories. With SANDBOXD_ROOTFS, the directory rootfs is the
+ * lower layer instead, under a thin layer that adds the sandbox user and network files.
+ *
+ * Invariant: a built base directory is never modified (overlay lower layers must not change while
+ * mounted); a different content produces a new directory named by its hash.
+ */
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import path from 'node:path';
+
+export const SANDBOX_UID = 1000;
+export const SANDBOX_HOME = '/home/sandbox';
+
+export interface IdMap {
+  /** host uid/gid that is root (0) inside the sandbox user namespace */
+  rootHostId: number;
+  /** host uid/gid of the sandbox user (1000 inside) */
+  userHostId: number;
+}
+
+export interface BaseImage {
+  /** overlay lowerdir value for "/" */
+  lower: string;
+  /** host directories overlaid separately (each gets its own upper dir in the writable layer) */
+  hostDirs: string[];
+}
+
+const HOST_TOP_DIRS = ['usr', 'bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32'];
+
+/** Non-secret host /etc entries copied into the synthetic /etc when present. */
+const HOST_ETC_COPY = [
+  'alternatives',
+  'ssl',
+  'ca-certificates',
+  'ca-certificates.conf',
+  'pki',
+  'crypto-policies',
+  'ld.so.cache',
+  'ld.so.conf',
+  'ld.so.conf.d',
+  'localtime',
+  'timezone',
+  'protocols',
+  'services',
+  'shells',
+  'inputrc',
+  'bash.bashrc',
+  'profile',
+  'mime.types',
+  'os-release',
+  'debian_version',
+  'login.defs',
+  'magic',
+  'magic.mime',
+  'skel',
+];
+
+const ETC_FILES: Record<string, string> = {
+  passwd: [
+    'root:x:0:0:root:/root:/bin/bash',
+    `sandbox:x:${SANDBOX_UID}:${SANDBOX_UID}:sandbox:${SANDBOX_HOME}:/bin/bash`,
+    'nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin',
+    '',
+  ].join('\n'),
+  group: ['root:x:0:', `sandbox:x:${SANDBOX_UID}:`, 'nogroup:x:65534:', ''].join('\n'),
+  hosts: '127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n',
+  hostname: 'sandbox\n',
+  'resolv.conf':
+    '# There is no DNS inside the sandbox: egress goes through the proxy in HTTP(S)_PROXY / ALL_PROXY,\n' +
+    '# which resolves host names itself.\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n',
+  'nsswitch.conf': [
+    'passwd: files',
+    'group: files',
+    'shadow: files',
+    'hosts: files dns',
+    'networks: files',
+    'protocols: files',
+    'services: files',
+    'ethers: files',
+    'rpc: files',
+    '',
+  ].join('\n'),
+  gitconfig: '[safe]\n\tdirectory = *\n[init]\n\tdefaultBranch = main\n',
+};
+
+function sh(cmd: string, args: string[]): void {
+  execFileSync(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+}
+
+function hostDirLayout(): { dirs: string[]; links: Map<string, string> } {
+  const dirs: string[] = [];
+  const links = new Map<string, string>();
+  for (const d of HOST_TOP_DIRS) {
+    let st: ReturnType<typeof lstatSync>;
+    try {
+      st = lstatSync(`/${d}`);
+    } catch {
+      continue;
+    }
+    if (st.isSymbolicLink()) links.set(d, readlinkSync(`/${d}`));
+    else if (st.isDirectory()) dirs.push(d);
+  }
+  return { dirs, links };
+}
+
+function appendUser(rootfs: string, file: string, line: string, name: string): string {
+  let text = '';
+  try {
+    text = readFileSync(path.join(rootfs, 'etc', file), 'utf8');
+  } catch {}
+  if (text.split('\n').some((l) => l.startsWith(`${name}:`))) return text;
+  return `${text}${text.endsWith('\n') || text === '' ? '' : '\n'}${line}\n`;
+}
+
+/** Builds (once) and returns the base image for the given options. */
+export function ensureBase(dataDir: string, ids: IdMap, rootfs: string | undefined): BaseImage {
+  const layout = rootfs ? { dirs: [], links: new Map<string, string>() } : hostDirLayout();
+  const spec = JSON.stringify({
+    v: 3,
+    ids,
+    rootfs: rootfs ?? null,
+    dirs: layout.dirs,
+    links: [...layout.links],
+    ETC_FILES,
+  });
+  const hash = createHash('sha256').update(spec).digest('hex').slice(0, 16);
+  const dir = path.join(dataDir, 'base', hash);
+  const lower = rootfs ? `${dir}:${rootfs}` : dir;
+  if (existsSync(`${dir}.complete`)) return { lower, hostDirs: layout.dirs };
+
+  const tmp = `${dir}.tmp-${process.pid}`;
+  mkdirSync(path.dirname(dir), { recursive: true });
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(path.join(tmp, 'etc'), { recursive: true });
+  if (!rootfs) {
+    for (const d of [
+      'dev',
+      'proc',
+      'sys',
+      'run',
+      'mnt',
+      'opt',
+      'srv',
+      'var/cache',
+      'var/lib',
+      'var/log',
+      'usr/local',
+    ]) {
+      mkdirSync(path.join(tmp, d), { recursive: true });
+    }
+    for (const d of layout.dirs) mkdirSync(path.join(tmp, d), { recursive: true });
+    for (const [name, target] of layout.links) symlinkSync(target, path.join(tmp, name));
+    const present = HOST_ETC_COPY.filter((e) => existsSync(path.join('/etc', e)));
+    if (present.length > 0)
+      sh('cp', ['-a', ...present.map((e) => path.join('/etc', e)), path.join(tmp, 'etc')]);
+    // Private keys never enter a sandbox.
+    rmSync(path.join(tmp, 'etc', 'ssl', 'private'), { recursive: true, force: true });
+    for (const [name, content] of Object.entries(ETC_FILES))
+      writeFileSync(path.join(tmp, 'etc', name), content);
+  } else {
+    // Only what the sandbox needs on top of the rootfs: its user and the network files.
+    const files: Record<string, string> = {
+      passwd: appendUser(
+        rootfs,
+        'passwd',
+        `sandbox:x:${SANDBOX_UID}:${SANDBOX_UID}:sandbox:${SANDBOX_HOME}:/bin/bash`,
+        'sandbox',
+      ),
+      group: appendUser(rootfs, 'group', `sandbox:x:${SANDBOX_UID}:`, 'sandbox'),
+      hosts: ETC_FILES['hosts']!,
+      hostname: ETC_FILES['hostname']!,
+      'resolv.conf': ETC_FILES['resolv.conf']!,
+    };
+    if (!existsSync(path.join(rootfs, 'etc', 'gitconfig'))) files['gitconfig'] = ETC_FILES['gitconfig']!;
+    for (const [name, content] of Object.entries(files)) writeFileSync(path.join(tmp, 'etc', name), content);
+    for (const d of ['dev', 'proc', 'run']) mkdirSync(path.join(tmp, d), { recursive: true });
+  }
+  mkdirSync(path.join(tmp, 'root'), { recursive: true, mode: 0o700 });
+  mkdirSync(path.join(tmp, 'tmp'), { recursive: true });
+  mkdirSync(path.join(tmp, 'var', 'tmp'), { recursive: true });
+  mkdirSync(path.join(tmp, SANDBOX_HOME), { recursive: true });
+  sh('chown', ['-hR', `${ids.rootHostId}:${ids.rootHostId}`, tmp]);
+  sh('chown', ['-h', `${ids.userHostId}:${ids.userHostId}`, path.join(tmp, SANDBOX_HOME)]);
+  sh('chmod', ['1777', path.join(tmp, 'tmp'), path.join(tmp, 'var', 'tmp')]);
+  sh('chmod', ['0755', tmp, path.join(tmp, SANDBOX_HOME)]);
+  sh('chmod', ['0700', path.join(tmp, 'root')]);
+  rmSync(dir, { recursive: true, force: true });
+  renameSync(tmp, dir);
+  writeFileSync(`${dir}.complete`, spec);
+  return { lower, hostDirs: layout.dirs };
+}

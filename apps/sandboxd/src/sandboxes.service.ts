@@ -1,0 +1,650 @@
+/**
+ * Sandbox lifecycle: create, list, destroy, exec, file writes, network policy, checkpoints.
+ *
+ * State on disk (survives a sandboxd restart):
+ *   <data>/tenants/<tenant>/sandboxes/<name>/sandbox.json   record: name, created_at, policy, init pid
+ *   <data>/tenants/<tenant>/sandboxes/<name>/layer/{root,usr,...}  the writable layer (overlay upper dirs)
+ *   <data>/tenants/<tenant>/checkpoints/<id>/{checkpoint.json,layer/}
+ * A tenant is the SHA-256 (16 hex) of the bearer token: names are unique per token.
+ *
+ * Invariants:
+ * - Lifecycle operations of one sandbox (start, stop, restore, checkpoint, destroy) run one at a time
+ *   (per-sandbox lock); exec and writes wait for the sandbox to be running.
+ * - A running sandbox whose init died (OOM, host reboot, sandboxd restart with a dead init) is started
+ *   again on demand over the same writable layer.
+ */
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import {
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import fs from 'node:fs/promises';
+import type net from 'node:net';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { promisify } from 'node:util';
+import type { SandboxdOptions } from './config.ts';
+import { AppError } from './errors.ts';
+import { type ExecSpec, type Session, SessionTable } from './exec/sessions.ts';
+import type { Logger } from './log.ts';
+import { type PolicyRule, parseRules } from './proxy/policy.ts';
+import { EgressProxy } from './proxy/proxy.ts';
+import { type IdMap, SANDBOX_HOME } from './runtime/base.ts';
+import type { Cgroups, SandboxCgroup } from './runtime/cgroups.ts';
+import { cgroupWrap, type InitHandle, isAlive, type NamespaceRuntime } from './runtime/namespaces.ts';
+
+const execFileP = promisify(execFile);
+
+export const PROXY_PORT = 3128;
+export const PAGE_SIZE = 50;
+const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$/;
+const CHECKPOINT_RE = /^ckpt-[0-9a-f]{16}$/;
+
+interface SandboxRecord {
+  name: string;
+  created_at: string;
+  policy: PolicyRule[];
+  init: InitHandle | null;
+}
+
+export interface NdjsonLine {
+  type: 'info' | 'stdout' | 'stderr' | 'error';
+  [k: string]: unknown;
+}
+export type Emit = (line: NdjsonLine) => void;
+
+export interface ExecParams extends Omit<ExecSpec, 'argv' | 'env'> {
+  cmd: string[];
+  env: Record<string, string>;
+  dir: string;
+}
+
+class Sandbox {
+  rec: SandboxRecord;
+  readonly tenant: string;
+  readonly dir: string;
+  starting: Promise<InitHandle> | null = null;
+  cgroup: SandboxCgroup | null = null;
+  listener: net.Server | null = null;
+  readonly proxy: EgressProxy;
+  readonly sessions: SessionTable;
+  private chain: Promise<unknown> = Promise.resolve();
+  destroyed = false;
+
+  constructor(rec: SandboxRecord, tenant: string, dir: string, proxy: EgressProxy, bufferBytes: number) {
+    this.rec = rec;
+    this.tenant = tenant;
+    this.dir = dir;
+    this.proxy = proxy;
+    this.sessions = new SessionTable(bufferBytes);
+  }
+
+  /** Runs fn after every earlier lifecycle operation of this sandbox finished. */
+  locked<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.chain.then(fn, fn);
+    this.chain = next.catch(() => {});
+    return next;
+  }
+
+  get layer(): string {
+    return path.join(this.dir, 'layer');
+  }
+  get work(): string {
+    return path.join(this.dir, 'work');
+  }
+}
+
+export interface ServiceDeps {
+  opts: SandboxdOptions;
+  log: Logger;
+  cgroups: Cgroups;
+  runtime: NamespaceRuntime;
+  ids: IdMap;
+  hostDirs: string[];
+}
+
+export function tenantOf(token: string): string {
+  return createHash('sha256').update(token).digest('hex').slice(0, 16);
+}
+
+function writeJsonAtomic(file: string, value: unknown): void {
+  const tmp = `${file}.tmp-${process.pid}`;
+  writeFileSync(tmp, `${JSON.stringify(value, null, 2)}\n`);
+  renameSync(tmp, file);
+}
+
+export function createSandboxesService(deps: ServiceDeps) {
+  const { opts, log, cgroups, runtime } = deps;
+  const sandboxes = new Map<string, Sandbox>();
+  const tenantsDir = path.join(opts.dataDir, 'tenants');
+  const key = (tenant: string, name: string) => `${tenant}/${name}`;
+  const cgroupKey = (sb: Sandbox) => `${sb.tenant}-${sb.rec.name}`;
+
+  function newSandbox(rec: SandboxRecord, tenant: string): Sandbox {
+    const dir = path.join(tenantsDir, tenant, 'sandboxes', rec.name);
+    const proxy = new EgressProxy({ log, hostsOverride: opts.hostsOverride }, rec.name, rec.policy);
+    return new Sandbox(rec, tenant, dir, proxy, opts.sessionBufferBytes);
+  }
+
+  function persist(sb: Sandbox): void {
+    writeJsonAtomic(path.join(sb.dir, 'sandbox.json'), sb.rec);
+  }
+
+  function layerDirs(sb: Sandbox): void {
+    for (const d of ['root', ...deps.hostDirs]) {
+      mkdirSync(path.join(sb.layer, d), { recursive: true });
+      mkdirSync(path.join(sb.work, d), { recursive: true });
+    }
+    mkdirSync(path.join(sb.dir, 'merged'), { recursive: true });
+  }
+
+  function find(tenant: string, name: string): Sandbox {
+    const sb = sandboxes.get(key(tenant, name));
+    if (!sb || sb.destroyed)
+      throw new AppError('sandbox_not_found', `sandbox ${JSON.stringify(name)} not found`);
+    return sb;
+  }
+
+  function view(sb: Sandbox) {
+    const running = sb.rec.init !== null && isAlive(sb.rec.init);
+    return {
+      name: sb.rec.name,
+      status: running ? 'running' : 'stopped',
+      created_at: sb.rec.created_at,
+      limits: {
+        cgroup: cgroups.mode === 'none' ? null : cgroups.mode,
+        memory_bytes: cgroups.enforced.memory && opts.limits.memoryBytes > 0 ? opts.limits.memoryBytes : null,
+        pids_max: cgroups.enforced.pids && opts.limits.pidsMax > 0 ? opts.limits.pidsMax : null,
+        cpus: cgroups.enforced.cpu && opts.limits.cpus > 0 ? opts.limits.cpus : null,
+      },
+      network_policy: { rules: sb.rec.policy },
+    };
+  }
+
+  async function openListener(sb: Sandbox, h: InitHandle): Promise<net.Server> {
+    const argv = runtime.listenHelperArgv(h);
+    const child: ChildProcess = spawn(argv[0]!, argv.slice(1), {
+      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+      env: { SBX_PROXY_PORT: String(PROXY_PORT), PATH: process.env['PATH'] ?? '/usr/bin:/bin' },
+    });
+    let stderr = '';
+    child.stderr?.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
+    return new Promise<net.Server>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        reject(new Error('proxy listener helper timed out'));
+      }, 10_000);
+      child.on('message', (_msg, handle) => {
+        clearTimeout(timer);
+        const server = handle as net.Server;
+        server.on('connection', (s: net.Socket) => sb.proxy.handle(s));
+        server.on('error', (err) => log.warn('proxy listener error', { sandbox: sb.rec.name, err }));
+        resolve(server);
+      });
+      child.on('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`proxy listener helper exited (${code}): ${stderr.trim()}`));
+      });
+    });
+  }
+
+  function closeListener(sb: Sandbox): void {
+    sb.listener?.close();
+    sb.listener = null;
+    sb.proxy.closeAll();
+  }
+
+  /** Starts (or adopts) the sandbox's init and proxy listener. Must run under the sandbox lock. */
+  async function startLocked(sb: Sandbox): Promise<InitHandle> {
+    if (sb.destroyed)
+      throw new AppError('sandbox_not_found', `sandbox ${JSON.stringify(sb.rec.name)} not found`);
+    if (!sb.cgroup) sb.cgroup = cgroups.create(cgroupKey(sb));
+    let h = sb.rec.init;
+    if (!h || !isAlive(h)) {
+      closeListener(sb);
+      layerDirs(sb);
+      const t0 = performance.now();
+      h = await runtime.start(
+        { layer: sb.layer, work: sb.work, merged: path.join(sb.dir, 'merged') },
+        sb.cgroup?.procsFiles ?? [],
+      );
+      for (const pid of [h.pid, h.holderPid]) {
+        try {
+          writeFileSync(`/proc/${pid}/oom_score_adj`, '-1000');
+        } catch {}
+      }
+      sb.rec.init = h;
+      persist(sb);
+      log.info('sandbox started', { sandbox: sb.rec.name, ms: Math.round(performance.now() - t0) });
+    }
+    if (!sb.listener) sb.listener = await openListener(sb, h);
+    return h;
+  }
+
+  async function ensureRunning(sb: Sandbox): Promise<InitHandle> {
+    const h = sb.rec.init;
+    if (h && sb.listener && isAlive(h)) return h;
+    return sb.locked(() => startLocked(sb));
+  }
+
+  async function stopLocked(sb: Sandbox): Promise<void> {
+    sb.sessions.clear();
+    closeListener(sb);
+    if (sb.rec.init) await runtime.stop(sb.rec.init);
+    sb.rec.init = null;
+    if (!sb.destroyed) persist(sb);
+  }
+
+  const defaultEnv = (tty: boolean): Record<string, string> => {
+    const proxy = `http://127.0.0.1:${PROXY_PORT}`;
+    const socks = `socks5h://127.0.0.1:${PROXY_PORT}`;
+    const noProxy = 'localhost,127.0.0.1,::1';
+    return {
+      PATH: `${SANDBOX_HOME}/.local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`,
+      HOME: SANDBOX_HOME,
+      USER: 'sandbox',
+      LOGNAME: 'sandbox',
+      SHELL: '/bin/bash',
+      LANG: 'C.UTF-8',
+      ...(tty ? { TERM: 'xterm-256color' } : {}),
+      http_proxy: proxy,
+      HTTP_PROXY: proxy,
+      https_proxy: proxy,
+      HTTPS_PROXY: proxy,
+      all_proxy: socks,
+      ALL_PROXY: socks,
+      no_proxy: noProxy,
+      NO_PROXY: noProxy,
+      NODE_USE_ENV_PROXY: '1',
+      // Global npm installs go to the sandbox user's own prefix (on PATH above).
+      NPM_CONFIG_PREFIX: `${SANDBOX_HOME}/.local`,
+      // Debian marks the system Python as externally managed; user installs land in ~/.local.
+      PIP_BREAK_SYSTEM_PACKAGES: '1',
+    };
+  };
+
+  return {
+    async load(): Promise<void> {
+      let tenants: string[] = [];
+      try {
+        tenants = readdirSync(tenantsDir);
+      } catch {}
+      for (const tenant of tenants) {
+        let names: string[] = [];
+        try {
+          names = readdirSync(path.join(tenantsDir, tenant, 'sandboxes'));
+        } catch {}
+        for (const name of names) {
+          try {
+            const rec = JSON.parse(
+              readFileSync(path.join(tenantsDir, tenant, 'sandboxes', name, 'sandbox.json'), 'utf8'),
+            ) as SandboxRecord;
+            const sb = newSandbox(rec, tenant);
+            sandboxes.set(key(tenant, name), sb);
+            if (rec.init && isAlive(rec.init)) {
+              // Adopt the running init: its processes keep running; only the proxy listener is reopened.
+              void ensureRunning(sb).catch((err) => log.warn('cannot adopt sandbox', { sandbox: name, err }));
+            } else if (rec.init) {
+              rec.init = null;
+              persist(sb);
+            }
+          } catch (err) {
+            log.warn('skipping unreadable sandbox record', { tenant, name, err });
+          }
+        }
+      }
+      log.info('state loaded', { sandboxes: sandboxes.size });
+    },
+
+    async create(tenant: string, body: unknown) {
+      const name = (body as { name?: unknown } | null)?.name;
+      if (typeof name !== 'string' || !NAME_RE.test(name)) {
+        throw new AppError('bad_request', 'name must match [a-zA-Z0-9][a-zA-Z0-9._-]{0,62}');
+      }
+      if (sandboxes.has(key(tenant, name)))
+        throw new AppError('sandbox_exists', `sandbox ${JSON.stringify(name)} already exists`);
+      const rec: SandboxRecord = { name, created_at: new Date().toISOString(), policy: [], init: null };
+      const sb = newSandbox(rec, tenant);
+      sandboxes.set(key(tenant, name), sb);
+      try {
+        mkdirSync(sb.dir, { recursive: true });
+        layerDirs(sb);
+        await fs.chown(path.join(sb.layer, 'root'), deps.ids.rootHostId, deps.ids.rootHostId);
+        persist(sb);
+      } catch (err) {
+        sandboxes.delete(key(tenant, name));
+        rmSync(sb.dir, { recursive: true, force: true });
+        throw err;
+      }
+      // Warm the sandbox in the background; the first exec waits for it.
+      void ensureRunning(sb).catch((err) => log.warn('sandbox warm start failed', { sandbox: name, err }));
+      return view(sb);
+    },
+
+    get(tenant: string, name: string) {
+      return view(find(tenant, name));
+    },
+
+    list(tenant: string, continuation: string | undefined) {
+      let after = '';
+      if (continuation) {
+        after = Buffer.from(continuation, 'base64url').toString('utf8');
+        if (!NAME_RE.test(after)) throw new AppError('bad_request', 'invalid continuation_token');
+      }
+      const names = [...sandboxes.values()]
+        .filter((sb) => sb.tenant === tenant && !sb.destroyed)
+        .map((sb) => sb.rec.name)
+        .sort()
+        .filter((n) => n > after);
+      const page = names.slice(0, PAGE_SIZE);
+      const hasMore = names.length > PAGE_SIZE;
+      return {
+        sandboxes: page.map((n) => view(sandboxes.get(key(tenant, n))!)),
+        has_more: hasMore,
+        next_continuation_token: hasMore ? Buffer.from(page[page.length - 1]!).toString('base64url') : null,
+      };
+    },
+
+    async destroy(tenant: string, name: string): Promise<void> {
+      const sb = find(tenant, name);
+      await sb.locked(async () => {
+        sb.destroyed = true;
+        sandboxes.delete(key(tenant, name));
+        await stopLocked(sb);
+        sb.cgroup?.remove();
+        if (!sb.cgroup) cgroups.create(cgroupKey(sb))?.remove();
+        await fs.rm(sb.dir, { recursive: true, force: true });
+      });
+      log.info('sandbox destroyed', { sandbox: name });
+    },
+
+    /** Parses exec query parameters; throws bad_request. */
+    parseExec(query: URLSearchParams): ExecParams {
+      const cmd = query.getAll('cmd');
+      if (cmd.length === 0 || cmd[0] === '')
+        throw new AppError('bad_request', 'cmd is required (repeat it once per argv entry)');
+      const env: Record<string, string> = {};
+      for (const kv of query.getAll('env')) {
+        const i = kv.indexOf('=');
+        if (i <= 0) throw new AppError('bad_request', 'env entries must be KEY=VALUE');
+        env[kv.slice(0, i)] = kv.slice(i + 1);
+      }
+      const bool = (n: string, dflt: boolean) => {
+        const v = query.get(n);
+        if (v === null || v === '') return dflt;
+        if (v === 'true' || v === '1') return true;
+        if (v === 'false' || v === '0') return false;
+        throw new AppError('bad_request', `${n} must be true or false`);
+      };
+      const int = (n: string, dflt: number) => {
+        const v = query.get(n);
+        if (v === null || v === '') return dflt;
+        const x = Number(v);
+        if (!Number.isInteger(x) || x < 1 || x > 9999)
+          throw new AppError('bad_request', `${n} must be a positive integer`);
+        return x;
+      };
+      const dirRaw = query.get('dir');
+      const dir = dirRaw ? path.posix.resolve(SANDBOX_HOME, dirRaw) : SANDBOX_HOME;
+      const tty = bool('tty', false);
+      return {
+        cmd,
+        env,
+        dir,
+        command: cmd.join(' '),
+        tty,
+        stdin: bool('stdin', tty),
+        rows: int('rows', 24),
+        cols: int('cols', 80),
+        detachable: bool('detachable', false),
+      };
+    },
+
+    /** Starts an exec session (the sandbox is started first if needed). */
+    async startExec(tenant: string, name: string, p: ExecParams): Promise<Session> {
+      const sb = find(tenant, name);
+      const h = await ensureRunning(sb);
+      const argv = cgroupArgv(sb, runtime.execArgv(h, p.cmd, p.dir));
+      const env = { ...defaultEnv(p.tty), ...p.env };
+      const session = sb.sessions.create({ ...p, argv, env });
+      session.start();
+      log.info('exec', {
+        sandbox: name,
+        session: session.id,
+        command: p.command.slice(0, 200),
+        tty: p.tty,
+        detachable: p.detachable,
+      });
+      return session;
+    },
+
+    findSession(tenant: string, name: string, id: string): Session {
+      const s = find(tenant, name).sessions.get(id);
+      if (!s) throw new AppError('session_not_found', `session ${JSON.stringify(id)} not found`);
+      return s;
+    },
+
+    listSessions(tenant: string, name: string) {
+      return { sessions: find(tenant, name).sessions.list() };
+    },
+
+    assertExists(tenant: string, name: string): void {
+      find(tenant, name);
+    },
+
+    async writeFile(tenant: string, name: string, query: URLSearchParams, body: Readable): Promise<void> {
+      const sb = find(tenant, name);
+      const p = query.get('path');
+      if (!p) throw new AppError('bad_request', 'path is required');
+      if (p.includes('\0')) throw new AppError('bad_request', 'path must not contain NUL');
+      const wd = query.get('workingDir') || SANDBOX_HOME;
+      const target = path.posix.resolve(
+        path.posix.resolve('/', wd.startsWith('/') ? wd : path.posix.join(SANDBOX_HOME, wd)),
+        p,
+      );
+      const modeRaw = query.get('mode') || '0644';
+      if (!/^0?[0-7]{3,4}$/.test(modeRaw)) throw new AppError('bad_request', 'mode must be octal, e.g. 0644');
+      const mkdirs = ['true', '1'].includes(query.get('mkdirParents') ?? '');
+      const h = await ensureRunning(sb);
+      const script =
+        'set -e; if [ "$3" = 1 ]; then mkdir -p -- "$(dirname -- "$1")"; fi; umask 077; cat > "$1"; chmod "$2" "$1"';
+      const argv = cgroupArgv(
+        sb,
+        runtime.execArgv(h, ['/bin/sh', '-c', script, 'fswrite', target, modeRaw, mkdirs ? '1' : '0'], '/'),
+      );
+      const child = spawn(argv[0]!, argv.slice(1), {
+        stdio: ['pipe', 'ignore', 'pipe'],
+        env: defaultEnv(false),
+      });
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => {
+        if (stderr.length < 2000) stderr += d.toString();
+      });
+      child.stdin.on('error', () => {});
+      body.pipe(child.stdin);
+      const code = await new Promise<number>((resolve) => child.on('close', (c) => resolve(c ?? 1)));
+      if (code !== 0) {
+        throw new AppError(
+          'write_failed',
+          `cannot write ${target}: ${stderr.replace(/^(\/bin\/sh|fswrite): (\d+: )?/gm, '').trim()}`,
+        );
+      }
+    },
+
+    setPolicy(tenant: string, name: string, body: unknown): void {
+      const sb = find(tenant, name);
+      const rules = parseRules(body);
+      sb.rec.policy = rules;
+      persist(sb);
+      sb.proxy.setPolicy(rules);
+      log.info('network policy set', { sandbox: name, rules: rules.length });
+    },
+
+    getPolicy(tenant: string, name: string) {
+      return { rules: find(tenant, name).rec.policy };
+    },
+
+    listCheckpoints(tenant: string, name: string) {
+      find(tenant, name);
+      const dir = path.join(tenantsDir, tenant, 'checkpoints');
+      let ids: string[] = [];
+      try {
+        ids = readdirSync(dir).filter((d) => CHECKPOINT_RE.test(d));
+      } catch {}
+      const out = [];
+      for (const id of ids) {
+        try {
+          out.push(JSON.parse(readFileSync(path.join(dir, id, 'checkpoint.json'), 'utf8')));
+        } catch {}
+      }
+      return { checkpoints: out.sort((a, b) => String(a.create_time).localeCompare(String(b.create_time))) };
+    },
+
+    async checkpoint(tenant: string, name: string, emit: Emit): Promise<void> {
+      const sb = find(tenant, name);
+      await sb.locked(async () => {
+        const id = `ckpt-${randomBytes(8).toString('hex')}`;
+        const dir = path.join(tenantsDir, tenant, 'checkpoints', id);
+        const t0 = performance.now();
+        emit({ type: 'info', data: 'Creating checkpoint...', time: new Date().toISOString() });
+        const paused = pause(sb);
+        emit({ type: 'info', data: `Processes ${paused.how}`, time: new Date().toISOString() });
+        try {
+          await fs.mkdir(dir, { recursive: true });
+          await execFileP('cp', ['-a', '--', sb.layer, path.join(dir, 'layer')]);
+        } catch (err) {
+          await fs.rm(dir, { recursive: true, force: true });
+          throw err;
+        } finally {
+          paused.resume();
+        }
+        const meta = { id, create_time: new Date().toISOString(), source_sandbox: name };
+        writeJsonAtomic(path.join(dir, 'checkpoint.json'), meta);
+        const ms = Math.round(performance.now() - t0);
+        log.info('checkpoint created', { sandbox: name, checkpoint: id, ms });
+        emit({
+          type: 'info',
+          data: `Checkpoint ${id} created`,
+          checkpoint_id: id,
+          id,
+          time: new Date().toISOString(),
+        });
+      });
+    },
+
+    /** Throws checkpoint_not_found before any streaming starts. */
+    assertCheckpoint(tenant: string, id: string): void {
+      if (!CHECKPOINT_RE.test(id))
+        throw new AppError('checkpoint_not_found', `checkpoint ${JSON.stringify(id)} not found`);
+      try {
+        readFileSync(path.join(tenantsDir, tenant, 'checkpoints', id, 'checkpoint.json'));
+      } catch {
+        throw new AppError('checkpoint_not_found', `checkpoint ${JSON.stringify(id)} not found`);
+      }
+    },
+
+    async restore(tenant: string, name: string, id: string, emit: Emit): Promise<void> {
+      const sb = find(tenant, name);
+      const src = path.join(tenantsDir, tenant, 'checkpoints', id, 'layer');
+      await sb.locked(async () => {
+        const t0 = performance.now();
+        emit({
+          type: 'info',
+          data: `Restoring checkpoint ${id}...`,
+          checkpoint_id: id,
+          time: new Date().toISOString(),
+        });
+        await stopLocked(sb);
+        emit({ type: 'info', data: 'Sandbox processes stopped', time: new Date().toISOString() });
+        const staged = `${sb.layer}.restore-${randomBytes(4).toString('hex')}`;
+        await execFileP('cp', ['-a', '--', src, staged]);
+        const trash = path.join(sb.dir, `trash-${randomBytes(4).toString('hex')}`);
+        await fs.mkdir(trash);
+        await fs.rename(sb.layer, path.join(trash, 'layer'));
+        await fs.rename(sb.work, path.join(trash, 'work')).catch(() => {});
+        await fs.rename(staged, sb.layer);
+        void fs.rm(trash, { recursive: true, force: true });
+        await startLocked(sb);
+        log.info('checkpoint restored', {
+          sandbox: name,
+          checkpoint: id,
+          ms: Math.round(performance.now() - t0),
+        });
+        emit({
+          type: 'info',
+          data: `Checkpoint ${id} restored`,
+          checkpoint_id: id,
+          time: new Date().toISOString(),
+        });
+      });
+    },
+
+    /** Stops sandboxd's side (listeners, sessions); sandbox inits keep running. */
+    shutdown(): void {
+      for (const sb of sandboxes.values()) {
+        sb.sessions.clear();
+        closeListener(sb);
+      }
+    },
+  };
+
+  function cgroupArgv(sb: Sandbox, argv: string[]): string[] {
+    const files = sb.cgroup?.procsFiles ?? [];
+    return files.length === 0 ? argv : cgroupWrap(files, argv);
+  }
+
+  /** Freezes the sandbox (cgroup freezer) or, failing that, SIGSTOPs its processes. */
+  function pause(sb: Sandbox): { how: string; resume(): void } {
+    const h = sb.rec.init;
+    if (!h || !isAlive(h)) return { how: 'not running (sandbox stopped)', resume: () => {} };
+    if (sb.cgroup?.freeze(true))
+      return { how: 'frozen (cgroup freezer)', resume: () => sb.cgroup?.freeze(false) };
+    const pids = pidsInNamespace(h.pid);
+    for (const pid of pids) signal(pid, 'SIGSTOP');
+    return {
+      how: `paused (SIGSTOP, ${pids.length} processes)`,
+      resume: () => {
+        for (const pid of pids) signal(pid, 'SIGCONT');
+      },
+    };
+  }
+}
+
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch {}
+}
+
+function pidsInNamespace(initPid: number): number[] {
+  let target: string;
+  try {
+    target = readlinkSyncSafe(`/proc/${initPid}/ns/pid`);
+  } catch {
+    return [];
+  }
+  const out: number[] = [];
+  for (const e of readdirSync('/proc')) {
+    if (!/^\d+$/.test(e)) continue;
+    if (readlinkSyncSafe(`/proc/${e}/ns/pid`) === target) out.push(Number(e));
+  }
+  return out;
+}
+
+function readlinkSyncSafe(p: string): string {
+  try {
+    return readlinkSync(p);
+  } catch {
+    return '';
+  }
+}
+
+export type SandboxesService = ReturnType<typeof createSandboxesService>;

@@ -1,0 +1,139 @@
+/**
+ * Starts a throw-away sandboxd as a child process (crashes stay isolated from the test runner):
+ * a free port on 127.0.0.1, a random token, a temp data dir. stop() kills the daemon, every sandbox
+ * init recorded in the data dir, and removes the data dir (unless keepData is set).
+ *
+ * Used by this workspace's tests, packages/sandbox-client's conformance suite and scripts/bench-sandbox.ts.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const MAIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'main.ts');
+
+export interface TestSandboxdOptions {
+  /** Test-only host name -> IP map for the egress proxy (written to SANDBOXD_HOSTS_FILE). */
+  hosts?: Record<string, string>;
+  /** Reuse a data dir (e.g. to restart on the same state). */
+  dataDir?: string;
+  /** Reuse a token (e.g. to restart on the same state). */
+  token?: string;
+  /** Extra SANDBOXD_* environment (e.g. SANDBOXD_MEMORY_MAX). */
+  env?: Record<string, string>;
+  /** Forward the daemon's JSON logs to this process's stderr. */
+  verbose?: boolean;
+}
+
+export interface TestSandboxd {
+  url: string;
+  token: string;
+  dataDir: string;
+  /** The daemon's collected log lines (JSON). */
+  logs(): string[];
+  /** Stops the daemon; by default also kills all sandboxes and removes the data dir. */
+  stop(opts?: { keepData?: boolean }): Promise<void>;
+}
+
+function killSandboxInits(dataDir: string): void {
+  const tenants = path.join(dataDir, 'tenants');
+  let ts: string[] = [];
+  try {
+    ts = readdirSync(tenants);
+  } catch {}
+  for (const t of ts) {
+    let names: string[] = [];
+    try {
+      names = readdirSync(path.join(tenants, t, 'sandboxes'));
+    } catch {}
+    for (const n of names) {
+      try {
+        const rec = JSON.parse(
+          readFileSync(path.join(tenants, t, 'sandboxes', n, 'sandbox.json'), 'utf8'),
+        ) as {
+          init: { pid: number; startTime: string } | null;
+        };
+        if (!rec.init) continue;
+        const stat = readFileSync(`/proc/${rec.init.pid}/stat`, 'utf8');
+        const start = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+        if (start === rec.init.startTime) process.kill(rec.init.pid, 'SIGKILL');
+      } catch {}
+    }
+  }
+}
+
+export async function startTestSandboxd(opts: TestSandboxdOptions = {}): Promise<TestSandboxd> {
+  const dataDir = opts.dataDir ?? mkdtempSync(path.join(os.tmpdir(), 'sandboxd-test-'));
+  const token = opts.token ?? randomBytes(24).toString('hex');
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env['PATH'] ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+    SANDBOXD_ADDR: '127.0.0.1:0',
+    SANDBOXD_TOKEN: token,
+    SANDBOXD_DATA_DIR: dataDir,
+    SANDBOXD_LOG_LEVEL: 'debug',
+    ...opts.env,
+  };
+  if (opts.hosts) {
+    const file = path.join(dataDir, 'test-hosts');
+    writeFileSync(
+      file,
+      Object.entries(opts.hosts)
+        .map(([name, ip]) => `${ip} ${name}\n`)
+        .join(''),
+    );
+    env['SANDBOXD_HOSTS_FILE'] = file;
+  }
+  const child: ChildProcess = spawn(process.execPath, [MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const logs: string[] = [];
+  let errTail = '';
+  child.stderr?.on('data', (d: Buffer) => {
+    const text = d.toString();
+    errTail = (errTail + text).slice(-4000);
+    for (const line of text.split('\n')) if (line) logs.push(line);
+    if (opts.verbose) process.stderr.write(text);
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`sandboxd did not become ready in 20 s: ${errTail}`));
+    }, 20_000);
+    child.stdout?.on('data', (d: Buffer) => {
+      out += d.toString();
+      const line = out.split('\n').find((l) => l.includes('"ready":true'));
+      if (line) {
+        clearTimeout(timer);
+        resolve((JSON.parse(line) as { url: string }).url);
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`sandboxd exited with ${code} before ready: ${errTail}`));
+    });
+  });
+  let stopped = false;
+  return {
+    url,
+    token,
+    dataDir,
+    logs: () => [...logs],
+    async stop(stopOpts = {}) {
+      if (stopped) return;
+      stopped = true;
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+        await exited;
+        clearTimeout(timer);
+      }
+      if (!stopOpts.keepData) {
+        killSandboxInits(dataDir);
+        await new Promise((r) => setTimeout(r, 100));
+        rmSync(dataDir, { recursive: true, force: true });
+      }
+    },
+  };
+}
