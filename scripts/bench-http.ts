@@ -1,0 +1,174 @@
+// HTTP benchmark: an authenticated GET of one resource through the real app, against
+// baselines measured in the same run on the same database:
+//   hello     — bare Fastify returning a constant JSON body (the framework ceiling)
+//   baseline  — bare Fastify doing what an authenticated read must do at minimum: one
+//               API-key lookup by SHA-256 and one primary-key SELECT
+//   paddock   — GET /api/environments/:id with a bearer key (auth, tenant scoping, schema)
+// Load comes from autocannon in a separate process (50 connections). Goal
+// (docs/performance.md): paddock ≥ 70% of baseline, p99 ≤ 20 ms.
+import { spawn } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import Fastify from 'fastify';
+import { hashApiKey } from '../apps/server/src/auth/api-key.ts';
+import { parseConfig } from '../apps/server/src/config/config.ts';
+import { openDatabase } from '../apps/server/src/db/database.ts';
+import { startEmbeddedPostgres } from '../apps/server/src/db/embedded.ts';
+import { migrate } from '../apps/server/src/db/migrate.ts';
+import { createDeps } from '../apps/server/src/deps.ts';
+import { buildApp } from '../apps/server/src/http/app.ts';
+import { createLogger } from '../apps/server/src/observability/logger.ts';
+import { createMetrics } from '../apps/server/src/observability/metrics.ts';
+import { VERSION } from '../apps/server/src/version.ts';
+import { createVerifiedUser } from '../apps/server/test/helpers/factories.ts';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const DURATION_S = Number(process.env['BENCH_DURATION_S'] ?? 5);
+const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 3);
+const CONNECTIONS = 50;
+
+interface Run {
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  non2xx: number;
+}
+
+async function load(url: string, headers: Record<string, string>): Promise<Run> {
+  const args = [
+    join(ROOT, 'node_modules/autocannon/autocannon.js'),
+    '-j',
+    '-c',
+    String(CONNECTIONS),
+    '-d',
+    String(DURATION_S),
+    ...Object.entries(headers).flatMap(([k, v]) => ['-H', `${k}=${v}`]),
+    url,
+  ];
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'ignore'] });
+  let out = '';
+  child.stdout.on('data', (d) => {
+    out += d;
+  });
+  await new Promise((r) => child.on('exit', r));
+  const j = JSON.parse(out) as {
+    requests: { average: number };
+    latency: { p50: number; p99: number };
+    errors: number;
+    non2xx: number;
+  };
+  return {
+    rps: j.requests.average,
+    p50: j.latency.p50,
+    p99: j.latency.p99,
+    errors: j.errors,
+    non2xx: j.non2xx,
+  };
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)] ?? 0;
+};
+
+export async function benchHttp(): Promise<Record<string, unknown>> {
+  const dir = mkdtempSync(join(tmpdir(), 'paddock-bench-'));
+  chmodSync(dir, 0o711);
+  const pg = await startEmbeddedPostgres({ dataDir: dir, database: 'bench' });
+  try {
+    const { config } = parseConfig({
+      NODE_ENV: 'test',
+      LOG_LEVEL: 'silent',
+      DATABASE_URL: pg.url,
+      DATABASE_SSL: 'false',
+      RATE_LIMIT_MAX: '100000000',
+      MASTER_SECRETS_KEY: Buffer.alloc(32, 7).toString('base64url'),
+    });
+    const database = openDatabase({ connectionString: pg.url, max: 10 });
+    await migrate(database.db, database.pool);
+    const deps = createDeps({
+      version: VERSION,
+      config,
+      logger: createLogger({ level: 'silent' }),
+      metrics: createMetrics(),
+      database,
+    });
+    const app = await buildApp(deps);
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const appUrl = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+
+    const user = await createVerifiedUser(database.db);
+    const created = await fetch(`${appUrl}/api/environments`, {
+      method: 'POST',
+      headers: { ...user.auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'bench-env', env_vars: { A: '1' } }),
+    });
+    if (created.status !== 201) throw new Error(`creating the bench environment failed: ${created.status}`);
+    const envId = ((await created.json()) as { id: string }).id;
+
+    // Baselines share the database and a pool of the same size.
+    const basePool = openDatabase({ connectionString: pg.url, max: 10 }).pool;
+    const bare = Fastify();
+    bare.get('/hello', async () => ({ hello: 'world' }));
+    bare.get<{ Params: { id: string } }>('/baseline/:id', async (request, reply) => {
+      const key = (request.headers.authorization ?? '').slice(7);
+      const k = await basePool.query({
+        name: 'key',
+        text: 'SELECT user_id FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL',
+        values: [hashApiKey(key)],
+      });
+      if (k.rowCount === 0) return reply.code(401).send({ error: 'unauthorized' });
+      const r = await basePool.query({
+        name: 'env',
+        text: 'SELECT * FROM environments WHERE id = $1 AND tenant_id = $2',
+        values: [request.params.id, k.rows[0].user_id],
+      });
+      return r.rows[0];
+    });
+    await bare.listen({ port: 0, host: '127.0.0.1' });
+    const bareUrl = `http://127.0.0.1:${(bare.server.address() as { port: number }).port}`;
+
+    const runs: Record<'hello' | 'baseline' | 'paddock', Run[]> = { hello: [], baseline: [], paddock: [] };
+    for (let round = 0; round < ROUNDS; round++) {
+      runs.hello.push(await load(`${bareUrl}/hello`, {}));
+      runs.baseline.push(await load(`${bareUrl}/baseline/${envId}`, user.auth));
+      runs.paddock.push(await load(`${appUrl}/api/environments/${envId}`, user.auth));
+    }
+    await app.close();
+    await bare.close();
+    await basePool.end();
+    await database.close();
+
+    const summary = Object.fromEntries(
+      Object.entries(runs).map(([name, rs]) => [
+        name,
+        {
+          rps: Math.round(median(rs.map((r) => r.rps))),
+          p50_ms: median(rs.map((r) => r.p50)),
+          p99_ms: median(rs.map((r) => r.p99)),
+          errors: rs.reduce((a, r) => a + r.errors + r.non2xx, 0),
+        },
+      ]),
+    ) as Record<string, { rps: number; p50_ms: number; p99_ms: number; errors: number }>;
+    const ratio = summary['paddock']!.rps / summary['baseline']!.rps;
+    return {
+      connections: CONNECTIONS,
+      duration_s: DURATION_S,
+      rounds: ROUNDS,
+      ...summary,
+      paddock_vs_baseline: Number(ratio.toFixed(3)),
+      goal: 'paddock >= 0.70 x baseline, p99 <= 20 ms',
+      goal_met: ratio >= 0.7 && summary['paddock']!.p99_ms <= 20,
+    };
+  } finally {
+    await pg.stop().catch(() => {});
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+if (import.meta.main) {
+  const result = await benchHttp();
+  console.log(JSON.stringify(result, null, 2));
+}

@@ -1,0 +1,31 @@
+// `npm run bench`: every benchmark, each reporting its figures and their ratio to a
+// baseline measured in the same run (absolute numbers drift between machines).
+//   npm run bench              all
+//   npm run bench -- http      only the HTTP benchmark (names: http, sandbox)
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const BENCHES: Record<string, string> = {
+  http: 'scripts/bench-http.ts',
+  sandbox: 'scripts/bench-sandbox.ts',
+};
+
+const wanted = process.argv.slice(2).filter((a) => !a.startsWith('-'));
+const names = wanted.length > 0 ? wanted : Object.keys(BENCHES);
+let failed = false;
+for (const name of names) {
+  const file = BENCHES[name];
+  if (!file || !existsSync(join(ROOT, file))) {
+    console.error(`unknown benchmark "${name}" (known: ${Object.keys(BENCHES).join(', ')})`);
+    failed = true;
+    continue;
+  }
+  console.log(`\n== ${name} (${file})`);
+  const code = await new Promise<number>((r) =>
+    spawn(process.execPath, [join(ROOT, file)], { stdio: 'inherit', cwd: ROOT }).on('exit', (c) => r(c ?? 1)),
+  );
+  if (code !== 0) failed = true;
+}
+process.exit(failed ? 1 : 0);
