@@ -131,6 +131,24 @@ describe('configuration', () => {
     refuses({ MASTER_SECRETS_KEY: `${KEY.slice(0, 42)}B` }, 'MASTER_SECRETS_KEY');
   });
 
+  it('accepts MASTER_SECRETS_KEY_PREVIOUS beside a different current key, for master key rotation', () => {
+    const previous = randomBytes(32).toString('base64url');
+    const { config } = parseConfig({ MASTER_SECRETS_KEY: KEY, MASTER_SECRETS_KEY_PREVIOUS: previous });
+    assert.deepEqual(config.masterSecretsKeyPrevious, Buffer.from(previous, 'base64url'));
+    assert.equal(parseConfig({ MASTER_SECRETS_KEY: KEY }).config.masterSecretsKeyPrevious, undefined);
+    assert.equal(
+      parseConfig({ MASTER_SECRETS_KEY: KEY, MASTER_SECRETS_KEY_PREVIOUS: ' ' }).config
+        .masterSecretsKeyPrevious,
+      undefined,
+    );
+    refuses(
+      { MASTER_SECRETS_KEY: KEY, MASTER_SECRETS_KEY_PREVIOUS: `${previous}=` },
+      'MASTER_SECRETS_KEY_PREVIOUS',
+    );
+    refuses({ MASTER_SECRETS_KEY: KEY, MASTER_SECRETS_KEY_PREVIOUS: KEY }, 'MASTER_SECRETS_KEY_PREVIOUS');
+    refuses({ MASTER_SECRETS_KEY_PREVIOUS: previous }, 'MASTER_SECRETS_KEY_PREVIOUS');
+  });
+
   it('never echoes a variable value in its error message', () => {
     const secret = 'super-secret-value-that-must-not-leak';
     const problems = problemsOf({

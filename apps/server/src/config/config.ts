@@ -24,6 +24,8 @@ export interface Config {
   readonly secretKeyBase?: string;
   /** 32 bytes, decoded. Undefined only before the development key is resolved. */
   readonly masterSecretsKey?: Buffer;
+  /** MASTER_SECRETS_KEY_PREVIOUS: the key being rotated away from (`task rotate-master-key`). */
+  readonly masterSecretsKeyPrevious?: Buffer;
   readonly database: {
     readonly url?: string;
     readonly ssl: boolean;
@@ -249,6 +251,24 @@ export function parseConfig(env: Env): ParseResult {
     problems.push('MASTER_SECRETS_KEY: required in production');
   }
 
+  // MASTER_SECRETS_KEY_PREVIOUS: same form; only meaningful next to a (different) current key.
+  let masterSecretsKeyPrevious: Buffer | undefined;
+  const previousRaw = str('MASTER_SECRETS_KEY_PREVIOUS');
+  if (previousRaw !== undefined) {
+    const decoded = decodeMasterKey(previousRaw);
+    if (!decoded) {
+      problems.push(
+        'MASTER_SECRETS_KEY_PREVIOUS: must be 32 random bytes encoded as base64 URL-safe without padding (43 characters)',
+      );
+    } else if (masterRaw === undefined) {
+      problems.push('MASTER_SECRETS_KEY_PREVIOUS: set only together with MASTER_SECRETS_KEY (the new key)');
+    } else if (masterSecretsKey?.equals(decoded)) {
+      problems.push('MASTER_SECRETS_KEY_PREVIOUS: must differ from MASTER_SECRETS_KEY');
+    } else {
+      masterSecretsKeyPrevious = decoded;
+    }
+  }
+
   const secretKeyBase = str('SECRET_KEY_BASE');
   if (secretKeyBase !== undefined && secretKeyBase.length < 32) {
     problems.push('SECRET_KEY_BASE: must be at least 32 characters');
@@ -418,6 +438,7 @@ export function parseConfig(env: Env): ParseResult {
     logLevel,
     ...(secretKeyBase ? { secretKeyBase } : {}),
     ...(masterSecretsKey ? { masterSecretsKey } : {}),
+    ...(masterSecretsKeyPrevious ? { masterSecretsKeyPrevious } : {}),
     database: {
       ...(databaseUrl ? { url: databaseUrl.toString() } : {}),
       ssl: bool('DATABASE_SSL', true),

@@ -1,50 +1,52 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { SandboxApiError, SandboxOperationError } from '../errors.ts';
-import type { ConformanceContext } from './context.ts';
-
-const root = '/conformance/cp';
+import { type ConformanceContext, workDirOf } from './context.ts';
 
 /**
- * A listing of everything under `root` that restore must reproduce: paths,
+ * A listing of everything under `root` (the suite's directory in the sandbox) that restore must reproduce: paths,
  * types, permission bits, file sizes, symlink targets and file contents
  * (SHA-256). Modification times are not part of it.
  */
-const manifestScript =
+const manifestScript = (root: string): string =>
   `cd ${root} && export LC_ALL=C && ` +
   `find . -printf '%p %y %m\\n' | sort && ` +
   `find . -type f -printf '%p %s\\n' | sort && ` +
   `find . -type l -printf '%p -> %l\\n' | sort && ` +
   `find . -type f -print0 | sort -z | xargs -0 -r sha256sum`;
 
-const setupScript = [
-  `mkdir -p ${root}/dir/nested ${root}/empty`,
-  `head -c 3145728 /dev/urandom > ${root}/dir/random.bin`,
-  `printf 'keep\\n' > ${root}/keep.txt`,
-  `printf 'will change\\n' > ${root}/change.txt`,
-  `printf 'will go\\n' > ${root}/dir/nested/delete-me.txt`,
-  `chmod 750 ${root}/dir`,
-  `chmod 600 ${root}/keep.txt`,
-  `ln -s dir/random.bin ${root}/link`,
-].join(' && ');
+const setupScript = (root: string): string =>
+  [
+    `mkdir -p ${root}/dir/nested ${root}/empty`,
+    `head -c 3145728 /dev/urandom > ${root}/dir/random.bin`,
+    `printf 'keep\\n' > ${root}/keep.txt`,
+    `printf 'will change\\n' > ${root}/change.txt`,
+    `printf 'will go\\n' > ${root}/dir/nested/delete-me.txt`,
+    `chmod 750 ${root}/dir`,
+    `chmod 600 ${root}/keep.txt`,
+    `ln -s dir/random.bin ${root}/link`,
+  ].join(' && ');
 
-const modifyScript = [
-  `cd ${root}`,
-  `printf 'changed\\n' > change.txt`,
-  'rm dir/nested/delete-me.txt',
-  'echo new > added.txt',
-  'chmod 644 keep.txt',
-  'rmdir empty',
-  'printf XXXXXXXXXX | dd of=dir/random.bin bs=1 seek=100 conv=notrunc 2>/dev/null',
-  'rm link && ln -s keep.txt link',
-  'rm tool.sh',
-].join(' && ');
+const modifyScript = (root: string): string =>
+  [
+    `cd ${root}`,
+    `printf 'changed\\n' > change.txt`,
+    'rm dir/nested/delete-me.txt',
+    'echo new > added.txt',
+    'chmod 644 keep.txt',
+    'rmdir empty',
+    'printf XXXXXXXXXX | dd of=dir/random.bin bs=1 seek=100 conv=notrunc 2>/dev/null',
+    'rm link && ln -s keep.txt link',
+    'rm tool.sh',
+  ].join(' && ');
 
 export function registerCheckpointTests(ctx: () => ConformanceContext): void {
   describe('checkpoints', () => {
     let name = '';
+    let root = '';
     before(async () => {
       name = await ctx().create('checkpoint');
+      root = `${await workDirOf(ctx(), name)}/cp`;
     });
     after(async () => {
       if (name) await ctx().client.destroy(name);
@@ -60,9 +62,9 @@ export function registerCheckpointTests(ctx: () => ConformanceContext): void {
       timeout: 300_000,
     }, async () => {
       const { client } = ctx();
-      await run(setupScript);
+      await run(setupScript(root));
       await client.writeFile(name, `${root}/tool.sh`, '#!/bin/sh\necho tool\n', { mode: 0o711 });
-      const original = await run(manifestScript);
+      const original = await run(manifestScript(root));
       assert.match(original, /random\.bin 3145728/);
 
       const first = await client.createCheckpoint(name, {
@@ -75,19 +77,19 @@ export function registerCheckpointTests(ctx: () => ConformanceContext): void {
         'no error line',
       );
 
-      await run(modifyScript);
-      const modified = await run(manifestScript);
+      await run(modifyScript(root));
+      const modified = await run(manifestScript(root));
       assert.notEqual(modified, original);
 
       const second = await client.createCheckpoint(name, { timeoutMs: 120_000 });
       assert.notEqual(second.id, first.id, 'each checkpoint has its own id');
 
       await client.restoreCheckpoint(name, first.id, { timeoutMs: 120_000 });
-      assert.equal(await run(manifestScript), original);
+      assert.equal(await run(manifestScript(root)), original);
       assert.equal(await run(`${root}/tool.sh`), 'tool\n');
 
       await client.restoreCheckpoint(name, second.id, { timeoutMs: 120_000 });
-      assert.equal(await run(manifestScript), modified);
+      assert.equal(await run(manifestScript(root)), modified);
     });
 
     it('fails a restore of an unknown checkpoint', async () => {

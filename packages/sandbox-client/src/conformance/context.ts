@@ -113,3 +113,16 @@ export async function forEachLimited<T>(
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
   if (failures.length > 0) throw failures[0];
 }
+
+/**
+ * The directory the suite writes under inside a sandbox: the sandbox user's
+ * home (a sandbox need not run as root, so `/` may not be writable).
+ */
+export async function workDirOf(context: ConformanceContext, sandbox: string): Promise<string> {
+  const result = await context.client.exec(sandbox, { cmd: ['sh', '-c', 'printf %s "$HOME"'] });
+  const home = result.stdout.toString();
+  if (result.exitCode !== 0 || !home.startsWith('/')) {
+    throw new Error(`conformance: cannot find the sandbox user's home (exit ${result.exitCode}: ${home})`);
+  }
+  return `${home.replace(/\/+$/, '')}/conformance`;
+}
