@@ -22,4 +22,21 @@ export const AUDIT_EVENT_TYPES: Set<string> = new Set([
   'admin.user.unsuspended',
   'admin.users.listed',
   'admin.audit.read',
+  // Resources (environments, vaults, agents, secrets, bulk apply). Metadata carries names and
+  // ids, never a secret value.
+  'environment.created',
+  'environment.updated',
+  'environment.deleted',
+  'environment.secret.upserted',
+  'environment.secret.deleted',
+  'vault.created',
+  'vault.updated',
+  'vault.deleted',
+  'vault.secret.upserted',
+  'vault.secret.deleted',
+  'agent.created',
+  'agent.updated',
+  'agent.deleted',
+  'apply.completed',
+  'tenant_key.rotated',
 ]);

@@ -1,13 +1,23 @@
 // Kysely types for every table. Each domain declares its tables in its own
 // `<domain>.tables.ts` and they are combined here.
 import type { AccountsTables } from '../accounts/accounts.tables.ts';
+import type { AgentsTables } from '../agents/agents.tables.ts';
 import type { AuditTables } from '../audit/audit.tables.ts';
+import type { EnvironmentsTables } from '../environments/environments.tables.ts';
+import type { SecretsTables } from '../secrets/secrets.tables.ts';
+import type { VaultsTables } from '../vaults/vaults.tables.ts';
 
 export interface PaddockMigrationsTable {
   name: string;
   applied_at: Date;
 }
 
-export interface Database extends AccountsTables, AuditTables {
+export interface Database
+  extends AccountsTables,
+    AuditTables,
+    SecretsTables,
+    EnvironmentsTables,
+    VaultsTables,
+    AgentsTables {
   paddock_migrations: PaddockMigrationsTable;
 }

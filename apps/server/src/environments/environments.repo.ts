@@ -1,0 +1,106 @@
+// SQL for environments. Every method takes the tenant id first.
+import { sql } from 'kysely';
+import type { Db } from '../db/database.ts';
+import type { EnvironmentInput } from './environments.schema.ts';
+
+const COLUMNS = [
+  'id',
+  'name',
+  'env_vars',
+  'packages',
+  'repos',
+  'setup_script',
+  'networking_type',
+  'networking_config',
+  'metadata',
+  'checkpoint_id',
+  'created_at',
+  'updated_at',
+] as const;
+
+export type EnvironmentRow = NonNullable<Awaited<ReturnType<typeof findEnvironment>>>;
+
+function jsonFields(input: EnvironmentInput) {
+  return {
+    name: input.name,
+    env_vars: JSON.stringify(input.env_vars),
+    packages: JSON.stringify(input.packages),
+    repos: JSON.stringify(input.repos),
+    setup_script: input.setup_script,
+    networking_type: input.networking_type,
+    networking_config: JSON.stringify(input.networking_config),
+    metadata: JSON.stringify(input.metadata),
+  };
+}
+
+export async function findEnvironment(db: Db, tenantId: string, id: string) {
+  return await db
+    .selectFrom('environments')
+    .select(COLUMNS)
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+}
+
+export async function findEnvironmentByName(db: Db, tenantId: string, name: string) {
+  return await db
+    .selectFrom('environments')
+    .select(COLUMNS)
+    .where('tenant_id', '=', tenantId)
+    .where('name', '=', name)
+    .executeTakeFirst();
+}
+
+export async function listEnvironments(db: Db, tenantId: string) {
+  return await db
+    .selectFrom('environments')
+    .select(COLUMNS)
+    .where('tenant_id', '=', tenantId)
+    .orderBy('name')
+    .execute();
+}
+
+export async function insertEnvironment(db: Db, tenantId: string, id: string, input: EnvironmentInput) {
+  return await db
+    .insertInto('environments')
+    .values({ id, tenant_id: tenantId, ...jsonFields(input) })
+    .returning(COLUMNS)
+    .executeTakeFirstOrThrow();
+}
+
+export async function updateEnvironment(db: Db, tenantId: string, id: string, input: EnvironmentInput) {
+  return await db
+    .updateTable('environments')
+    .set({ ...jsonFields(input), updated_at: sql<Date>`now()` })
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', id)
+    .returning(COLUMNS)
+    .executeTakeFirst();
+}
+
+export async function deleteEnvironment(db: Db, tenantId: string, id: string): Promise<boolean> {
+  const res = await db
+    .deleteFrom('environments')
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return Number(res.numDeletedRows) > 0;
+}
+
+export async function countAgentsByEnvironment(
+  db: Db,
+  tenantId: string,
+  environmentIds: readonly string[],
+): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  if (environmentIds.length === 0) return out;
+  const rows = await db
+    .selectFrom('agents')
+    .select(['environment_id', (eb) => eb.fn.countAll<number>().as('n')])
+    .where('tenant_id', '=', tenantId)
+    .where('environment_id', 'in', environmentIds)
+    .groupBy('environment_id')
+    .execute();
+  for (const r of rows) if (r.environment_id) out.set(r.environment_id, Number(r.n));
+  return out;
+}

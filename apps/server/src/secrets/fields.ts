@@ -1,0 +1,129 @@
+// Field schemas shared by the resource domains (environments, vaults, agents, apply).
+// Every string that reaches PostgreSQL is checked for NUL characters here: text and jsonb
+// columns refuse them, and that refusal must be a 422, never a 500.
+import { z } from 'zod';
+
+export const NAME_MAX = 100;
+export const METADATA_MAX_BYTES = 16 * 1024;
+export const SECRET_VALUE_MAX_BYTES = 64 * 1024;
+export const ENV_VAR_NAME_MAX = 128;
+
+const NO_NUL = (s: string) => !s.includes('\u0000');
+
+/** A string of at most `max` characters with no NUL character. */
+export function text(max: number) {
+  return z
+    .string()
+    .max(max, `must be at most ${max} characters`)
+    .refine(NO_NUL, 'must not contain NUL characters');
+}
+
+export const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function isUuid(value: string): boolean {
+  return UUID_RE.test(value);
+}
+
+/** Resource names: the upsert key of bulk apply and the handle the CLI accepts. */
+export const resourceName = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(NAME_MAX, `must be at most ${NAME_MAX} characters`)
+  .regex(
+    /^[A-Za-z0-9][A-Za-z0-9._-]*$/,
+    'must start with a letter or digit and contain only letters, digits, ".", "_" and "-"',
+  );
+
+export const ENV_VAR_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** Names the platform sets itself inside a sandbox. */
+export const RESERVED_ENV_PREFIX = 'PADDOCK_';
+
+export function envVarNameProblem(name: string): string | null {
+  if (name.length === 0) return 'must not be empty';
+  if (name.length > ENV_VAR_NAME_MAX) return `must be at most ${ENV_VAR_NAME_MAX} characters`;
+  if (!ENV_VAR_NAME_RE.test(name))
+    return 'must be a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)';
+  if (name.toUpperCase().startsWith(RESERVED_ENV_PREFIX))
+    return `the ${RESERVED_ENV_PREFIX} prefix is reserved for variables set by Paddock`;
+  return null;
+}
+
+export const envVarName = z.string().superRefine((name, ctx) => {
+  const problem = envVarNameProblem(name);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+});
+
+export const secretValue = z
+  .string()
+  .refine(NO_NUL, 'must not contain NUL characters')
+  .refine((v) => Buffer.byteLength(v, 'utf8') <= SECRET_VALUE_MAX_BYTES, `must be at most 64 KiB`);
+
+/** A map keyed by environment-variable names with string values; keys are validated one by one. */
+export function envMap(valueSchema: z.ZodType<string>, maxEntries: number) {
+  return z.record(z.string(), valueSchema).superRefine((map, ctx) => {
+    const keys = Object.keys(map);
+    if (keys.length > maxEntries)
+      ctx.addIssue({ code: 'custom', message: `must have at most ${maxEntries} entries` });
+    for (const k of keys) {
+      const problem = envVarNameProblem(k);
+      if (problem) ctx.addIssue({ code: 'custom', path: [k], message: `key ${problem}` });
+    }
+  });
+}
+
+function jsonProblem(value: unknown, depth: number): string | null {
+  if (depth > 10) return 'must not nest deeper than 10 levels';
+  if (typeof value === 'string') return NO_NUL(value) ? null : 'must not contain NUL characters';
+  if (value === null || typeof value === 'boolean') return null;
+  if (typeof value === 'number') return Number.isFinite(value) ? null : 'numbers must be finite';
+  if (Array.isArray(value)) {
+    for (const v of value) {
+      const p = jsonProblem(v, depth + 1);
+      if (p) return p;
+    }
+    return null;
+  }
+  if (typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) {
+      if (!NO_NUL(k)) return 'keys must not contain NUL characters';
+      const p = jsonProblem(v, depth + 1);
+      if (p) return p;
+    }
+    return null;
+  }
+  return 'must be JSON';
+}
+
+/** Free-form JSON object for external tooling, at most 16 KiB serialized. */
+export const metadata = z.record(z.string(), z.unknown()).superRefine((value, ctx) => {
+  const problem = jsonProblem(value, 0);
+  if (problem) {
+    ctx.addIssue({ code: 'custom', message: problem });
+    return;
+  }
+  if (Buffer.byteLength(JSON.stringify(value), 'utf8') > METADATA_MAX_BYTES)
+    ctx.addIssue({ code: 'custom', message: 'must be at most 16 KiB as JSON' });
+});
+
+export const timestamps = {
+  created_at: z.string().describe('RFC 3339 UTC'),
+  updated_at: z.string().describe('RFC 3339 UTC'),
+};
+
+/** Params of every `/:id` route. Any string is accepted; a malformed id is simply not found (404). */
+export const IdParams = z.object({ id: z.string().max(200) });
+
+export const SecretView = z.object({
+  id: z.string(),
+  key: z.string(),
+  ...timestamps,
+});
+
+export const SecretUpsertBody = z
+  .object({
+    key: envVarName,
+    value: secretValue,
+  })
+  .strict();
+
+export const SecretKeyParams = z.object({ id: z.string().max(200), key: z.string().max(200) });
