@@ -41,8 +41,6 @@ else
 fi
 echo "ready $hostpid"
 exec >/dev/null 2>&1 </dev/null
-# Reap orphans forever: dash's `wait` reaps any child while it waits for the sleep job.
-while :; do
-  sleep 86400 &
-  wait
-done
+# Reap orphans forever (dash's `wait` reaps any child while it waits for the sleep job). exec drops this
+# script's host path from pid 1's command line.
+exec /bin/sh -c 'while :; do sleep 86400 & wait; done' sandbox-init

@@ -1,0 +1,93 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { startTestSandboxd, type TestSandboxd } from './harness.ts';
+import { api, ndjsonLines, sh } from './helpers.ts';
+
+let d: TestSandboxd;
+before(async () => {
+  d = await startTestSandboxd();
+});
+after(async () => {
+  for (const n of ['ck-src', 'ck-dst', 'ck-big']) await api(d, 'DELETE', `/v1/sandboxes/${n}`);
+  await d.stop();
+});
+
+// Content hashes plus mode, owner, type and symlink targets of every entry under the given roots.
+const MANIFEST =
+  'cd / && find home/sandbox/data tmp/ckpt -printf "%p %y %m %U:%G %l\\n" | sort && find home/sandbox/data tmp/ckpt -type f -print0 | sort -z | xargs -0 sha256sum';
+
+describe('checkpoints', () => {
+  it('restores a checkpoint of 1,000 files into a new sandbox byte for byte, modes included', async () => {
+    assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: 'ck-src' })).status, 201);
+    const gen = await sh(
+      d,
+      'ck-src',
+      `set -e; mkdir -p ~/data /tmp/ckpt; cd ~/data
+       i=0; while [ $i -lt 1000 ]; do d=dir$((i % 20)); mkdir -p $d; head -c $((i * 37 % 5000)) /dev/urandom > $d/f$i; i=$((i+1)); done
+       chmod 0600 dir1/f1; chmod 0755 dir2/f2; chmod 0444 dir3/f3; chmod 0700 dir4
+       ln -s dir5/f5 link; printf '' > empty; echo tmpfile > /tmp/ckpt/t; rm dir6/f6
+       find . -type f | wc -l`,
+      { timeoutMs: 60_000 },
+    );
+    assert.equal(gen.exitCode, 0, gen.stderr);
+    assert.equal(gen.stdout.trim(), '1000');
+    const before = await sh(d, 'ck-src', MANIFEST);
+    assert.equal(before.exitCode, 0, before.stderr);
+
+    const res = await api(d, 'POST', '/v1/sandboxes/ck-src/checkpoint');
+    assert.equal(res.status, 200);
+    const lines = ndjsonLines(res.text);
+    for (const l of lines) assert.ok(['info', 'stdout', 'stderr', 'error'].includes(l['type'] as string));
+    assert.ok(!lines.some((l) => l['type'] === 'error'), res.text);
+    const id = lines.find((l) => typeof l['checkpoint_id'] === 'string')?.['checkpoint_id'] as string;
+    assert.match(id, /^ckpt-[0-9a-f]{16}$/);
+    assert.ok(
+      lines.some((l) => String(l['data']).includes('frozen') || String(l['data']).includes('paused')),
+      res.text,
+    );
+
+    // Changes after the checkpoint must not leak into the restore.
+    await sh(d, 'ck-src', 'echo later > ~/data/later; rm ~/data/dir7/f7');
+
+    assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: 'ck-dst' })).status, 201);
+    await sh(d, 'ck-dst', 'echo pre-existing > ~/pre');
+    const restore = await api(d, 'POST', `/v1/sandboxes/ck-dst/checkpoints/${id}/restore`);
+    assert.equal(restore.status, 200);
+    const rlines = ndjsonLines(restore.text);
+    assert.ok(!rlines.some((l) => l['type'] === 'error'), restore.text);
+    const after = await sh(d, 'ck-dst', MANIFEST);
+    assert.equal(after.exitCode, 0, after.stderr);
+    assert.equal(after.stdout, before.stdout);
+    assert.equal((await sh(d, 'ck-dst', 'ls ~/pre ~/data/later')).exitCode, 2);
+  });
+
+  it('answers 404 for unknown checkpoints and sandboxes', async () => {
+    assert.equal(
+      (await api(d, 'POST', '/v1/sandboxes/ck-src/checkpoints/ckpt-0000000000000000/restore')).status,
+      404,
+    );
+    assert.equal((await api(d, 'POST', '/v1/sandboxes/missing/checkpoint')).status, 404);
+  });
+
+  it('checkpoints and restores 100 MB quickly', async () => {
+    assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: 'ck-big' })).status, 201);
+    await sh(
+      d,
+      'ck-big',
+      'mkdir -p ~/big && for i in 0 1 2 3 4 5 6 7 8 9; do head -c 10485760 /dev/urandom > ~/big/b$i; done',
+      { timeoutMs: 60_000 },
+    );
+    const sum = (await sh(d, 'ck-big', 'cat ~/big/* | sha256sum')).stdout;
+    let t = performance.now();
+    const ck = ndjsonLines((await api(d, 'POST', '/v1/sandboxes/ck-big/checkpoint')).text);
+    const ckMs = performance.now() - t;
+    const id = ck.find((l) => l['checkpoint_id'])?.['checkpoint_id'] as string;
+    await sh(d, 'ck-big', 'rm -rf ~/big');
+    t = performance.now();
+    const rs = ndjsonLines((await api(d, 'POST', `/v1/sandboxes/ck-big/checkpoints/${id}/restore`)).text);
+    const rsMs = performance.now() - t;
+    assert.ok(!rs.some((l) => l['type'] === 'error'));
+    assert.equal((await sh(d, 'ck-big', 'cat ~/big/* | sha256sum')).stdout, sum);
+    assert.ok(ckMs < 5000 && rsMs < 5000, `checkpoint ${ckMs.toFixed(0)} ms, restore ${rsMs.toFixed(0)} ms`);
+  });
+});

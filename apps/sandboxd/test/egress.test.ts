@@ -1,0 +1,151 @@
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import net from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { startTestSandboxd, type TestSandboxd } from './harness.ts';
+import { api, collect, openExec, sh, waitFor } from './helpers.ts';
+
+// Every server here listens on 127.0.0.1 and is reached from the sandbox only through sandboxd's proxy,
+// by test host names mapped to 127.0.0.1 with the test-only hosts override (SANDBOXD_HOSTS_FILE).
+let d: TestSandboxd;
+let web: http.Server;
+let echo: net.Server;
+let webPort = 0;
+let echoPort = 0;
+const SB = 'egress-tests';
+
+const listen = (s: net.Server) =>
+  new Promise<number>((resolve) =>
+    s.listen(0, '127.0.0.1', () => resolve((s.address() as net.AddressInfo).port)),
+  );
+
+before(async () => {
+  web = http.createServer((req, res) => res.end(`hello ${req.headers.host}`));
+  echo = net.createServer((s) => s.pipe(s));
+  webPort = await listen(web);
+  echoPort = await listen(echo);
+  d = await startTestSandboxd({
+    hosts: { 'allowed.test': '127.0.0.1', 'denied.test': '127.0.0.1', 'tunnel.test': '127.0.0.1' },
+  });
+  assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: SB })).status, 201);
+});
+after(async () => {
+  await api(d, 'DELETE', `/v1/sandboxes/${SB}`);
+  await d.stop();
+  web.close();
+  echo.close();
+});
+
+const policy = async (rules: unknown[]) => {
+  const r = await api(d, 'POST', `/v1/sandboxes/${SB}/policy/network`, { rules });
+  assert.equal(r.status, 204);
+  assert.equal(r.text, '');
+};
+const curl = (url: string, extra = '') =>
+  sh(d, SB, `curl -sS -m 5 ${extra} -w ' %{http_code}' ${url}; echo " rc=$?"`);
+
+describe('egress', () => {
+  it('has no network interface but loopback and cannot reach a host loopback server directly', async () => {
+    const ifaces = await sh(d, SB, 'ls /sys/class/net 2>/dev/null; cat /proc/net/dev');
+    assert.doesNotMatch(ifaces.stdout, /eth|ens|enp|wl|veth|docker/);
+    const direct = await curl(`http://127.0.0.1:${webPort}/`, '--noproxy "*"');
+    assert.match(direct.stdout, /rc=7/);
+    assert.doesNotMatch(direct.stdout, /hello/);
+  });
+
+  it('reaches any host name through the proxy when the rules are empty, but never local addresses', async () => {
+    await policy([]);
+    const ok = await curl(`http://allowed.test:${webPort}/`);
+    assert.match(ok.stdout, new RegExp(`hello allowed.test:${webPort} 200 rc=0`));
+    const loop = await curl(`http://127.0.0.1:${webPort}/`, '--noproxy "" -x http://127.0.0.1:3128');
+    assert.match(loop.stdout, / 403 rc=0/);
+  });
+
+  it('enforces allow rules by host name over HTTP, CONNECT and SOCKS5', async () => {
+    await policy([{ domain: 'allowed.test', action: 'allow' }]);
+    assert.match((await curl(`http://allowed.test:${webPort}/`)).stdout, / 200 rc=0/);
+    assert.match((await curl(`http://denied.test:${webPort}/`)).stdout, / 403 rc=0/);
+    // CONNECT (what https uses): curl -p tunnels plain http through CONNECT.
+    assert.match(
+      (await curl(`http://allowed.test:${webPort}/`, '-p')).stdout,
+      /hello allowed.test.* 200 rc=0/,
+    );
+    assert.match((await curl(`http://denied.test:${webPort}/`, '-p')).stdout, /rc=56/);
+    // SOCKS5 with proxy-side name resolution.
+    assert.match(
+      (await curl(`http://allowed.test:${webPort}/`, '--socks5-hostname 127.0.0.1:3128')).stdout,
+      / 200 rc=0/,
+    );
+    assert.match(
+      (await curl(`http://denied.test:${webPort}/`, '--socks5-hostname 127.0.0.1:3128')).stdout,
+      /rc=97/,
+    );
+  });
+
+  it('refuses everything for a limited environment (single * deny) and literal IPs while enforcing', async () => {
+    await policy([{ domain: '*', action: 'deny' }]);
+    assert.match((await curl(`http://allowed.test:${webPort}/`)).stdout, / 403 rc=0/);
+    await policy([{ domain: '*', action: 'allow' }]);
+    assert.match((await curl(`http://allowed.test:${webPort}/`)).stdout, / 200 rc=0/);
+    assert.match(
+      (await curl(`http://10.0.0.1:${webPort}/`, '--noproxy "" -x http://127.0.0.1:3128')).stdout,
+      / 403 rc=0/,
+    );
+  });
+
+  it('applies include: "defaults" (test hosts are not in the preset)', async () => {
+    await policy([{ domain: '*', action: 'deny', include: 'defaults' }]);
+    assert.match((await curl(`http://allowed.test:${webPort}/`)).stdout, / 403 rc=0/);
+    await policy([
+      { domain: '*', action: 'deny', include: 'defaults' },
+      { domain: '*.test', action: 'allow' },
+    ]);
+    assert.match((await curl(`http://allowed.test:${webPort}/`)).stdout, / 200 rc=0/);
+    const got = await api(d, 'GET', `/v1/sandboxes/${SB}/policy/network`);
+    assert.equal((got.json['rules'] as unknown[]).length, 2);
+  });
+
+  it('closes open tunnels to a host that a policy change denies', async () => {
+    await policy([{ domain: 'tunnel.test', action: 'allow' }]);
+    const script = `
+      const net = require('net');
+      const s = net.connect(3128, '127.0.0.1', () => s.write('CONNECT tunnel.test:${echoPort} HTTP/1.1\\r\\nHost: tunnel.test\\r\\n\\r\\n'));
+      let buf = '';
+      s.on('data', (d) => {
+        buf += d;
+        if (buf.includes('200 Connection Established') && !buf.includes('ping')) { console.log('open'); s.write('ping'); }
+        else if (buf.endsWith('ping')) console.log('echoed');
+      });
+      s.on('close', () => { console.log('closed'); process.exit(0); });
+      setTimeout(() => { console.log('still open'); process.exit(1); }, 15000);
+    `;
+    assert.equal(
+      (await api(d, 'PUT', `/v1/sandboxes/${SB}/fs/write?path=tunnel.js`, new TextEncoder().encode(script)))
+        .status,
+      204,
+    );
+    const ws = openExec(d, SB, ['node', 'tunnel.js']);
+    const done = collect(ws, false, 30_000);
+    let out = '';
+    ws.on('message', (data: Buffer) => {
+      out += data.subarray(1).toString();
+    });
+    await waitFor(() => out.includes('echoed'), 'tunnel open and echoing');
+    await policy([{ domain: 'other.test', action: 'allow' }]);
+    const r = await done;
+    assert.match(r.stdout, /open\nechoed\nclosed\n/);
+    assert.equal(r.exitCode, 0);
+  });
+
+  it('validates policy bodies and answers 404 for an unknown sandbox', async () => {
+    assert.equal(
+      (
+        await api(d, 'POST', `/v1/sandboxes/${SB}/policy/network`, {
+          rules: [{ domain: 'x', action: 'perhaps' }],
+        })
+      ).status,
+      400,
+    );
+    assert.equal((await api(d, 'POST', '/v1/sandboxes/nope/policy/network', { rules: [] })).status, 404);
+  });
+});

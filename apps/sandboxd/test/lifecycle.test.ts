@@ -1,0 +1,179 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { startTestSandboxd, type TestSandboxd } from './harness.ts';
+import { api, ndjsonLines, sh } from './helpers.ts';
+
+let d: TestSandboxd;
+before(async () => {
+  d = await startTestSandboxd({ token: 'lifecycle-token-a,lifecycle-token-b' });
+  d.token = 'lifecycle-token-a';
+});
+after(async () => {
+  await d.stop();
+});
+
+describe('lifecycle', () => {
+  it('requires the bearer token on every call', async () => {
+    assert.equal((await fetch(`${d.url}/v1/sandboxes`)).status, 401);
+    const bad = await api({ url: d.url, token: 'nope' }, 'GET', '/v1/sandboxes');
+    assert.equal(bad.status, 401);
+    assert.deepEqual(Object.keys(bad.json).sort(), ['error', 'message']);
+    assert.equal(bad.json['error'], 'unauthorized');
+  });
+
+  it('creates (201), refuses a duplicate (409), gets, and destroys (204, then 404)', async () => {
+    const c = await api(d, 'POST', '/v1/sandboxes', { name: 'life-1' });
+    assert.equal(c.status, 201);
+    assert.equal(c.json['name'], 'life-1');
+    assert.ok(typeof c.json['created_at'] === 'string' && typeof c.json['status'] === 'string');
+    const dup = await api(d, 'POST', '/v1/sandboxes', { name: 'life-1' });
+    assert.equal(dup.status, 409);
+    assert.equal(dup.json['error'], 'sandbox_exists');
+    assert.equal((await api(d, 'GET', '/v1/sandboxes/life-1')).status, 200);
+    assert.equal((await api(d, 'DELETE', '/v1/sandboxes/life-1')).status, 204);
+    assert.equal((await api(d, 'GET', '/v1/sandboxes/life-1')).status, 404);
+    assert.equal((await api(d, 'DELETE', '/v1/sandboxes/life-1')).status, 404);
+    assert.equal((await api(d, 'GET', '/v1/sandboxes/never-existed')).json['error'], 'sandbox_not_found');
+  });
+
+  it('validates names and bodies (400)', async () => {
+    for (const body of [{}, { name: '' }, { name: '../x' }, { name: 'a/b' }, { name: 'x'.repeat(64) }]) {
+      assert.equal((await api(d, 'POST', '/v1/sandboxes', body)).status, 400, JSON.stringify(body));
+    }
+    const raw = await fetch(`${d.url}/v1/sandboxes`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${d.token}` },
+      body: '{nope',
+    });
+    assert.equal(raw.status, 400);
+  });
+
+  it('scopes names per token', async () => {
+    const other = { url: d.url, token: 'lifecycle-token-b' };
+    assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: 'shared-name' })).status, 201);
+    assert.equal((await api(other, 'GET', '/v1/sandboxes/shared-name')).status, 404);
+    assert.equal((await api(other, 'POST', '/v1/sandboxes', { name: 'shared-name' })).status, 201);
+    await sh(d, 'shared-name', 'echo a > ~/who');
+    assert.equal((await sh(other, 'shared-name', 'cat ~/who')).exitCode, 1);
+    assert.equal((await api(other, 'DELETE', '/v1/sandboxes/shared-name')).status, 204);
+    assert.equal((await api(d, 'GET', '/v1/sandboxes/shared-name')).status, 200);
+    assert.equal((await api(d, 'DELETE', '/v1/sandboxes/shared-name')).status, 204);
+  });
+
+  it('pages the list at 50 with continuation tokens', async () => {
+    const names = Array.from({ length: 57 }, (_, i) => `page-${String(i).padStart(3, '0')}`);
+    const t0 = performance.now();
+    for (const name of names) assert.equal((await api(d, 'POST', '/v1/sandboxes', { name })).status, 201);
+    const perCreate = (performance.now() - t0) / names.length;
+    try {
+      const seen: string[] = [];
+      let token: string | null = null;
+      let pages = 0;
+      do {
+        const q: string = token ? `?continuation_token=${encodeURIComponent(token)}` : '';
+        const r = await api(d, 'GET', `/v1/sandboxes${q}`);
+        assert.equal(r.status, 200);
+        const page = r.json['sandboxes'] as { name: string }[];
+        assert.ok(page.length <= 50);
+        seen.push(...page.map((s) => s.name));
+        token = r.json['has_more'] ? (r.json['next_continuation_token'] as string) : null;
+        if (!r.json['has_more']) assert.equal(r.json['next_continuation_token'], null);
+        pages++;
+      } while (token && pages < 10);
+      assert.equal(pages, 2);
+      assert.deepEqual(
+        seen.filter((n) => n.startsWith('page-')),
+        names,
+      );
+      assert.ok(perCreate < 200, `create took ${perCreate.toFixed(1)} ms on average`);
+    } finally {
+      for (const name of names) await api(d, 'DELETE', `/v1/sandboxes/${name}`);
+    }
+    assert.equal(((await api(d, 'GET', '/v1/sandboxes')).json['sandboxes'] as unknown[]).length, 0);
+  });
+
+  it('writes files with mode, parents and the sandbox user as owner', async () => {
+    assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: 'writer' })).status, 201);
+    try {
+      const body = new TextEncoder().encode('secret-ish\n');
+      const w = await api(
+        d,
+        'PUT',
+        '/v1/sandboxes/writer/fs/write?path=conf/app.env&workingDir=/home/sandbox/proj&mode=0600&mkdirParents=true',
+        body,
+      );
+      assert.equal(w.status, 204, w.text);
+      const r = await sh(
+        d,
+        'writer',
+        'stat -c "%a %U %G" /home/sandbox/proj/conf/app.env; cat /home/sandbox/proj/conf/app.env',
+      );
+      assert.equal(r.stdout, '600 sandbox sandbox\nsecret-ish\n');
+      const noParent = await api(
+        d,
+        'PUT',
+        '/v1/sandboxes/writer/fs/write?path=/home/sandbox/missing/x',
+        body,
+      );
+      assert.equal(noParent.status, 400);
+      const denied = await api(d, 'PUT', '/v1/sandboxes/writer/fs/write?path=/etc/passwd', body);
+      assert.equal(denied.status, 400);
+      assert.match(String(denied.json['message']), /Permission denied/);
+      assert.equal((await api(d, 'PUT', '/v1/sandboxes/writer/fs/write?path=x&mode=999', body)).status, 400);
+      assert.equal((await api(d, 'PUT', '/v1/sandboxes/nope/fs/write?path=x', body)).status, 404);
+    } finally {
+      await api(d, 'DELETE', '/v1/sandboxes/writer');
+    }
+  });
+
+  it('keeps sandboxes, their files and checkpoints across a sandboxd restart', async () => {
+    assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: 'survivor' })).status, 201);
+    await sh(d, 'survivor', 'echo before-restart > ~/state; nohup sleep 300 >/dev/null 2>&1 &');
+    const ck = ndjsonLines((await api(d, 'POST', '/v1/sandboxes/survivor/checkpoint')).text);
+    const id = ck.find((l) => l['checkpoint_id'])?.['checkpoint_id'] as string;
+    assert.ok(id);
+    await api(d, 'POST', '/v1/sandboxes/survivor/policy/network', {
+      rules: [{ domain: '*', action: 'deny' }],
+    });
+
+    await d.stop({ keepData: true });
+    d = await startTestSandboxd({ dataDir: d.dataDir, token: 'lifecycle-token-a,lifecycle-token-b' });
+    d.token = 'lifecycle-token-a';
+
+    const got = await api(d, 'GET', '/v1/sandboxes/survivor');
+    assert.equal(got.status, 200);
+    assert.deepEqual(got.json['network_policy'], { rules: [{ domain: '*', action: 'deny' }] });
+    const r = await sh(d, 'survivor', 'cat ~/state; ps -eo args= | grep -cx "sleep 300"');
+    assert.equal(r.stdout, 'before-restart\n1\n', 'files and background processes survive');
+    const cks = await api(d, 'GET', '/v1/sandboxes/survivor/checkpoints');
+    assert.ok((cks.json['checkpoints'] as { id: string }[]).some((c) => c.id === id));
+    const restore = ndjsonLines(
+      (await api(d, 'POST', `/v1/sandboxes/survivor/checkpoints/${id}/restore`)).text,
+    );
+    assert.ok(!restore.some((l) => l['type'] === 'error'), JSON.stringify(restore));
+    assert.equal((await api(d, 'DELETE', '/v1/sandboxes/survivor')).status, 204);
+  });
+
+  it('starts a sandbox again on demand when its init died', async () => {
+    assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: 'phoenix' })).status, 201);
+    await sh(d, 'phoenix', 'echo kept > ~/f');
+    const { readFileSync } = await import('node:fs');
+    const dirs = (await import('node:fs')).readdirSync(`${d.dataDir}/tenants`);
+    let pid = 0;
+    for (const t of dirs) {
+      try {
+        pid = (
+          JSON.parse(readFileSync(`${d.dataDir}/tenants/${t}/sandboxes/phoenix/sandbox.json`, 'utf8')) as {
+            init: { pid: number };
+          }
+        ).init.pid;
+      } catch {}
+    }
+    assert.ok(pid > 0);
+    process.kill(pid, 'SIGKILL');
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal((await api(d, 'GET', '/v1/sandboxes/phoenix')).json['status'], 'stopped');
+    assert.equal((await sh(d, 'phoenix', 'cat ~/f')).stdout, 'kept\n');
+    assert.equal((await api(d, 'DELETE', '/v1/sandboxes/phoenix')).status, 204);
+  });
+});

@@ -1,0 +1,172 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ConfigError, loadConfig, parseBytes, parseHostsFile } from '../src/config.ts';
+import { AppError } from '../src/errors.ts';
+import { addressAllowed, compilePolicy, DEFAULT_ALLOWED_HOSTS, parseRules } from '../src/proxy/policy.ts';
+
+describe('network policy resolution', () => {
+  it('allows everything when the rules list is empty (no enforcement)', () => {
+    const p = compilePolicy([]);
+    assert.equal(p.enforcing, false);
+    assert.equal(p.decide('anything.example'), 'allow');
+    assert.equal(p.decide('10.1.2.3'), 'allow');
+  });
+
+  it('denies everything for a limited environment: a single * deny rule', () => {
+    const p = compilePolicy([{ domain: '*', action: 'deny' }]);
+    for (const h of ['github.com', 'registry.npmjs.org', 'api.anthropic.com', 'x.test'])
+      assert.equal(p.decide(h), 'deny');
+  });
+
+  it('lets the most specific rule win: exact > *.suffix > *', () => {
+    const p = compilePolicy([
+      { domain: '*', action: 'allow' },
+      { domain: '*.example.com', action: 'deny' },
+      { domain: '*.api.example.com', action: 'allow' },
+      { domain: 'secret.api.example.com', action: 'deny' },
+    ]);
+    assert.equal(p.decide('other.org'), 'allow');
+    assert.equal(p.decide('www.example.com'), 'deny');
+    assert.equal(p.decide('v1.api.example.com'), 'allow');
+    assert.equal(p.decide('secret.api.example.com'), 'deny');
+    assert.equal(p.decide('SECRET.API.EXAMPLE.COM.'), 'deny');
+  });
+
+  it('does not match the apex with *.suffix, and denies unmatched hosts while enforcing', () => {
+    const p = compilePolicy([{ domain: '*.example.com', action: 'allow' }]);
+    assert.equal(p.decide('a.example.com'), 'allow');
+    assert.equal(p.decide('example.com'), 'deny');
+    assert.equal(p.decide('example.org'), 'deny');
+  });
+
+  it('adds the documented defaults preset with include: "defaults", explicit rules beating it', () => {
+    const p = compilePolicy([
+      { domain: '*', action: 'deny', include: 'defaults' },
+      { domain: 'gitlab.com', action: 'deny' },
+    ]);
+    assert.equal(p.decide('registry.npmjs.org'), 'allow');
+    assert.equal(p.decide('github.com'), 'allow');
+    assert.equal(p.decide('raw.githubusercontent.com'), 'allow');
+    assert.equal(p.decide('api.anthropic.com'), 'allow');
+    assert.equal(p.decide('pypi.org'), 'allow');
+    assert.equal(p.decide('gitlab.com'), 'deny');
+    assert.equal(p.decide('evil.example'), 'deny');
+    assert.ok(DEFAULT_ALLOWED_HOSTS.includes('api.openai.com'));
+    // Without include the preset is not there.
+    assert.equal(compilePolicy([{ domain: 'example.com', action: 'allow' }]).decide('github.com'), 'deny');
+  });
+
+  it('refuses literal IP addresses while enforcing, even under *', () => {
+    const p = compilePolicy([{ domain: '*', action: 'allow' }]);
+    assert.equal(p.decide('93.184.216.34'), 'deny');
+    assert.equal(p.decide('[2001:db8::1]'), 'deny');
+    assert.equal(p.decide('example.com'), 'allow');
+  });
+
+  it('validates rule bodies', () => {
+    assert.deepEqual(parseRules({ rules: [] }), []);
+    assert.deepEqual(parseRules({ rules: [{ domain: 'GitHub.com', action: 'allow' }] }), [
+      { domain: 'github.com', action: 'allow' },
+    ]);
+    assert.deepEqual(parseRules({ rules: [{ action: 'allow', include: 'defaults' }] }), [
+      { action: 'allow', include: 'defaults' },
+    ]);
+    for (const bad of [
+      null,
+      {},
+      { rules: 'x' },
+      { rules: [{ domain: 'a.com', action: 'maybe' }] },
+      { rules: [{ domain: 'a b', action: 'allow' }] },
+      { rules: [{ domain: 'a.com', action: 'allow', include: 'everything' }] },
+      { rules: [{ action: 'deny' }] },
+    ]) {
+      assert.throws(
+        () => parseRules(bad),
+        (e: unknown) => e instanceof AppError && e.status === 400,
+        JSON.stringify(bad),
+      );
+    }
+  });
+});
+
+describe('destination address checks', () => {
+  it('always refuses loopback, link-local (metadata), unspecified and multicast', () => {
+    for (const ip of [
+      '127.0.0.1',
+      '127.1.2.3',
+      '::1',
+      '169.254.169.254',
+      '0.0.0.0',
+      '::',
+      'fe80::1',
+      '224.0.0.1',
+      '::ffff:127.0.0.1',
+    ]) {
+      assert.equal(addressAllowed(ip, false), false, ip);
+      assert.equal(addressAllowed(ip, true), false, ip);
+    }
+  });
+
+  it('refuses private ranges only while enforcing', () => {
+    for (const ip of ['10.0.0.1', '172.16.5.4', '192.168.1.1', '100.64.0.1', 'fd00::1', '::ffff:10.0.0.1']) {
+      assert.equal(addressAllowed(ip, true), false, ip);
+      assert.equal(addressAllowed(ip, false), true, ip);
+    }
+    assert.equal(addressAllowed('93.184.216.34', true), true);
+    assert.equal(addressAllowed('2606:4700::1', true), true);
+  });
+});
+
+describe('configuration', () => {
+  const base = { SANDBOXD_TOKEN: 't' };
+  it('refuses to start without SANDBOXD_TOKEN, naming it', () => {
+    assert.throws(
+      () => loadConfig({}),
+      (e: unknown) => e instanceof ConfigError && e.message.includes('SANDBOXD_TOKEN'),
+    );
+    assert.throws(() => loadConfig({ SANDBOXD_TOKEN: '  ' }), /SANDBOXD_TOKEN/);
+  });
+
+  it('applies documented defaults and treats blank values as unset', () => {
+    const c = loadConfig({ ...base, SANDBOXD_ADDR: '', SANDBOXD_MEMORY_MAX: ' ' }, '/srv');
+    assert.equal(c.host, '127.0.0.1');
+    assert.equal(c.port, 7070);
+    assert.equal(c.dataDir, '/srv/.paddock/sandboxd');
+    assert.equal(c.limits.memoryBytes, 4 * 1024 ** 3);
+    assert.equal(c.limits.pidsMax, 2048);
+    assert.equal(c.limits.cpus, 2);
+    assert.equal(c.sessionBufferBytes, 16 * 1024 * 1024);
+    assert.equal(c.rootfs, undefined);
+  });
+
+  it('refuses malformed values, naming the variable', () => {
+    for (const [k, v] of [
+      ['SANDBOXD_ADDR', 'nope'],
+      ['SANDBOXD_MEMORY_MAX', 'lots'],
+      ['SANDBOXD_PIDS_MAX', '-1'],
+      ['SANDBOXD_CPUS', 'two'],
+      ['SANDBOXD_SESSION_BUFFER_MB', '0'],
+      ['SANDBOXD_LOG_LEVEL', 'loud'],
+      ['SANDBOXD_HOSTS_FILE', '/nonexistent/hosts'],
+    ] as const) {
+      assert.throws(
+        () => loadConfig({ ...base, [k]: v }),
+        (e: unknown) => e instanceof ConfigError && e.message.includes(k),
+        k,
+      );
+    }
+  });
+
+  it('parses sizes, addresses, token lists and hosts files', () => {
+    assert.equal(parseBytes('X', '512m'), 512 * 1024 ** 2);
+    assert.equal(parseBytes('X', '1.5g'), 1.5 * 1024 ** 3);
+    assert.equal(parseBytes('X', '0'), 0);
+    const c = loadConfig({ SANDBOXD_TOKEN: 'a, b', SANDBOXD_ADDR: '0.0.0.0:0' });
+    assert.deepEqual(c.tokens, ['a', 'b']);
+    assert.equal(c.port, 0);
+    const hosts = parseHostsFile('# test\n127.0.0.1 Allowed.test denied.test\n\n::1 six.test # v6\n');
+    assert.equal(hosts.get('allowed.test'), '127.0.0.1');
+    assert.equal(hosts.get('denied.test'), '127.0.0.1');
+    assert.equal(hosts.get('six.test'), '::1');
+  });
+});
