@@ -10,6 +10,8 @@ import { join } from 'node:path';
 import { openDatabase } from '../apps/server/src/db/database.ts';
 import { startEmbeddedPostgres } from '../apps/server/src/db/embedded.ts';
 import { migrate } from '../apps/server/src/db/migrate.ts';
+import { migrateJobs } from '../apps/server/src/jobs/worker.ts';
+import { createLogger } from '../apps/server/src/observability/logger.ts';
 
 const TEMPLATE = 'paddock_template';
 const PATTERNS = [
@@ -46,6 +48,8 @@ let code = 1;
 try {
   const template = openDatabase({ connectionString: pg.url, max: 2 });
   await migrate(template.db, template.pool);
+  // graphile-worker's own schema (graphile_worker), as the server installs it at boot.
+  await migrateJobs(template.pool, createLogger({ level: 'warn' }));
   await template.close();
 
   const concurrency = Math.max(2, availableParallelism());

@@ -1,12 +1,19 @@
 // Wiring happens here and only here. Services are factories taking their dependencies
 // explicitly; tests build the same graph with a test database.
 import type { FastifyRequest } from 'fastify';
+import { createAccountMailTask } from './accounts/accounts.notifications.ts';
+import { type AccountsService, createAccountsService } from './accounts/accounts.service.ts';
 import { type AgentsService, createAgentsService } from './agents/agents.service.ts';
 import { type AuditService, createAuditService } from './audit/audit.service.ts';
+import { type ApiKeysService, createApiKeysService } from './auth/api-keys.service.ts';
 import type { Principal } from './auth/principal.ts';
+import { createSessionsService, type SessionsService } from './auth/sessions.service.ts';
 import type { Config } from './config/config.ts';
 import type { DatabaseHandle, Db } from './db/database.ts';
 import { createEnvironmentsService, type EnvironmentsService } from './environments/environments.service.ts';
+import type { TaskList } from './jobs/worker.ts';
+import { ACCOUNT_MAIL_TASK, createMailQueue, type MailQueue } from './mail/mail.queue.ts';
+import { createMailer, type Mailer } from './mail/mailer.ts';
 import type { Logger } from './observability/logger.ts';
 import type { Metrics } from './observability/metrics.ts';
 import { createSecretsService, type SecretsService } from './secrets/secrets.service.ts';
@@ -25,6 +32,13 @@ export interface Deps {
   db: Db;
   health: HealthService;
   audit: AuditService;
+  accounts: AccountsService;
+  apiKeys: ApiKeysService;
+  sessions: SessionsService;
+  mailer: Mailer;
+  mailQueue: MailQueue;
+  /** graphile-worker task handlers, run by the in-process job runner (src/jobs/worker.ts). */
+  jobTasks: TaskList;
   secrets: SecretsService;
   environments: EnvironmentsService;
   vaults: VaultsService;
@@ -78,6 +92,7 @@ export function createDeps(input: CreateDepsInput): Deps {
     masterKey: masterSecretsKey,
     previousMasterKey: masterSecretsKeyPrevious,
   });
+  const accountsDeps = createAccountsDeps({ ...input, db, audit });
   return {
     ...input,
     db,
@@ -87,6 +102,20 @@ export function createDeps(input: CreateDepsInput): Deps {
     environments: createEnvironmentsService({ db, secrets, audit }),
     vaults: createVaultsService({ db, secrets, audit }),
     agents: createAgentsService({ db, audit }),
-    authResolvers: [],
+    ...accountsDeps,
+    authResolvers: [(request) => accountsDeps.sessions.resolve(request)],
   };
+}
+
+function createAccountsDeps(input: CreateDepsInput & { db: Db; audit: AuditService }) {
+  const { db, config, audit, logger } = input;
+  const mailer = createMailer(config);
+  const mailQueue = createMailQueue({ config });
+  const sessions = createSessionsService({ db, config });
+  const apiKeys = createApiKeysService({ db, audit });
+  const accounts = createAccountsService({ db, config, audit, mailQueue, sessions, apiKeys });
+  const jobTasks: TaskList = {
+    [ACCOUNT_MAIL_TASK]: createAccountMailTask({ db, config, mailer, mailQueue, logger }),
+  };
+  return { accounts, apiKeys, sessions, mailer, mailQueue, jobTasks };
 }

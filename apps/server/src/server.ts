@@ -6,6 +6,7 @@ import { migrate } from './db/migrate.ts';
 import { type ConfiguredDatabase, openConfiguredDatabase } from './db/open.ts';
 import { createDeps, type Deps } from './deps.ts';
 import { buildApp } from './http/app.ts';
+import { type JobRunner, migrateJobs, startJobRunner } from './jobs/worker.ts';
 import type { Logger } from './observability/logger.ts';
 import { createMetrics, startMetricsServer } from './observability/metrics.ts';
 import { VERSION } from './version.ts';
@@ -27,6 +28,7 @@ export async function openDeps(
   try {
     const { applied } = await migrate(db.database.db, db.database.pool);
     if (applied.length > 0) logger.info({ applied }, 'migrations applied');
+    await migrateJobs(db.database.pool, logger);
   } catch (err) {
     await db.close();
     throw err;
@@ -44,9 +46,23 @@ export async function openDeps(
 export async function startServer(config: Config, logger: Logger): Promise<RunningServer> {
   const { deps, db } = await openDeps(config, logger);
   const app = await buildApp(deps);
+  let jobs: JobRunner;
+  try {
+    // Jobs (mail, later schedules) run in this process; mail of a request never waits on them.
+    jobs = await startJobRunner({
+      pool: db.database.pool,
+      logger,
+      tasks: deps.jobTasks,
+      pollIntervalMs: Math.min(2000, Math.max(100, config.mail.retry.baseMs)),
+    });
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
   try {
     await app.listen({ port: config.port, host: config.host });
   } catch (err) {
+    await jobs.stop().catch(() => {});
     await db.close();
     throw err;
   }
@@ -70,6 +86,8 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       grace.unref();
       try {
         await app.close();
+        await jobs.stop().catch((err: unknown) => logger.warn({ err }, 'job runner did not stop cleanly'));
+        deps.mailer.close();
         await new Promise<void>((resolve) =>
           metricsServer ? metricsServer.close(() => resolve()) : resolve(),
         );

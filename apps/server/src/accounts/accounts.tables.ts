@@ -6,12 +6,14 @@ type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefine
 export interface UsersTable {
   id: string;
   email: string;
+  /** Null for OAuth-only accounts. */
   password_hash: string | null;
   email_verified_at: NullableTimestamp;
   is_admin: Generated<boolean>;
   suspended_at: NullableTimestamp;
   created_at: Timestamp;
   updated_at: Timestamp;
+  welcome_sent_at: NullableTimestamp;
 }
 
 export interface ApiKeysTable {
@@ -28,7 +30,43 @@ export interface ApiKeysTable {
   revoked_at: NullableTimestamp;
 }
 
+export interface SessionsTable {
+  id: string;
+  user_id: string;
+  token_hash: Buffer;
+  created_at: Timestamp;
+  last_seen_at: Timestamp;
+  expires_at: Timestamp;
+  ip: string | null;
+  user_agent: string | null;
+}
+
+export type EmailTokenPurpose = 'verify_email' | 'password_reset' | 'email_change';
+
+export interface EmailTokensTable {
+  id: string;
+  user_id: string;
+  purpose: EmailTokenPurpose;
+  token_hash: Buffer;
+  new_email: string | null;
+  created_at: Timestamp;
+  expires_at: Timestamp;
+  used_at: NullableTimestamp;
+}
+
+export interface OAuthIdentitiesTable {
+  id: string;
+  user_id: string;
+  provider: string;
+  provider_user_id: string;
+  email: string;
+  created_at: Timestamp;
+}
+
 export interface AccountsTables {
   users: UsersTable;
   api_keys: ApiKeysTable;
+  sessions: SessionsTable;
+  email_tokens: EmailTokensTable;
+  oauth_identities: OAuthIdentitiesTable;
 }

@@ -2,10 +2,17 @@
 // It runs as an onRequest hook, after the global rate limiter (so failed auth is metered)
 // and before the body is parsed or validated (so an anonymous caller learns nothing
 // about a route's schema).
+//
+// Conversation-scoped keys (the sandbox callback token) are refused with 403 by
+// requireAuth unless the route opts in with `config: { allowConversationScope: true }`:
+// a leaked callback token can reach only the routes built for it (auth.plugin.test.ts).
+import cookie from '@fastify/cookie';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import type { Config } from '../config/config.ts';
 import type { Db } from '../db/database.ts';
 import { AppError } from '../http/errors.ts';
+import { allowedOrigins, assertNotCrossSite } from './csrf.ts';
 import { type Principal, principalFromApiKey } from './principal.ts';
 
 declare module 'fastify' {
@@ -18,10 +25,15 @@ declare module 'fastify' {
     /** onRequest hook: like requireAuth, then 403 unless the caller is an admin. */
     requireAdmin: (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
   }
+  interface FastifyContextConfig {
+    /** Lets conversation-scoped keys (sandbox callback tokens) call this route. */
+    allowConversationScope?: boolean;
+  }
 }
 
 export interface AuthPluginDeps {
   db: Db;
+  config: Config;
   /** Additional credential resolvers (session cookies), tried after the bearer key. */
   resolvers?: ReadonlyArray<(request: FastifyRequest) => Promise<Principal | null>>;
 }
@@ -41,7 +53,17 @@ export function principalOf(request: FastifyRequest): Principal {
 
 export const authPlugin = fp<AuthPluginDeps>(
   async (app, deps) => {
+    await app.register(cookie);
     app.decorateRequest('principal', null);
+
+    // Login CSRF: an unsafe request from a foreign page is refused even before it
+    // authenticates. Bearer requests are exempt (browsers never add that header themselves).
+    const origins = allowedOrigins(deps.config);
+    app.addHook('onRequest', async (request) => {
+      if (bearerToken(request)) return;
+      const path = request.url;
+      if (path.startsWith('/api/') || path.startsWith('/auth/')) assertNotCrossSite(request, origins);
+    });
 
     const resolve = async (request: FastifyRequest): Promise<Principal | null> => {
       const token = bearerToken(request);
@@ -59,6 +81,12 @@ export const authPlugin = fp<AuthPluginDeps>(
         throw new AppError('unauthorized', 'missing or invalid credentials', {
           headers: { 'www-authenticate': 'Bearer' },
         });
+      }
+      if (principal.scope !== 'full' && request.routeOptions.config.allowConversationScope !== true) {
+        throw new AppError(
+          'forbidden',
+          'this API key is scoped to a conversation and cannot call this route',
+        );
       }
       request.principal = principal;
     };

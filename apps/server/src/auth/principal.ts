@@ -32,6 +32,18 @@ export async function principalFromApiKey(db: Db, key: string): Promise<Principa
     .where('u.suspended_at', 'is', null)
     .executeTakeFirst();
   if (!row) return null;
+  // last_used_at is advisory: written at most once a minute per key.
+  await db
+    .updateTable('api_keys')
+    .set({ last_used_at: sql<Date>`now()` })
+    .where('id', '=', row.key_id)
+    .where((eb) =>
+      eb.or([
+        eb('last_used_at', 'is', null),
+        eb('last_used_at', '<', sql<Date>`now() - interval '1 minute'`),
+      ]),
+    )
+    .execute();
   return {
     userId: row.user_id,
     tenantId: row.user_id,

@@ -211,6 +211,22 @@ describe('configuration', () => {
     refuses({ PORT: '4000', METRICS_PORT: '4000' }, 'METRICS_PORT');
   });
 
+  it('parses the mail retry policy (MAIL_RETRY_BASE_MS, MAIL_MAX_ATTEMPTS) with defaults', () => {
+    assert.deepEqual(parseConfig({}).config.mail.retry, { baseMs: 5_000, maxAttempts: 20 });
+    assert.deepEqual(parseConfig({ MAIL_RETRY_BASE_MS: '200', MAIL_MAX_ATTEMPTS: '3' }).config.mail.retry, {
+      baseMs: 200,
+      maxAttempts: 3,
+    });
+    refuses({ MAIL_RETRY_BASE_MS: '0' }, 'MAIL_RETRY_BASE_MS');
+    refuses({ MAIL_MAX_ATTEMPTS: 'many' }, 'MAIL_MAX_ATTEMPTS');
+  });
+
+  it('parses AUTH_RATE_LIMIT_MAX, the per-minute budget of credential endpoints (default 10)', () => {
+    assert.equal(parseConfig({}).config.rateLimit.authMax, 10);
+    assert.equal(parseConfig({ AUTH_RATE_LIMIT_MAX: '3' }).config.rateLimit.authMax, 3);
+    refuses({ AUTH_RATE_LIMIT_MAX: '0' }, 'AUTH_RATE_LIMIT_MAX');
+  });
+
   it('reports every problem at once', () => {
     const problems = problemsOf({ PORT: 'x', SANDBOX_MAX_LIFETIME_HOURS: 'abc', FIRST_USER_ADMIN: 'y' });
     assert.equal(problems.length, 3);

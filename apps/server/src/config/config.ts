@@ -44,6 +44,8 @@ export interface Config {
     readonly transport: MailTransport;
     readonly from?: string;
     readonly supportEmail?: string;
+    /** Mail job retries: delay = min(baseMs * 2^(attempt-1), 1 h), at most maxAttempts sends. */
+    readonly retry: { readonly baseMs: number; readonly maxAttempts: number };
   };
   readonly oauth: {
     readonly github?: {
@@ -81,7 +83,12 @@ export interface Config {
   readonly otelExporterOtlpEndpoint?: string;
   readonly backup: { readonly retentionDays: number; readonly intervalSeconds: number | null };
   readonly serviceImageTag?: string;
-  readonly rateLimit: { readonly max: number; readonly windowSeconds: number };
+  readonly rateLimit: {
+    readonly max: number;
+    readonly windowSeconds: number;
+    /** Per-IP budget per minute of each credential or mail-sending endpoint (login, token, register, resend, reset). */
+    readonly authMax: number;
+  };
   readonly shutdownGraceSeconds: number;
 }
 
@@ -457,6 +464,10 @@ export function parseConfig(env: Env): ParseResult {
       transport,
       ...(from ? { from } : {}),
       ...(supportEmail ? { supportEmail } : {}),
+      retry: {
+        baseMs: positiveInt('MAIL_RETRY_BASE_MS', 5_000),
+        maxAttempts: positiveInt('MAIL_MAX_ATTEMPTS', 20),
+      },
     },
     oauth: { ...(github ? { github } : {}) },
     firstUserAdmin: bool('FIRST_USER_ADMIN', false),
@@ -486,6 +497,7 @@ export function parseConfig(env: Env): ParseResult {
     rateLimit: {
       max: positiveInt('RATE_LIMIT_MAX', 300),
       windowSeconds: positiveInt('RATE_LIMIT_WINDOW_SECONDS', 60),
+      authMax: positiveInt('AUTH_RATE_LIMIT_MAX', 10),
     },
     shutdownGraceSeconds: positiveInt('SHUTDOWN_GRACE_SECONDS', 120),
   };

@@ -111,7 +111,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       }),
   });
 
-  await app.register(authPlugin, { db: deps.db, resolvers: deps.authResolvers });
+  await app.register(authPlugin, { db: deps.db, config, resolvers: deps.authResolvers });
 
   await app.register(swagger, {
     openapi: {

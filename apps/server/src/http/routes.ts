@@ -1,6 +1,11 @@
 // Every route module of the service, registered in one place.
 import type { FastifyInstance } from 'fastify';
+import { accountsRoutes } from '../accounts/accounts.routes.ts';
+import { adminRoutes } from '../accounts/admin.routes.ts';
 import { agentsRoutes } from '../agents/agents.routes.ts';
+import { auditRoutes } from '../audit/audit.routes.ts';
+import { apiKeysRoutes } from '../auth/api-keys.routes.ts';
+import { oauthRoutes } from '../auth/oauth.routes.ts';
 import type { Deps } from '../deps.ts';
 import { environmentsRoutes } from '../environments/environments.routes.ts';
 import { vaultsRoutes } from '../vaults/vaults.routes.ts';
@@ -10,6 +15,11 @@ import { openapiRoutes } from './routes/openapi.routes.ts';
 export async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<void> {
   await app.register(healthRoutes(deps));
   await app.register(openapiRoutes);
+  await app.register(accountsRoutes(deps));
+  await app.register(apiKeysRoutes(deps));
+  await app.register(oauthRoutes(deps));
+  await app.register(adminRoutes(deps));
+  await app.register(auditRoutes(deps));
   await app.register(environmentsRoutes(deps));
   await app.register(vaultsRoutes(deps));
   await app.register(agentsRoutes(deps));

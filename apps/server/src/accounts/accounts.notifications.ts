@@ -1,0 +1,149 @@
+// The `send_account_mail` job: renders and sends one account notification. Invariants
+// (mail.test.ts):
+// - The conditions are re-checked at send time: no verification mail to a verified or
+//   suspended account, a suspension notice only while still suspended (and the reverse),
+//   the welcome mail at most once per user (users.welcome_sent_at claimed before sending).
+// - Link tokens are minted here, at send time, and stored hashed: the queue never holds a
+//   secret. A failed send deletes the token it minted.
+// - A failed send is retried by re-enqueueing the job with a delay of
+//   MAIL_RETRY_BASE_MS * 2^(attempt-1), capped at one hour, up to MAIL_MAX_ATTEMPTS sends;
+//   the current job then completes. (A crash between the two may send twice; never zero.)
+import type { Task } from 'graphile-worker';
+import { z } from 'zod';
+import { generateSecret } from '../auth/tokens.ts';
+import type { Config } from '../config/config.ts';
+import type { Db } from '../db/database.ts';
+import type { AccountMailJob, MailQueue } from '../mail/mail.queue.ts';
+import type { Mailer } from '../mail/mailer.ts';
+import { type MailTemplate, renderMail } from '../mail/templates.ts';
+import type { Logger } from '../observability/logger.ts';
+import {
+  claimWelcome,
+  deleteEmailToken,
+  findUserById,
+  insertEmailToken,
+  releaseWelcome,
+} from './accounts.repo.ts';
+import { EMAIL_CHANGE_TTL_MS, PASSWORD_RESET_TTL_MS, VERIFICATION_TTL_MS } from './accounts.service.ts';
+
+const MAX_RETRY_DELAY_MS = 60 * 60 * 1000;
+
+const Payload = z.object({
+  kind: z.enum([
+    'verification',
+    'welcome',
+    'password_reset',
+    'email_change_confirm',
+    'email_change_notice',
+    'suspended',
+    'unsuspended',
+  ]),
+  userId: z.string(),
+  newEmail: z.string().optional(),
+  to: z.string().optional(),
+  attempt: z.number().int().positive().optional(),
+});
+
+export function retryDelayMs(baseMs: number, attempt: number): number {
+  return Math.min(baseMs * 2 ** Math.max(0, attempt - 1), MAX_RETRY_DELAY_MS);
+}
+
+export function createAccountMailTask(deps: {
+  db: Db;
+  config: Config;
+  mailer: Mailer;
+  mailQueue: MailQueue;
+  logger: Logger;
+}): Task {
+  const log = deps.logger.child({ component: 'mail' });
+  const ctx = { publicUrl: deps.config.publicUrl, supportEmail: deps.config.mail.supportEmail };
+
+  return async (rawPayload) => {
+    const parsed = Payload.safeParse(rawPayload);
+    if (!parsed.success) {
+      log.error('account mail job with a malformed payload: dropped');
+      return;
+    }
+    const job: AccountMailJob = parsed.data;
+    const user = await findUserById(deps.db, job.userId);
+    if (!user) return;
+
+    let to = user.email;
+    let template: MailTemplate;
+    let tokenId: string | undefined;
+    let claimedWelcome = false;
+    const mint = async (purpose: 'verify_email' | 'password_reset' | 'email_change', ttlMs: number) => {
+      const token = generateSecret();
+      tokenId = await insertEmailToken(deps.db, user.id, {
+        purpose,
+        token,
+        ttlMs,
+        ...(job.newEmail ? { newEmail: job.newEmail } : {}),
+      });
+      return token;
+    };
+
+    switch (job.kind) {
+      case 'verification':
+        if (user.email_verified_at !== null || user.suspended_at !== null) return;
+        template = { kind: 'verification', token: await mint('verify_email', VERIFICATION_TTL_MS) };
+        break;
+      case 'welcome':
+        if (user.email_verified_at === null || !(await claimWelcome(deps.db, user.id))) return;
+        claimedWelcome = true;
+        template = { kind: 'welcome' };
+        break;
+      case 'password_reset':
+        if (user.suspended_at !== null) return;
+        template = { kind: 'password_reset', token: await mint('password_reset', PASSWORD_RESET_TTL_MS) };
+        break;
+      case 'email_change_confirm':
+        if (!job.newEmail) return;
+        to = job.newEmail;
+        template = {
+          kind: 'email_change_confirm',
+          newEmail: job.newEmail,
+          token: await mint('email_change', EMAIL_CHANGE_TTL_MS),
+        };
+        break;
+      case 'email_change_notice':
+        if (!job.newEmail) return;
+        to = job.to ?? user.email;
+        template = { kind: 'email_change_notice', newEmail: job.newEmail };
+        break;
+      case 'suspended':
+        if (user.suspended_at === null) return;
+        template = { kind: 'suspended' };
+        break;
+      case 'unsuspended':
+        if (user.suspended_at !== null) return;
+        template = { kind: 'unsuspended' };
+        break;
+    }
+
+    const attempt = job.attempt ?? 1;
+    try {
+      await deps.mailer.send({ to, ...renderMail(template, ctx) });
+      log.info({ kind: job.kind, userId: user.id, attempt }, 'account mail sent');
+    } catch (err) {
+      if (tokenId) await deleteEmailToken(deps.db, user.id, tokenId);
+      if (claimedWelcome) await releaseWelcome(deps.db, user.id);
+      const reason = err instanceof Error ? err.message : String(err);
+      const { baseMs, maxAttempts } = deps.config.mail.retry;
+      if (attempt >= maxAttempts) {
+        log.error({ kind: job.kind, userId: user.id, attempt, reason }, 'account mail failed: giving up');
+        return;
+      }
+      const delay = retryDelayMs(baseMs, attempt);
+      await deps.mailQueue.enqueue(
+        deps.db,
+        { ...job, attempt: attempt + 1 },
+        { runAt: new Date(Date.now() + delay) },
+      );
+      log.warn(
+        { kind: job.kind, userId: user.id, attempt, retryInMs: delay, reason },
+        'account mail failed: will retry',
+      );
+    }
+  };
+}

@@ -1,0 +1,57 @@
+// Enqueues account notification mails as durable jobs. Under EMAIL_DELIVERY=none nothing
+// is enqueued at all (the spec: sending is skipped).
+import type { Config } from '../config/config.ts';
+import type { Db } from '../db/database.ts';
+import { enqueueJob } from '../jobs/worker.ts';
+
+export const ACCOUNT_MAIL_TASK = 'send_account_mail';
+
+export type AccountMailKind =
+  | 'verification'
+  | 'welcome'
+  | 'password_reset'
+  | 'email_change_confirm'
+  | 'email_change_notice'
+  | 'suspended'
+  | 'unsuspended';
+
+/**
+ * A job names the notification and the user, never a secret: tokens are minted by the job
+ * itself at send time, so no plaintext token waits in the queue table.
+ */
+export interface AccountMailJob {
+  kind: AccountMailKind;
+  userId: string;
+  /** email_change_confirm / email_change_notice: the requested new address. */
+  newEmail?: string;
+  /** email_change_notice: the old address, which is no longer on the account once confirmed. */
+  to?: string;
+  /** 1-based send attempt; set by the retry path. */
+  attempt?: number;
+}
+
+export interface MailQueue {
+  readonly enabled: boolean;
+  enqueue(db: Db, job: AccountMailJob, opts?: { runAt?: Date }): Promise<void>;
+}
+
+export function createMailQueue(deps: { config: Config }): MailQueue {
+  const enabled = deps.config.mail.transport.kind !== 'none';
+  return {
+    enabled,
+    async enqueue(db, job, opts = {}) {
+      if (!enabled) return;
+      await enqueueJob(
+        db,
+        ACCOUNT_MAIL_TASK,
+        { ...job },
+        {
+          // Failures of the send itself are retried by the handler with the configured backoff;
+          // graphile-worker's own retries cover unexpected errors (e.g. the database blipped).
+          maxAttempts: 5,
+          ...(opts.runAt ? { runAt: opts.runAt } : {}),
+        },
+      );
+    },
+  };
+}

@@ -1,0 +1,123 @@
+// Notification templates: plain text plus simple HTML, links built from PUBLIC_URL.
+// Every value interpolated into HTML is escaped.
+
+export type MailTemplate =
+  | { kind: 'verification'; token: string }
+  | { kind: 'welcome' }
+  | { kind: 'password_reset'; token: string }
+  | { kind: 'email_change_confirm'; token: string; newEmail: string }
+  | { kind: 'email_change_notice'; newEmail: string }
+  | { kind: 'suspended' }
+  | { kind: 'unsuspended' };
+
+export interface RenderContext {
+  publicUrl: URL;
+  supportEmail?: string | undefined;
+}
+
+export interface RenderedMail {
+  subject: string;
+  text: string;
+  html: string;
+}
+
+function escapeHtml(s: string): string {
+  return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+export function link(publicUrl: URL, path: string, token?: string): string {
+  const u = new URL(path, publicUrl.origin);
+  if (token) u.searchParams.set('token', token);
+  return u.toString();
+}
+
+interface Body {
+  subject: string;
+  paragraphs: string[];
+  action?: { label: string; url: string };
+}
+
+function body(t: MailTemplate, ctx: RenderContext): Body {
+  const base = ctx.publicUrl.origin;
+  switch (t.kind) {
+    case 'verification':
+      return {
+        subject: 'Confirm your email address for Paddock',
+        paragraphs: [
+          'Welcome to Paddock. Confirm your email address to finish creating your account.',
+          `The link works once and expires in 48 hours. From the command line, paste this token instead: ${t.token}`,
+          'If you did not create an account, ignore this email.',
+        ],
+        action: { label: 'Confirm email address', url: link(ctx.publicUrl, '/auth/verify', t.token) },
+      };
+    case 'welcome':
+      return {
+        subject: 'Your Paddock account is ready',
+        paragraphs: [
+          'Your email address is confirmed and your account is ready.',
+          `Sign in at ${base} to create an API key, an environment and your first agent.`,
+        ],
+      };
+    case 'password_reset':
+      return {
+        subject: 'Reset your Paddock password',
+        paragraphs: [
+          'Someone (hopefully you) asked to reset the password of your Paddock account.',
+          `The link works once and expires in one hour. Token: ${t.token}`,
+          'If you did not ask for this, ignore this email: your password stays unchanged.',
+        ],
+        action: { label: 'Choose a new password', url: link(ctx.publicUrl, '/reset-password', t.token) },
+      };
+    case 'email_change_confirm':
+      return {
+        subject: 'Confirm your new email address for Paddock',
+        paragraphs: [
+          `Confirm that ${t.newEmail} should become the sign-in address of your Paddock account.`,
+          `The link works once and expires in 24 hours. Token: ${t.token}`,
+          'If you did not ask for this, ignore this email.',
+        ],
+        action: { label: 'Confirm new address', url: link(ctx.publicUrl, '/auth/confirm-email', t.token) },
+      };
+    case 'email_change_notice':
+      return {
+        subject: 'Your Paddock email address is being changed',
+        paragraphs: [
+          `A request was made to change the sign-in address of your Paddock account to ${t.newEmail}.`,
+          'The change takes effect only after the new address is confirmed.',
+          'If this was not you, change your password now and contact support.',
+        ],
+      };
+    case 'suspended':
+      return {
+        subject: 'Your Paddock account has been suspended',
+        paragraphs: [
+          'Your Paddock account has been suspended by an administrator. You cannot sign in or start conversations while it is suspended.',
+          'Reply to this email or contact support if you believe this is a mistake.',
+        ],
+      };
+    case 'unsuspended':
+      return {
+        subject: 'Your Paddock account has been reinstated',
+        paragraphs: ['Your Paddock account is active again. You can sign in as before.'],
+      };
+  }
+}
+
+export function renderMail(t: MailTemplate, ctx: RenderContext): RenderedMail {
+  const b = body(t, ctx);
+  const support = ctx.supportEmail ? `Questions? Write to ${ctx.supportEmail}.` : undefined;
+  const text = [
+    ...b.paragraphs,
+    ...(b.action ? [`${b.action.label}: ${b.action.url}`] : []),
+    ...(support ? [support] : []),
+    '— Paddock',
+  ].join('\n\n');
+  const html = [
+    '<!doctype html><html><body style="font-family:sans-serif;line-height:1.5">',
+    ...b.paragraphs.map((p) => `<p>${escapeHtml(p)}</p>`),
+    ...(b.action ? [`<p><a href="${escapeHtml(b.action.url)}">${escapeHtml(b.action.label)}</a></p>`] : []),
+    ...(support ? [`<p>${escapeHtml(support)}</p>`] : []),
+    '<p>— Paddock</p></body></html>',
+  ].join('\n');
+  return { subject: b.subject, text, html };
+}
