@@ -140,7 +140,11 @@ export function attach(a: Api, name: string, id: string): WebSocket {
 }
 
 /** Polls fn until it returns a truthy value (bounded). */
-export async function waitFor<T>(fn: () => Promise<T> | T, what: string, timeoutMs = 10_000): Promise<NonNullable<T>> {
+export async function waitFor<T>(
+  fn: () => Promise<T> | T,
+  what: string,
+  timeoutMs = 10_000,
+): Promise<NonNullable<T>> {
   const end = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
