@@ -28,6 +28,7 @@ export function testEnv(overrides: Env = {}): Env {
     MASTER_SECRETS_KEY: randomBytes(32).toString('base64url'),
     EMAIL_DELIVERY: 'none',
     RATE_LIMIT_MAX: '100000',
+    AUTH_RATE_LIMIT_MAX: '100000',
     ...overrides,
   };
 }
