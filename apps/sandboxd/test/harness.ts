@@ -6,8 +6,16 @@
  * Used by this workspace's tests, packages/sandbox-client's conformance suite and scripts/bench-sandbox.ts.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -59,6 +67,32 @@ function killSandboxInits(dataDir: string): void {
         const stat = readFileSync(`/proc/${rec.init.pid}/stat`, 'utf8');
         const start = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
         if (start === rec.init.startTime) process.kill(rec.init.pid, 'SIGKILL');
+      } catch {}
+    }
+  }
+}
+
+/** Removes the per-data-dir cgroup subtree sandboxd created (src/runtime/cgroups.ts naming). */
+function removeCgroups(dataDir: string): void {
+  const instance = createHash('sha256').update(dataDir).digest('hex').slice(0, 12);
+  for (const line of readFileSync('/proc/self/cgroup', 'utf8').split('\n')) {
+    const [, ctrls, rel] = line.split(':');
+    if (rel === undefined || ctrls === undefined) continue;
+    const mount =
+      ctrls === ''
+        ? ['/sys/fs/cgroup/unified', '/sys/fs/cgroup']
+        : ctrls.split(',').map((c) => `/sys/fs/cgroup/${c}`);
+    for (const m of mount) {
+      const parent = path.join(m, rel, `paddock-sandboxd-${instance}`);
+      if (!existsSync(parent)) continue;
+      for (const child of readdirSync(parent, { withFileTypes: true })) {
+        if (!child.isDirectory()) continue;
+        try {
+          rmdirSync(path.join(parent, child.name));
+        } catch {}
+      }
+      try {
+        rmdirSync(parent);
       } catch {}
     }
   }
@@ -131,7 +165,8 @@ export async function startTestSandboxd(opts: TestSandboxdOptions = {}): Promise
       }
       if (!stopOpts.keepData) {
         killSandboxInits(dataDir);
-        await new Promise((r) => setTimeout(r, 100));
+        await new Promise((r) => setTimeout(r, 200));
+        removeCgroups(dataDir);
         rmSync(dataDir, { recursive: true, force: true });
       }
     },
