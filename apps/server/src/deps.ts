@@ -4,6 +4,7 @@ import type { FastifyRequest } from 'fastify';
 import { createAccountMailTask } from './accounts/accounts.notifications.ts';
 import { type AccountsService, createAccountsService } from './accounts/accounts.service.ts';
 import { type AgentsService, createAgentsService } from './agents/agents.service.ts';
+import { type ApplyService, createApplyService } from './apply/apply.service.ts';
 import { type AuditService, createAuditService } from './audit/audit.service.ts';
 import { type ApiKeysService, createApiKeysService } from './auth/api-keys.service.ts';
 import type { Principal } from './auth/principal.ts';
@@ -43,6 +44,7 @@ export interface Deps {
   environments: EnvironmentsService;
   vaults: VaultsService;
   agents: AgentsService;
+  apply: ApplyService;
   /** Credential resolvers tried after the bearer API key (e.g. the browser session cookie). */
   authResolvers: ReadonlyArray<(request: FastifyRequest) => Promise<Principal | null>>;
 }
@@ -92,6 +94,9 @@ export function createDeps(input: CreateDepsInput): Deps {
     masterKey: masterSecretsKey,
     previousMasterKey: masterSecretsKeyPrevious,
   });
+  const environments = createEnvironmentsService({ db, secrets, audit });
+  const vaults = createVaultsService({ db, secrets, audit });
+  const agents = createAgentsService({ db, audit });
   const accountsDeps = createAccountsDeps({ ...input, db, audit });
   return {
     ...input,
@@ -99,9 +104,10 @@ export function createDeps(input: CreateDepsInput): Deps {
     health: createHealthService(input.database),
     audit,
     secrets,
-    environments: createEnvironmentsService({ db, secrets, audit }),
-    vaults: createVaultsService({ db, secrets, audit }),
-    agents: createAgentsService({ db, audit }),
+    environments,
+    vaults,
+    agents,
+    apply: createApplyService({ db, logger: input.logger, audit, secrets, environments, vaults, agents }),
     ...accountsDeps,
     authResolvers: [(request) => accountsDeps.sessions.resolve(request)],
   };

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { accountsRoutes } from '../accounts/accounts.routes.ts';
 import { adminRoutes } from '../accounts/admin.routes.ts';
 import { agentsRoutes } from '../agents/agents.routes.ts';
+import { applyRoutes } from '../apply/apply.routes.ts';
 import { auditRoutes } from '../audit/audit.routes.ts';
 import { apiKeysRoutes } from '../auth/api-keys.routes.ts';
 import { oauthRoutes } from '../auth/oauth.routes.ts';
@@ -23,4 +24,5 @@ export async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<
   await app.register(environmentsRoutes(deps));
   await app.register(vaultsRoutes(deps));
   await app.register(agentsRoutes(deps));
+  await app.register(applyRoutes(deps));
 }

@@ -1,0 +1,206 @@
+// Bulk apply: upsert by name in the fixed order environments → vaults → agents, one
+// transaction per resource (resource and its secrets commit together or not at all),
+// best-effort across resources. Idempotent: unchanged fields and secrets (keyed MAC) write
+// nothing, so a second identical apply reports every resource "unchanged".
+import type { z } from 'zod';
+import type { AgentsService } from '../agents/agents.service.ts';
+import type { AuditService } from '../audit/audit.service.ts';
+import type { Db } from '../db/database.ts';
+import { findEnvironmentByName } from '../environments/environments.repo.ts';
+import type { EnvironmentsService } from '../environments/environments.service.ts';
+import { AppError, type FieldErrors } from '../http/errors.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { ResourceContext } from '../secrets/context.ts';
+import { resourceName } from '../secrets/fields.ts';
+import type { SecretOwner, SecretsService } from '../secrets/secrets.service.ts';
+import { findVaultsByNames } from '../vaults/vaults.repo.ts';
+import type { VaultsService } from '../vaults/vaults.service.ts';
+import {
+  AgentSpec,
+  type ApplyRequest,
+  type ApplyResponseT,
+  type ApplyResultT,
+  EnvironmentSpec,
+  KINDS,
+  type Kind,
+  VaultSpec,
+} from './apply.schema.ts';
+
+export interface ApplyService {
+  apply(ctx: ResourceContext, request: ApplyRequest): Promise<ApplyResponseT>;
+}
+
+const ORDER: Record<Kind, number> = { Environment: 0, Vault: 1, Agent: 2 };
+
+/** Thrown inside a resource's transaction to roll it back and report field errors. */
+class ResourceError extends Error {
+  readonly errors: FieldErrors;
+  constructor(errors: FieldErrors) {
+    super('resource refused');
+    this.errors = errors;
+  }
+}
+
+function zodErrors(error: z.ZodError, prefix: string): FieldErrors {
+  const out: FieldErrors = {};
+  for (const issue of error.issues) {
+    const path = [prefix, ...issue.path.map(String)].filter((p) => p !== '').join('.');
+    out[path] = [...(out[path] ?? []), issue.message];
+  }
+  return out;
+}
+
+export function createApplyService(deps: {
+  db: Db;
+  logger: Logger;
+  audit: Pick<AuditService, 'record'>;
+  secrets: SecretsService;
+  environments: EnvironmentsService;
+  vaults: VaultsService;
+  agents: AgentsService;
+}): ApplyService {
+  const writeSecrets = async (
+    trx: Db,
+    ctx: ResourceContext,
+    owner: SecretOwner,
+    values: Record<string, string> | undefined,
+  ): Promise<Record<string, 'created' | 'updated' | 'unchanged'> | undefined> => {
+    if (!values) return undefined;
+    const outcomes: Record<string, 'created' | 'updated' | 'unchanged'> = {};
+    for (const [key, value] of Object.entries(values)) {
+      const { outcome } = await deps.secrets.upsert(ctx.tenantId, owner, key, value, trx);
+      outcomes[key] = outcome;
+      if (outcome !== 'unchanged') {
+        await deps.audit.record(
+          {
+            type: `${owner.kind}.secret.upserted`,
+            tenantId: ctx.tenantId,
+            actor: ctx.actor,
+            ip: ctx.ip,
+            metadata: { [`${owner.kind}_id`]: owner.id, key, outcome, via: 'apply' },
+          },
+          trx,
+        );
+      }
+    }
+    return outcomes;
+  };
+
+  const applyOne = async (
+    trx: Db,
+    ctx: ResourceContext,
+    kind: Kind,
+    name: string,
+    spec: Record<string, unknown>,
+  ): Promise<Omit<ApplyResultT, 'kind' | 'name'>> => {
+    if (kind === 'Environment') {
+      const parsed = EnvironmentSpec.safeParse(spec);
+      if (!parsed.success) throw new ResourceError(zodErrors(parsed.error, 'spec'));
+      const { secrets, ...fields } = parsed.data;
+      const { id, action } = await deps.environments.upsertByName(ctx, { name, ...fields }, trx);
+      const outcomes = await writeSecrets(trx, ctx, { kind: 'environment', id }, secrets);
+      return { id, action: bump(action, outcomes), ...(outcomes ? { secrets: outcomes } : {}) };
+    }
+    if (kind === 'Vault') {
+      const parsed = VaultSpec.safeParse(spec);
+      if (!parsed.success) throw new ResourceError(zodErrors(parsed.error, 'spec'));
+      const { secrets, ...fields } = parsed.data;
+      const { id, action } = await deps.vaults.upsertByName(ctx, { name, ...fields }, trx);
+      const outcomes = await writeSecrets(trx, ctx, { kind: 'vault', id }, secrets);
+      return { id, action: bump(action, outcomes), ...(outcomes ? { secrets: outcomes } : {}) };
+    }
+    const parsed = AgentSpec.safeParse(spec);
+    if (!parsed.success) throw new ResourceError(zodErrors(parsed.error, 'spec'));
+    const { environment, vaults, ...fields } = parsed.data;
+    let environmentId: string | null = null;
+    if (environment !== null) {
+      const env = await findEnvironmentByName(trx, ctx.tenantId, environment);
+      if (!env) throw new ResourceError({ 'spec.environment': [`environment "${environment}" not found`] });
+      environmentId = env.id;
+    }
+    const found = await findVaultsByNames(trx, ctx.tenantId, vaults);
+    const missing = vaults.filter((v) => !found.some((f) => f.name === v));
+    if (missing.length > 0) {
+      throw new ResourceError({ 'spec.vaults': missing.map((v) => `vault "${v}" not found`) });
+    }
+    const { id, action } = await deps.agents.upsertByName(
+      ctx,
+      { name, ...fields, environment_id: environmentId, vault_ids: found.map((f) => f.id) },
+      trx,
+    );
+    return { id, action };
+  };
+
+  return {
+    async apply(ctx, request) {
+      const results: ApplyResultT[] = request.resources.map((r) => ({
+        kind: r.kind,
+        name: r.name,
+        action: 'error',
+        id: null,
+      }));
+      const seen = new Set<string>();
+      const queue: Array<{ index: number; kind: Kind }> = [];
+      request.resources.forEach((r, index) => {
+        const errors: FieldErrors = {};
+        if (!(KINDS as readonly string[]).includes(r.kind))
+          errors['kind'] = [`must be one of ${KINDS.join(', ')}`];
+        const nameCheck = resourceName.safeParse(r.name);
+        if (!nameCheck.success) errors['name'] = nameCheck.error.issues.map((i) => i.message);
+        const identity = `${r.kind}/${r.name}`;
+        if (Object.keys(errors).length === 0 && seen.has(identity))
+          errors['name'] = ['appears twice in the manifest'];
+        seen.add(identity);
+        if (Object.keys(errors).length > 0) results[index] = { ...results[index]!, errors };
+        else queue.push({ index, kind: r.kind as Kind });
+      });
+      queue.sort((a, b) => ORDER[a.kind] - ORDER[b.kind] || a.index - b.index);
+
+      if (queue.length > 0) await deps.secrets.ensureTenantKey(ctx.tenantId);
+      for (const { index, kind } of queue) {
+        const r = request.resources[index]!;
+        try {
+          const outcome = await deps.db
+            .transaction()
+            .execute((trx) => applyOne(trx, ctx, kind, r.name, r.spec));
+          results[index] = { kind: r.kind, name: r.name, ...outcome };
+        } catch (err) {
+          results[index] = { ...results[index]!, errors: errorsOf(err, deps.logger) };
+        }
+      }
+
+      const summary = { created: 0, updated: 0, unchanged: 0, error: 0 };
+      for (const r of results) summary[r.action] += 1;
+      await deps.audit.record({
+        type: 'apply.completed',
+        tenantId: ctx.tenantId,
+        actor: ctx.actor,
+        ip: ctx.ip,
+        metadata: {
+          ...summary,
+          resources: results.map((r) => ({ kind: r.kind, name: r.name, action: r.action })),
+        },
+      });
+      return { results, summary };
+    },
+  };
+}
+
+/** A resource whose fields are unchanged but whose secrets changed is reported "updated". */
+function bump(
+  action: 'created' | 'updated' | 'unchanged',
+  outcomes: Record<string, string> | undefined,
+): 'created' | 'updated' | 'unchanged' {
+  if (action !== 'unchanged' || !outcomes) return action;
+  return Object.values(outcomes).some((o) => o !== 'unchanged') ? 'updated' : 'unchanged';
+}
+
+function errorsOf(err: unknown, logger: Logger): FieldErrors {
+  if (err instanceof ResourceError) return err.errors;
+  if (err instanceof AppError) {
+    const fieldErrors = err.extra['errors'] as FieldErrors | undefined;
+    return fieldErrors ?? { resource: [err.message] };
+  }
+  logger.error({ err }, 'bulk apply: unexpected error on one resource');
+  return { resource: ['internal error'] };
+}
