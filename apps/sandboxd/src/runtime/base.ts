@@ -167,8 +167,13 @@ export function ensureBase(dataDir: string, ids: IdMap, rootfs: string | undefin
     for (const d of layout.dirs) mkdirSync(path.join(tmp, d), { recursive: true });
     for (const [name, target] of layout.links) symlinkSync(target, path.join(tmp, name));
     const present = HOST_ETC_COPY.filter((e) => existsSync(path.join('/etc', e)));
-    if (present.length > 0)
-      sh('cp', ['-a', ...present.map((e) => path.join('/etc', e)), path.join(tmp, 'etc')]);
+    if (present.length > 0) {
+      try {
+        sh('cp', ['-a', ...present.map((e) => path.join('/etc', e)), path.join(tmp, 'etc')]);
+      } catch {
+        // Unreadable entries (e.g. /etc/ssl/private when not root) are skipped; cp copied the rest.
+      }
+    }
     // Private keys never enter a sandbox.
     rmSync(path.join(tmp, 'etc', 'ssl', 'private'), { recursive: true, force: true });
     for (const [name, content] of Object.entries(ETC_FILES))

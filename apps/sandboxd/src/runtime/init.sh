@@ -25,7 +25,7 @@ mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs "$M/dev/shm"
 mount -t tmpfs -o nosuid,nodev,mode=755 tmpfs "$M/run"
 mount -t proc proc "$M/proc"
 ip link set lo up
-echo sandbox > /proc/sys/kernel/hostname
+hostname sandbox 2>/dev/null || echo sandbox > /proc/sys/kernel/hostname
 # /proc is still the host's here, so this is the host pid of this shell (pid 1 inside).
 read -r hostpid _rest < /proc/self/stat
 cd "$M"
