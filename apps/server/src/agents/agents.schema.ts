@@ -1,7 +1,15 @@
 // The Agent resource. Field names the spec leaves open (environment_id, vault_ids, the skill
 // pin `ref`) and every limit are documented in docs/resources.md.
 import { z } from 'zod';
-import { envMap, metadata, resourceName, text, timestamps } from '../secrets/fields.ts';
+import {
+  envMap,
+  metadata,
+  resourceName,
+  STORABLE_MESSAGE,
+  storable,
+  text,
+  timestamps,
+} from '../secrets/fields.ts';
 
 export const RUNTIMES = ['claude', 'codex', 'gemini', 'opencode'] as const;
 export const Runtime = z.enum(RUNTIMES);
@@ -56,7 +64,7 @@ export const Skill = z
     else if (!SKILL_NAME_RE.test(s.name))
       issue('name', 'must be 1-64 lower-case letters, digits or "-", starting with a letter or digit');
     if (s.content === undefined) issue('content', 'is required for an inline skill');
-    else if (s.content.includes('\u0000')) issue('content', 'must not contain NUL characters');
+    else if (!storable(s.content)) issue('content', STORABLE_MESSAGE);
     else if (Buffer.byteLength(s.content, 'utf8') > SKILL_CONTENT_MAX_BYTES)
       issue('content', 'must be at most 256 KiB');
   });

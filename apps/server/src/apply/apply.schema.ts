@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { agentFields } from '../agents/agents.schema.ts';
 import { EnvironmentBody } from '../environments/environments.schema.ts';
-import { envMap, metadata, resourceName, secretValue } from '../secrets/fields.ts';
+import { envMap, metadata, resourceName, secretValue, text } from '../secrets/fields.ts';
 
 export const APPLY_MAX_RESOURCES = 500;
 export const SECRETS_PER_RESOURCE_MAX = 500;
@@ -44,8 +44,8 @@ export const ApplyBody = z
     resources: z
       .array(
         z.object({
-          kind: z.string().max(100).describe('Environment, Vault or Agent'),
-          name: z.string().max(1000),
+          kind: text(100).describe('Environment, Vault or Agent'),
+          name: text(1000),
           spec: z.record(z.string(), z.unknown()).default({}),
         }),
       )

@@ -8,14 +8,14 @@ export const METADATA_MAX_BYTES = 16 * 1024;
 export const SECRET_VALUE_MAX_BYTES = 64 * 1024;
 export const ENV_VAR_NAME_MAX = 128;
 
-const NO_NUL = (s: string) => !s.includes('\u0000');
+/** PostgreSQL text and jsonb refuse NUL characters and unpaired UTF-16 surrogates. */
+export const storable = (s: string): boolean => !s.includes('\u0000') && s.isWellFormed();
+const NO_NUL = storable;
+export const STORABLE_MESSAGE = 'must be valid Unicode text without NUL characters';
 
 /** A string of at most `max` characters with no NUL character. */
 export function text(max: number) {
-  return z
-    .string()
-    .max(max, `must be at most ${max} characters`)
-    .refine(NO_NUL, 'must not contain NUL characters');
+  return z.string().max(max, `must be at most ${max} characters`).refine(NO_NUL, STORABLE_MESSAGE);
 }
 
 export const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -55,7 +55,7 @@ export const envVarName = z.string().superRefine((name, ctx) => {
 
 export const secretValue = z
   .string()
-  .refine(NO_NUL, 'must not contain NUL characters')
+  .refine(NO_NUL, STORABLE_MESSAGE)
   .refine((v) => Buffer.byteLength(v, 'utf8') <= SECRET_VALUE_MAX_BYTES, `must be at most 64 KiB`);
 
 /** A map keyed by environment-variable names with string values; keys are validated one by one. */
@@ -73,7 +73,7 @@ export function envMap(valueSchema: z.ZodType<string>, maxEntries: number) {
 
 function jsonProblem(value: unknown, depth: number): string | null {
   if (depth > 10) return 'must not nest deeper than 10 levels';
-  if (typeof value === 'string') return NO_NUL(value) ? null : 'must not contain NUL characters';
+  if (typeof value === 'string') return NO_NUL(value) ? null : STORABLE_MESSAGE;
   if (value === null || typeof value === 'boolean') return null;
   if (typeof value === 'number') return Number.isFinite(value) ? null : 'numbers must be finite';
   if (Array.isArray(value)) {
@@ -85,7 +85,7 @@ function jsonProblem(value: unknown, depth: number): string | null {
   }
   if (typeof value === 'object') {
     for (const [k, v] of Object.entries(value)) {
-      if (!NO_NUL(k)) return 'keys must not contain NUL characters';
+      if (!NO_NUL(k)) return `keys ${STORABLE_MESSAGE}`;
       const p = jsonProblem(v, depth + 1);
       if (p) return p;
     }
