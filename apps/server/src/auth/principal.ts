@@ -16,15 +16,28 @@ export interface Principal {
   conversationId: string | null;
 }
 
+const TOUCH_INTERVAL_MS = 60_000;
+const touching = new Set<string>();
+
 /**
  * Resolves a bearer API key in one query: key by hash, not revoked, not expired, owner
  * verified and not suspended. Anything else is "no principal" (401), never a hint why.
+ * `last_used_at` is advisory: refreshed at most once a minute per key, off the request
+ * path (the request never waits for that write).
  */
 export async function principalFromApiKey(db: Db, key: string): Promise<Principal | null> {
   const row = await db
     .selectFrom('api_keys as k')
     .innerJoin('users as u', 'u.id', 'k.user_id')
-    .select(['k.id as key_id', 'k.scope', 'k.conversation_id', 'u.id as user_id', 'u.email', 'u.is_admin'])
+    .select([
+      'k.id as key_id',
+      'k.scope',
+      'k.conversation_id',
+      'k.last_used_at',
+      'u.id as user_id',
+      'u.email',
+      'u.is_admin',
+    ])
     .where('k.key_hash', '=', hashApiKey(key))
     .where('k.revoked_at', 'is', null)
     .where((eb) => eb.or([eb('k.expires_at', 'is', null), eb('k.expires_at', '>', sql<Date>`now()`)]))
@@ -32,18 +45,18 @@ export async function principalFromApiKey(db: Db, key: string): Promise<Principa
     .where('u.suspended_at', 'is', null)
     .executeTakeFirst();
   if (!row) return null;
-  // last_used_at is advisory: written at most once a minute per key.
-  await db
-    .updateTable('api_keys')
-    .set({ last_used_at: sql<Date>`now()` })
-    .where('id', '=', row.key_id)
-    .where((eb) =>
-      eb.or([
-        eb('last_used_at', 'is', null),
-        eb('last_used_at', '<', sql<Date>`now() - interval '1 minute'`),
-      ]),
-    )
-    .execute();
+  const stale = !row.last_used_at || Date.now() - row.last_used_at.getTime() > TOUCH_INTERVAL_MS;
+  if (stale && !touching.has(row.key_id)) {
+    touching.add(row.key_id);
+    db.updateTable('api_keys')
+      .set({ last_used_at: sql<Date>`now()` })
+      .where('id', '=', row.key_id)
+      .execute()
+      .catch(() => {
+        // Advisory bookkeeping: a failed touch is retried on a later request.
+      })
+      .finally(() => touching.delete(row.key_id));
+  }
   return {
     userId: row.user_id,
     tenantId: row.user_id,
