@@ -127,8 +127,8 @@ describe('egress', () => {
     const ws = openExec(d, SB, ['node', 'tunnel.js']);
     const done = collect(ws, false, 30_000);
     let out = '';
-    ws.on('message', (data: Buffer) => {
-      out += data.subarray(1).toString();
+    ws.on('message', (data: Buffer, isBinary: boolean) => {
+      if (isBinary) out += data.subarray(1).toString();
     });
     await waitFor(() => out.includes('echoed'), 'tunnel open and echoing');
     await policy([{ domain: 'other.test', action: 'allow' }]);

@@ -156,16 +156,18 @@ describe('exec', () => {
     const ws = openExec(d, SB, ['sh', '-c', 'echo started; sleep 31; touch /tmp/should-not-exist']);
     const c = collect(ws, false, 20_000);
     let seen = '';
-    ws.on('message', (data: Buffer) => {
-      seen += data.toString();
+    ws.on('message', (data: Buffer, isBinary: boolean) => {
+      if (isBinary) seen += data.subarray(1).toString();
     });
     await waitFor(() => seen.includes('started'), 'started');
     ws.terminate();
     await c;
     const count = 'ps -eo args= | grep -cx "sleep 31" || true';
     await waitFor(async () => (await sh(d, SB, count)).stdout.trim() === '0', 'sleep killed');
-    const list = await api(d, 'GET', `/v1/sandboxes/${SB}/exec`);
-    assert.ok(!(list.json['sessions'] as { command: string }[]).some((s) => s.command.includes('sleep 31')));
+    await waitFor(async () => {
+      const list = await api(d, 'GET', `/v1/sandboxes/${SB}/exec`);
+      return !(list.json['sessions'] as { command: string }[]).some((s) => s.command.includes('sleep 31'));
+    }, 'killed session gone from the list');
   });
 
   it('answers 404 when attaching to an unknown session', async () => {

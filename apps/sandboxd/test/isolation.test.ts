@@ -79,8 +79,8 @@ describe('isolation', () => {
       "require('http').createServer((q,s)=>s.end('from b')).listen(8099,'127.0.0.1',()=>console.log('listening'))";
     const ws = openExec(d, 'iso-b', ['node', '-e', server], { detachable: true });
     let out = '';
-    ws.on('message', (data: Buffer) => {
-      out += data.toString();
+    ws.on('message', (data: Buffer, isBinary: boolean) => {
+      if (isBinary && data[0] === 1) out += data.subarray(1).toString();
     });
     const done = collect(ws, false, 20_000);
     await waitFor(() => out.includes('listening'), 'server in sandbox b');
