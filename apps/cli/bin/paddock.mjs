@@ -1,0 +1,3 @@
+#!/usr/bin/env node
+// Runs the TypeScript entry directly (Node >= 24 strips types).
+import '../src/main.ts';

@@ -1,0 +1,21 @@
+// Every failure the CLI reports: a clear one-line message (plus field errors), exit code 1.
+export class CliError extends Error {
+  readonly details: readonly string[];
+  readonly exitCode: number;
+  constructor(message: string, details: readonly string[] = [], exitCode = 1) {
+    super(message);
+    this.name = 'CliError';
+    this.details = details;
+    this.exitCode = exitCode;
+  }
+}
+
+/** `field: message` lines from a 422 body's `errors` map. */
+export function fieldErrorLines(errors: unknown): string[] {
+  if (!errors || typeof errors !== 'object') return [];
+  const out: string[] = [];
+  for (const [field, messages] of Object.entries(errors as Record<string, unknown>)) {
+    for (const m of Array.isArray(messages) ? messages : [messages]) out.push(`${field}: ${String(m)}`);
+  }
+  return out;
+}

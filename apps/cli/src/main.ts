@@ -1,0 +1,326 @@
+// paddock: the command-line client of the public API. Exit 0 on success, 1 with a clear
+// message on any error (server unreachable, 401, 422 with field errors, bad manifest).
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { Command, CommanderError, Option } from 'commander';
+import { stringify } from 'yaml';
+import { type ApiClient, createClient } from './client.ts';
+import { type Env, normalizeUrl, readStoredConfig, resolveConfig, writeStoredConfig } from './config.ts';
+import { CliError } from './errors.ts';
+import { compileManifests, redactedPlan } from './manifest.ts';
+import { type Io, json, type OutputFormat, table, withProgress } from './output.ts';
+import { promptHidden, promptLine, readAllStdin } from './prompt.ts';
+
+type Row = Record<string, unknown>;
+
+interface ResourceType {
+  path: string;
+  singular: string;
+  columns: Array<[string, (r: Row) => string]>;
+}
+
+const when = (r: Row) => String(r['updated_at'] ?? '').replace(/\.\d{3}Z$/, 'Z');
+const RESOURCES: Record<string, ResourceType> = {
+  environments: {
+    path: '/api/environments',
+    singular: 'environment',
+    columns: [
+      ['NAME', (r) => String(r['name'])],
+      ['ID', (r) => String(r['id'])],
+      ['NETWORK', (r) => String(r['networking_type'])],
+      ['AGENTS', (r) => String(r['agent_count'])],
+      ['SECRETS', (r) => String(r['secret_count'])],
+      ['UPDATED', when],
+    ],
+  },
+  vaults: {
+    path: '/api/vaults',
+    singular: 'vault',
+    columns: [
+      ['NAME', (r) => String(r['name'])],
+      ['ID', (r) => String(r['id'])],
+      ['SECRETS', (r) => String(r['secret_count'])],
+      ['AGENTS', (r) => String(r['agent_count'])],
+      ['UPDATED', when],
+    ],
+  },
+  agents: {
+    path: '/api/agents',
+    singular: 'agent',
+    columns: [
+      ['NAME', (r) => String(r['name'])],
+      ['ID', (r) => String(r['id'])],
+      ['RUNTIME', (r) => String(r['runtime'])],
+      ['MODEL', (r) => String(r['model'])],
+      ['SKILLS', (r) => String((r['skills'] as unknown[] | undefined)?.length ?? 0)],
+      ['UPDATED', when],
+    ],
+  },
+};
+const ALIASES: Record<string, string> = {
+  environment: 'environments',
+  env: 'environments',
+  envs: 'environments',
+  vault: 'vaults',
+  agent: 'agents',
+};
+
+function resourceType(word: string): ResourceType {
+  const key = ALIASES[word] ?? word;
+  const type = RESOURCES[key];
+  if (!type) throw new CliError(`unknown resource type "${word}": use environments, vaults or agents`, [], 2);
+  return type;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+async function findOne(client: ApiClient, type: ResourceType, nameOrId: string): Promise<Row> {
+  if (UUID.test(nameOrId)) {
+    try {
+      return await client.request<Row>('GET', `${type.path}/${nameOrId}`);
+    } catch (err) {
+      if (!(err instanceof CliError) || !/HTTP 404/.test(err.message)) throw err;
+    }
+  }
+  const list = await client.request<{ data: Row[] }>('GET', type.path);
+  const found = list.data.find((r) => r['name'] === nameOrId);
+  if (!found) throw new CliError(`${type.singular} "${nameOrId}" not found`);
+  return found;
+}
+
+export async function main(argv: string[], env: Env, io: Io): Promise<number> {
+  const program = new Command('paddock')
+    .description('Paddock: run AI coding agents in sandboxes')
+    .addOption(
+      new Option('-o, --output <format>', 'output format').choices(['table', 'json']).default('table'),
+    )
+    .showHelpAfterError()
+    .exitOverride()
+    .configureOutput({ writeOut: io.out, writeErr: io.err });
+
+  const format = (): OutputFormat => program.opts<{ output: OutputFormat }>().output;
+  const client = (): ApiClient => {
+    const config = resolveConfig(env);
+    return createClient({ url: config.url, apiKey: config.apiKey });
+  };
+  const print = (text: string) => io.out(text.endsWith('\n') ? text : `${text}\n`);
+
+  program
+    .command('login')
+    .description('exchange email and password for an API key, stored in the config file (mode 600)')
+    .option('--url <url>', 'server URL (default: PADDOCK_URL, the stored URL, or http://localhost:4000)')
+    .option('--email <email>', 'account email (prompted when omitted)')
+    .option('--password-stdin', 'read the password from standard input')
+    .action(async (opts: { url?: string; email?: string; passwordStdin?: boolean }) => {
+      const resolved = resolveConfig(env);
+      const url = opts.url ? normalizeUrl(opts.url) : resolved.url;
+      const email = opts.email ?? (await promptLine('Email: '));
+      if (!email) throw new CliError('an email is required');
+      const password = opts.passwordStdin
+        ? (await readAllStdin()).replace(/\r?\n$/, '')
+        : await promptHidden('Password: ');
+      if (!password) throw new CliError('a password is required');
+      const key = await withProgress(io, 'signing in', () =>
+        createClient({ url, apiKey: null }).request<{ key: string; prefix: string }>(
+          'POST',
+          '/api/auth/token',
+          {
+            email,
+            password,
+            name: `paddock CLI on ${hostname()}`.slice(0, 100),
+          },
+        ),
+      );
+      writeStoredConfig(resolved.path, { ...readStoredConfig(resolved.path), url, api_key: key.key });
+      if (format() === 'json') print(json({ url, prefix: key.prefix, config: resolved.path }));
+      else print(`Logged in to ${url} (key ${key.prefix}…), saved to ${resolved.path}`);
+    });
+
+  program
+    .command('apply')
+    .description('create or update the resources of manifest files (multi-document YAML)')
+    .requiredOption('-f, --file <path...>', 'manifest file(s); "-" reads standard input')
+    .option('--dry-run', 'validate and print the compiled plan (secret values redacted) without sending it')
+    .action(async (opts: { file: string[]; dryRun?: boolean }) => {
+      const files: Array<{ path: string; text: string }> = [];
+      for (const path of opts.file) {
+        try {
+          files.push({ path, text: path === '-' ? await readAllStdin() : readFileSync(path, 'utf8') });
+        } catch (err) {
+          throw new CliError(
+            `cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+          );
+        }
+      }
+      const manifest = compileManifests(files, env);
+      if (opts.dryRun) {
+        const plan = redactedPlan(manifest);
+        if (format() === 'json') print(json(plan));
+        else print(`# dry run: ${plan.resources.length} resource(s), nothing sent\n${stringify(plan)}`);
+        return;
+      }
+      const response = await withProgress(io, `applying ${manifest.resources.length} resource(s)`, () =>
+        client().request<{
+          results: Array<{
+            kind: string;
+            name: string;
+            action: string;
+            errors?: Record<string, string[]>;
+            secrets?: Record<string, string>;
+          }>;
+          summary: Record<string, number>;
+        }>('POST', '/api/apply', manifest),
+      );
+      if (format() === 'json') print(json(response));
+      else {
+        const rows = response.results.map((r) => [
+          r.kind,
+          r.name,
+          r.action,
+          r.secrets
+            ? Object.entries(r.secrets)
+                .map(([k, v]) => `${k}=${v}`)
+                .join(' ')
+            : '',
+        ]);
+        print(table(['KIND', 'NAME', 'ACTION', 'SECRETS'], rows));
+        for (const r of response.results.filter((x) => x.errors)) {
+          for (const [field, messages] of Object.entries(r.errors ?? {})) {
+            for (const m of messages) io.err(`error: ${r.kind} ${r.name}: ${field}: ${m}\n`);
+          }
+        }
+        const s = response.summary;
+        print(
+          `${s['created']} created, ${s['updated']} updated, ${s['unchanged']} unchanged, ${s['error']} failed`,
+        );
+      }
+      if ((response.summary['error'] ?? 0) > 0) throw new CliError('some resources failed to apply', [], 1);
+    });
+
+  program
+    .command('get')
+    .description('list environments, vaults or agents, or show one by name or id')
+    .argument('<type>', 'environments | vaults | agents')
+    .argument('[name-or-id]')
+    .action(async (typeWord: string, nameOrId: string | undefined) => {
+      const type = resourceType(typeWord);
+      const api = client();
+      if (nameOrId) {
+        const one = await findOne(api, type, nameOrId);
+        print(format() === 'json' ? json(one) : stringify(one));
+        return;
+      }
+      const list = await api.request<{ data: Row[] }>('GET', type.path);
+      if (format() === 'json') print(json(list.data));
+      else if (list.data.length === 0) print(`no ${typeWord}`);
+      else
+        print(
+          table(
+            type.columns.map(([h]) => h),
+            list.data.map((r) => type.columns.map(([, f]) => f(r))),
+          ),
+        );
+    });
+
+  program
+    .command('delete')
+    .description('delete an environment, vault or agent by name or id')
+    .argument('<type>', 'environments | vaults | agents')
+    .argument('<name-or-id>')
+    .action(async (typeWord: string, nameOrId: string) => {
+      const type = resourceType(typeWord);
+      const api = client();
+      const one = await findOne(api, type, nameOrId);
+      await api.request('DELETE', `${type.path}/${one['id']}`);
+      if (format() === 'json') print(json({ deleted: one['id'] }));
+      else print(`deleted ${type.singular} ${one['name']} (${one['id']})`);
+    });
+
+  const keys = program.command('keys').description('list, create and revoke API keys');
+  keys
+    .command('list', { isDefault: true })
+    .description('list active API keys (metadata only)')
+    .action(async () => {
+      const list = await client().request<{ data: Row[] }>('GET', '/api/auth/api-keys');
+      if (format() === 'json') print(json(list.data));
+      else
+        print(
+          table(
+            ['NAME', 'ID', 'PREFIX', 'CREATED', 'LAST USED', 'EXPIRES'],
+            list.data.map((k) => [
+              String(k['name']),
+              String(k['id']),
+              String(k['prefix']),
+              String(k['created_at'] ?? ''),
+              String(k['last_used_at'] ?? '-'),
+              String(k['expires_at'] ?? 'never'),
+            ]),
+          ),
+        );
+    });
+  keys
+    .command('create')
+    .description('create an API key; the key is printed once')
+    .requiredOption('--name <name>', 'a label for the key')
+    .option('--expires-in-days <days>', 'expiry in days (default: never)')
+    .action(async (opts: { name: string; expiresInDays?: string }) => {
+      let days: number | null = null;
+      if (opts.expiresInDays !== undefined) {
+        days = Number(opts.expiresInDays);
+        if (!Number.isInteger(days) || days < 1)
+          throw new CliError('--expires-in-days must be a positive integer');
+      }
+      const created = await client().request<Row>('POST', '/api/auth/api-keys', {
+        name: opts.name,
+        expires_in_days: days,
+      });
+      if (format() === 'json') print(json(created));
+      else
+        print(
+          `Created key ${created['name']} (${created['id']}). Store it now; it is not shown again:\n${created['key']}`,
+        );
+    });
+  keys
+    .command('revoke')
+    .description('revoke an API key by id')
+    .argument('<id>')
+    .action(async (id: string) => {
+      await client().request('DELETE', `/api/auth/api-keys/${encodeURIComponent(id)}`);
+      if (format() === 'json') print(json({ revoked: id }));
+      else print(`revoked key ${id}`);
+    });
+
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return 0;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      return err.code === 'commander.helpDisplayed' || err.code === 'commander.version'
+        ? 0
+        : err.exitCode || 2;
+    }
+    if (err instanceof CliError) {
+      io.err(`paddock: ${err.message}\n`);
+      for (const d of err.details) io.err(`  ${d}\n`);
+      return err.exitCode;
+    }
+    io.err(`paddock: unexpected error: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  }
+}
+
+const io: Io = {
+  out: (text) => process.stdout.write(text),
+  err: (text) => process.stderr.write(text),
+  errIsTty: process.stderr.isTTY === true,
+};
+
+main(process.argv.slice(2), process.env, io).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    process.stderr.write(`paddock: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = 1;
+  },
+);
