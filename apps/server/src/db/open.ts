@@ -24,7 +24,10 @@ export async function openConfiguredDatabase(config: Config, logger: Logger): Pr
     embedded = await startEmbeddedPostgres({
       dataDir,
       onLog: (line) => {
-        if (/\b(ERROR|FATAL|PANIC)\b/.test(line)) logger.warn({ postgres: line }, 'embedded postgres');
+        // Server-side errors are the application's to report; only crashes are news here.
+        if (/\b(PANIC|FATAL)\b/.test(line) && !/administrator command/.test(line)) {
+          logger.warn({ postgres: line }, 'embedded postgres');
+        }
       },
     });
   }
