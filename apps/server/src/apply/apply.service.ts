@@ -197,6 +197,10 @@ function bump(
 
 function errorsOf(err: unknown, logger: Logger): FieldErrors {
   if (err instanceof ResourceError) return err.errors;
+  // A concurrent apply created the same name between our lookup and insert.
+  if ((err as { code?: string } | null)?.code === '23505') {
+    return { name: ['was created concurrently by another request; apply again'] };
+  }
   if (err instanceof AppError) {
     const fieldErrors = err.extra['errors'] as FieldErrors | undefined;
     return fieldErrors ?? { resource: [err.message] };
