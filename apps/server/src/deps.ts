@@ -97,7 +97,7 @@ export function createDeps(input: CreateDepsInput): Deps {
   const environments = createEnvironmentsService({ db, secrets, audit });
   const vaults = createVaultsService({ db, secrets, audit });
   const agents = createAgentsService({ db, audit });
-  const accountsDeps = createAccountsDeps({ ...input, db, audit });
+  const accountsDeps = createAccountsDeps({ ...input, db, audit, secrets });
   return {
     ...input,
     db,
@@ -113,13 +113,23 @@ export function createDeps(input: CreateDepsInput): Deps {
   };
 }
 
-function createAccountsDeps(input: CreateDepsInput & { db: Db; audit: AuditService }) {
-  const { db, config, audit, logger } = input;
+function createAccountsDeps(
+  input: CreateDepsInput & { db: Db; audit: AuditService; secrets: SecretsService },
+) {
+  const { db, config, audit, logger, secrets } = input;
   const mailer = createMailer(config);
   const mailQueue = createMailQueue({ config });
   const sessions = createSessionsService({ db, config });
   const apiKeys = createApiKeysService({ db, audit });
-  const accounts = createAccountsService({ db, config, audit, mailQueue, sessions, apiKeys });
+  const accounts = createAccountsService({
+    db,
+    config,
+    audit,
+    mailQueue,
+    sessions,
+    apiKeys,
+    tenantKeys: secrets,
+  });
   const jobTasks: TaskList = {
     [ACCOUNT_MAIL_TASK]: createAccountMailTask({ db, config, mailer, mailQueue, logger }),
   };

@@ -49,6 +49,17 @@ describe('registration', () => {
     assert.equal((await login(t, 'self@example.com')).statusCode, 200);
   });
 
+  it('creates the tenant data key together with the account', async () => {
+    const res = await register(t, 'keyed@example.com');
+    assert.equal(res.statusCode, 201);
+    const row = await t.deps.db
+      .selectFrom('tenant_keys')
+      .select(['tenant_id'])
+      .where('tenant_id', '=', res.json().user.id)
+      .executeTakeFirst();
+    assert.ok(row, 'a wrapped tenant key exists right after registration');
+  });
+
   it('applies the password policy: 8..256 characters, no composition rules, common passwords refused', async () => {
     for (const [pw, status] of [
       ['short12', 422],

@@ -127,6 +127,8 @@ export interface AccountsDeps {
   mailQueue: MailQueue;
   sessions: Pick<SessionsService, 'endAllForUser'>;
   apiKeys: Pick<ApiKeysService, 'create'>;
+  /** Creates the tenant's data encryption key; called in the registration transaction. */
+  tenantKeys: { ensureTenantKey(tenantId: string, db?: Db): Promise<void> };
 }
 
 const SYSTEM: AuditEntry['actor'] = { kind: 'system', userId: null, apiKeyId: null };
@@ -236,6 +238,7 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
       const user = await db.transaction().execute(async (trx) => {
         const created = await insertUser(trx, { email, passwordHash, verified: selfVerify });
         if (!created) throw AppError.validation({ email: ['is already registered'] });
+        await deps.tenantKeys.ensureTenantKey(created.id, trx);
         await audit.record(
           {
             type: 'user.registered',
@@ -567,6 +570,7 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
           if (!created)
             throw new AppError('conflict', 'an account with this email was just created; try again');
           await insertIdentity(trx, created.id, { ...identity, email });
+          await deps.tenantKeys.ensureTenantKey(created.id, trx);
           await audit.record(
             {
               type: 'user.registered',
