@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
+import { prepared } from '../db/prepared.ts';
 import { hashApiKey } from './api-key.ts';
 
 /** Who is calling. The tenant is the user account: every tenant-scoped query takes tenantId first. */
@@ -25,8 +26,8 @@ const touching = new Set<string>();
  * `last_used_at` is advisory: refreshed at most once a minute per key, off the request
  * path (the request never waits for that write).
  */
-export async function principalFromApiKey(db: Db, key: string): Promise<Principal | null> {
-  const row = await db
+const findActiveKey = prepared('principal_by_key', (db, p: { hash: Buffer }) =>
+  db
     .selectFrom('api_keys as k')
     .innerJoin('users as u', 'u.id', 'k.user_id')
     .select([
@@ -38,12 +39,15 @@ export async function principalFromApiKey(db: Db, key: string): Promise<Principa
       'u.email',
       'u.is_admin',
     ])
-    .where('k.key_hash', '=', hashApiKey(key))
+    .where('k.key_hash', '=', p.hash)
     .where('k.revoked_at', 'is', null)
     .where((eb) => eb.or([eb('k.expires_at', 'is', null), eb('k.expires_at', '>', sql<Date>`now()`)]))
     .where('u.email_verified_at', 'is not', null)
-    .where('u.suspended_at', 'is', null)
-    .executeTakeFirst();
+    .where('u.suspended_at', 'is', null),
+);
+
+export async function principalFromApiKey(db: Db, key: string): Promise<Principal | null> {
+  const row = await findActiveKey.first(db, { hash: hashApiKey(key) });
   if (!row) return null;
   const stale = !row.last_used_at || Date.now() - row.last_used_at.getTime() > TOUCH_INTERVAL_MS;
   if (stale && !touching.has(row.key_id)) {

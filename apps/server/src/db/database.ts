@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import type { Config } from '../config/config.ts';
+import { preparedStatementName } from './prepared.ts';
 import type { Database } from './schema.ts';
 
 export type Db = Kysely<Database>;
@@ -36,8 +37,23 @@ export function poolOptions(config: Config, url: string): pg.PoolConfig {
   };
 }
 
+/**
+ * A pg client that sends SQL texts registered by prepared() as named statements, so each
+ * connection parses and plans them once. Everything else passes through untouched.
+ */
+class PreparingClient extends pg.Client {
+  // biome-ignore lint/suspicious/noExplicitAny: pg's query() has a dozen overloads; this forwards them all
+  override query(config: any, values?: any, callback?: any): any {
+    if (typeof config === 'string' && Array.isArray(values)) {
+      const name = preparedStatementName(config);
+      if (name) return super.query({ name, text: config, values }, callback);
+    }
+    return super.query(config, values, callback);
+  }
+}
+
 export function openDatabase(options: pg.PoolConfig & { connectionString: string }): DatabaseHandle {
-  const pool = new pg.Pool(options);
+  const pool = new pg.Pool({ ...options, Client: PreparingClient });
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on('error', () => {});
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });

@@ -20,8 +20,9 @@ import {
   type EnvironmentRow,
   findEnvironment,
   findEnvironmentByName,
+  findEnvironmentWithCounts,
   insertEnvironment,
-  listEnvironments,
+  listEnvironmentsWithCounts,
   updateEnvironment,
 } from './environments.repo.ts';
 import type { EnvironmentInput, EnvironmentViewT } from './environments.schema.ts';
@@ -75,21 +76,28 @@ export function createEnvironmentsService(deps: {
 }): EnvironmentsService {
   const { db, audit } = deps;
 
+  const present = (
+    r: EnvironmentRow,
+    counts: { agent_count: number | null; secret_count: number | null },
+  ) => ({
+    ...mutable(r),
+    id: r.id,
+    checkpoint_id: r.checkpoint_id,
+    agent_count: Number(counts.agent_count ?? 0),
+    secret_count: Number(counts.secret_count ?? 0),
+    created_at: r.created_at.toISOString(),
+    updated_at: r.updated_at.toISOString(),
+  });
+
   const views = async (conn: Db, tenantId: string, rows: EnvironmentRow[]): Promise<EnvironmentViewT[]> => {
     const ids = rows.map((r) => r.id);
     const [agents, secrets] = await Promise.all([
       countAgentsByEnvironment(conn, tenantId, ids),
       deps.secrets.count(tenantId, 'environment', ids, conn),
     ]);
-    return rows.map((r) => ({
-      ...mutable(r),
-      id: r.id,
-      checkpoint_id: r.checkpoint_id,
-      agent_count: agents.get(r.id) ?? 0,
-      secret_count: secrets.get(r.id) ?? 0,
-      created_at: r.created_at.toISOString(),
-      updated_at: r.updated_at.toISOString(),
-    }));
+    return rows.map((r) =>
+      present(r, { agent_count: agents.get(r.id) ?? 0, secret_count: secrets.get(r.id) ?? 0 }),
+    );
   };
   const view = async (conn: Db, tenantId: string, row: EnvironmentRow) =>
     (await views(conn, tenantId, [row]))[0]!;
@@ -137,11 +145,13 @@ export function createEnvironmentsService(deps: {
 
   return {
     async list(ctx) {
-      return await views(db, ctx.tenantId, await listEnvironments(db, ctx.tenantId));
+      return (await listEnvironmentsWithCounts(db, ctx.tenantId)).map((r) => present(r, r));
     },
 
     async get(ctx, id) {
-      return await view(db, ctx.tenantId, await find(db, ctx.tenantId, id));
+      const row = isUuid(id) ? await findEnvironmentWithCounts(db, ctx.tenantId, id) : undefined;
+      if (!row) throw AppError.notFound('environment');
+      return present(row, row);
     },
 
     async create(ctx, input) {
