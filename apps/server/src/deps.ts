@@ -8,6 +8,7 @@ import { type ApplyService, createApplyService } from './apply/apply.service.ts'
 import { type AuditService, createAuditService } from './audit/audit.service.ts';
 import { type ApiKeysService, createApiKeysService } from './auth/api-keys.service.ts';
 import type { Principal } from './auth/principal.ts';
+import { createPrincipalCache, type PrincipalCache } from './auth/principal-cache.ts';
 import { createSessionsService, type SessionsService } from './auth/sessions.service.ts';
 import type { Config } from './config/config.ts';
 import type { DatabaseHandle, Db } from './db/database.ts';
@@ -47,6 +48,8 @@ export interface Deps {
   apply: ApplyService;
   /** Credential resolvers tried after the bearer API key (e.g. the browser session cookie). */
   authResolvers: ReadonlyArray<(request: FastifyRequest) => Promise<Principal | null>>;
+  /** Resolved API keys, cached for 2 s per process (auth/principal-cache.ts). */
+  principals: PrincipalCache;
 }
 
 export interface CreateDepsInput {
@@ -97,7 +100,8 @@ export function createDeps(input: CreateDepsInput): Deps {
   const environments = createEnvironmentsService({ db, secrets, audit });
   const vaults = createVaultsService({ db, secrets, audit });
   const agents = createAgentsService({ db, audit });
-  const accountsDeps = createAccountsDeps({ ...input, db, audit, secrets });
+  const principals = createPrincipalCache();
+  const accountsDeps = createAccountsDeps({ ...input, db, audit, secrets, principals });
   return {
     ...input,
     db,
@@ -110,17 +114,23 @@ export function createDeps(input: CreateDepsInput): Deps {
     apply: createApplyService({ db, logger: input.logger, audit, secrets, environments, vaults, agents }),
     ...accountsDeps,
     authResolvers: [(request) => accountsDeps.sessions.resolve(request)],
+    principals,
   };
 }
 
 function createAccountsDeps(
-  input: CreateDepsInput & { db: Db; audit: AuditService; secrets: SecretsService },
+  input: CreateDepsInput & {
+    db: Db;
+    audit: AuditService;
+    secrets: SecretsService;
+    principals: PrincipalCache;
+  },
 ) {
-  const { db, config, audit, logger, secrets } = input;
+  const { db, config, audit, logger, secrets, principals } = input;
   const mailer = createMailer(config);
   const mailQueue = createMailQueue({ config });
   const sessions = createSessionsService({ db, config });
-  const apiKeys = createApiKeysService({ db, audit });
+  const apiKeys = createApiKeysService({ db, audit, principals });
   const accounts = createAccountsService({
     db,
     config,
@@ -128,6 +138,7 @@ function createAccountsDeps(
     mailQueue,
     sessions,
     apiKeys,
+    principals,
     tenantKeys: secrets,
   });
   const jobTasks: TaskList = {

@@ -18,6 +18,7 @@ import { sql } from 'kysely';
 import type { AuditEntry, AuditService } from '../audit/audit.service.ts';
 import type { ApiKeysService, CreatedApiKey } from '../auth/api-keys.service.ts';
 import type { Principal } from '../auth/principal.ts';
+import type { PrincipalCache } from '../auth/principal-cache.ts';
 import type { SessionsService } from '../auth/sessions.service.ts';
 import type { Config } from '../config/config.ts';
 import type { Db } from '../db/database.ts';
@@ -127,6 +128,8 @@ export interface AccountsDeps {
   mailQueue: MailQueue;
   sessions: Pick<SessionsService, 'endAllForUser'>;
   apiKeys: Pick<ApiKeysService, 'create'>;
+  /** Told after a suspension commits, so this replica stops honouring the user's keys at once. */
+  principals: Pick<PrincipalCache, 'forget'>;
   /** Creates the tenant's data encryption key; called in the registration transaction. */
   tenantKeys: { ensureTenantKey(tenantId: string, db?: Db): Promise<void> };
 }
@@ -474,7 +477,7 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
       if (userId === admin.userId) {
         throw AppError.validation({ id: ['administrators cannot suspend themselves'] });
       }
-      return await db.transaction().execute(async (trx) => {
+      const view = await db.transaction().execute(async (trx) => {
         const user = await findUserById(trx, userId);
         if (!user) throw AppError.notFound('user');
         if (await setSuspended(trx, userId, suspended)) {
@@ -493,6 +496,8 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
         }
         return toUserView((await findUserById(trx, userId))!);
       });
+      if (suspended) deps.principals.forget((p) => p.userId === userId);
+      return view;
     },
 
     async verifyEmailByOperator(email) {

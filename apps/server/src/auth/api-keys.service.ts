@@ -5,6 +5,7 @@
 //   bound to one owner and one conversation, expire after 30 days, are accepted only by
 //   routes that opt in (auth.plugin.ts), and are revoked together when the conversation
 //   server stops (revokeConversationKeys).
+
 import type { AuditEntry, AuditService } from '../audit/audit.service.ts';
 import type { Db } from '../db/database.ts';
 import { AppError } from '../http/errors.ts';
@@ -16,6 +17,7 @@ import {
   revokeApiKey,
   revokeKeysOfConversation,
 } from './api-keys.repo.ts';
+import type { PrincipalCache } from './principal-cache.ts';
 
 export const CONVERSATION_KEY_TTL_MS = 30 * 24 * 60 * 60 * 1000;
 
@@ -65,7 +67,12 @@ export function toApiKeyView(row: ApiKeyRow): ApiKeyView {
   };
 }
 
-export function createApiKeysService(deps: { db: Db; audit: AuditService }): ApiKeysService {
+export function createApiKeysService(deps: {
+  db: Db;
+  audit: AuditService;
+  /** Told after each revocation commits, so this replica stops honouring the key at once. */
+  principals: Pick<PrincipalCache, 'forget'>;
+}): ApiKeysService {
   return {
     async create(userId, input, ctx, db = deps.db) {
       const { key, prefix, hash } = generateApiKey();
@@ -111,6 +118,7 @@ export function createApiKeysService(deps: { db: Db; audit: AuditService }): Api
           trx,
         );
       });
+      deps.principals.forget((p) => p.apiKeyId === keyId);
     },
 
     async mintConversationKey(userId, conversationId) {
@@ -127,7 +135,9 @@ export function createApiKeysService(deps: { db: Db; audit: AuditService }): Api
     },
 
     async revokeConversationKeys(conversationId) {
-      return await revokeKeysOfConversation(deps.db, conversationId);
+      const revoked = await revokeKeysOfConversation(deps.db, conversationId);
+      deps.principals.forget((p) => p.conversationId === conversationId);
+      return revoked;
     },
   };
 }

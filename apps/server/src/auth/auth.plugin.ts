@@ -14,6 +14,7 @@ import type { Db } from '../db/database.ts';
 import { AppError } from '../http/errors.ts';
 import { allowedOrigins, assertNotCrossSite } from './csrf.ts';
 import { type Principal, principalFromApiKey } from './principal.ts';
+import type { PrincipalCache } from './principal-cache.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -34,6 +35,8 @@ declare module 'fastify' {
 export interface AuthPluginDeps {
   db: Db;
   config: Config;
+  /** Short-lived cache of resolved API keys (principal-cache.ts). */
+  principals?: PrincipalCache;
   /** Additional credential resolvers (session cookies), tried after the bearer key. */
   resolvers?: ReadonlyArray<(request: FastifyRequest) => Promise<Principal | null>>;
 }
@@ -67,7 +70,7 @@ export const authPlugin = fp<AuthPluginDeps>(
 
     const resolve = async (request: FastifyRequest): Promise<Principal | null> => {
       const token = bearerToken(request);
-      if (token) return await principalFromApiKey(deps.db, token);
+      if (token) return await principalFromApiKey(deps.db, token, deps.principals);
       for (const resolver of deps.resolvers ?? []) {
         const p = await resolver(request);
         if (p) return p;

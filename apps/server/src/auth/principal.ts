@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
 import { prepared } from '../db/prepared.ts';
 import { hashApiKey } from './api-key.ts';
+import type { PrincipalCache } from './principal-cache.ts';
 
 /** Who is calling. The tenant is the user account: every tenant-scoped query takes tenantId first. */
 export interface Principal {
@@ -46,8 +47,17 @@ const findActiveKey = prepared('principal_by_key', (db, p: { hash: Buffer }) =>
     .where('u.suspended_at', 'is', null),
 );
 
-export async function principalFromApiKey(db: Db, key: string): Promise<Principal | null> {
-  const row = await findActiveKey.first(db, { hash: hashApiKey(key) });
+export async function principalFromApiKey(
+  db: Db,
+  key: string,
+  cache?: PrincipalCache,
+): Promise<Principal | null> {
+  const hash = hashApiKey(key);
+  const cacheKey = hash.toString('base64');
+  const cached = cache?.get(cacheKey);
+  if (cached) return cached;
+  const startedAt = cache?.epoch() ?? 0;
+  const row = await findActiveKey.first(db, { hash });
   if (!row) return null;
   const stale = !row.last_used_at || Date.now() - row.last_used_at.getTime() > TOUCH_INTERVAL_MS;
   if (stale && !touching.has(row.key_id)) {
@@ -61,7 +71,7 @@ export async function principalFromApiKey(db: Db, key: string): Promise<Principa
       })
       .finally(() => touching.delete(row.key_id));
   }
-  return {
+  const principal: Principal = {
     userId: row.user_id,
     tenantId: row.user_id,
     email: row.email,
@@ -72,4 +82,6 @@ export async function principalFromApiKey(db: Db, key: string): Promise<Principa
     scope: row.scope,
     conversationId: row.conversation_id,
   };
+  cache?.set(cacheKey, principal, startedAt);
+  return principal;
 }

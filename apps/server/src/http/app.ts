@@ -111,7 +111,12 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       }),
   });
 
-  await app.register(authPlugin, { db: deps.db, config, resolvers: deps.authResolvers });
+  await app.register(authPlugin, {
+    db: deps.db,
+    config,
+    principals: deps.principals,
+    resolvers: deps.authResolvers,
+  });
 
   await app.register(swagger, {
     openapi: {
