@@ -71,6 +71,24 @@ describe('public listener', () => {
     assert.equal(typeof res.json().message, 'string');
   });
 
+  it('answers 422, not 500, to text PostgreSQL cannot store', async () => {
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/api/auth/login',
+      payload: { email: 'a\u0000@example.com', password: 'whatever passphrase' },
+    });
+    assert.equal(res.statusCode, 422);
+    assert.equal(res.json().error, 'validation_failed');
+  });
+
+  it('keeps one-time tokens in URLs out of the request log', async () => {
+    const sentinel = `tok${Date.now()}sentinel`;
+    await t.app.inject({ method: 'GET', url: `/auth/verify?token=${sentinel}&x=1` });
+    await t.app.inject({ method: 'GET', url: `/api/nope?code=${sentinel}` });
+    assert.ok(t.logs.some((l) => l.includes('/auth/verify?token=[redacted]')));
+    assert.ok(!t.logs.some((l) => l.includes(sentinel)), 'a token reached a log line');
+  });
+
   it('never serves /metrics on the public listener', async () => {
     const res = await t.app.inject({ method: 'GET', url: '/metrics' });
     assert.equal(res.statusCode, 404);
@@ -135,6 +153,12 @@ describe('edge behaviour with an https PUBLIC_URL', () => {
     assert.equal(res.headers.location, 'https://paddock.example.com/api/openapi.json?x=1');
     const post = await t.app.inject({ method: 'POST', url: '/api/anything', remoteAddress: '203.0.113.9' });
     assert.equal(post.statusCode, 308);
+  });
+
+  it('never redirects to another host (no open redirect through //host paths)', async () => {
+    const res = await t.app.inject({ method: 'GET', url: '//evil.example/x', remoteAddress: '203.0.113.9' });
+    assert.equal(res.statusCode, 301);
+    assert.equal(new URL(String(res.headers.location)).origin, 'https://paddock.example.com');
   });
 
   it('exempts health probes from the redirect', async () => {
@@ -220,6 +244,15 @@ describe('rate limiting on /api', () => {
       });
       assert.equal(res.statusCode, 404);
     }
+  });
+
+  it('limits percent-encoded spellings of /api paths in the same bucket', async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 7; i++) {
+      const url = i % 2 === 0 ? '/%61pi/openapi.json' : '/api/openapi.json';
+      statuses.push((await t.app.inject({ method: 'GET', url, remoteAddress: '198.51.100.3' })).statusCode);
+    }
+    assert.deepEqual(statuses.slice(5), [429, 429]);
   });
 
   it('does not limit health probes', async () => {

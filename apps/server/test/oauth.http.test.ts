@@ -5,6 +5,7 @@ import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { hashPassword } from '../src/accounts/password.ts';
 import { auditRows } from './helpers/accounts.ts';
 import { buildTestApp, type TestApp } from './helpers/app.ts';
 
@@ -169,6 +170,34 @@ describe('GitHub sign-in', () => {
       .where('email', '=', 'existing@example.com')
       .execute();
     assert.equal(users.length, 1, 'linked, not duplicated');
+  });
+
+  it('drops the password of an unverified account it links to (no pre-hijacking)', async () => {
+    // An attacker registered the victim's address with their own password and never verified it.
+    const attackerPassword = 'attacker chosen passphrase';
+    await t.deps.db
+      .insertInto('users')
+      .values({
+        id: crypto.randomUUID(),
+        email: 'victim@example.com',
+        password_hash: await hashPassword(attackerPassword),
+        email_verified_at: null,
+      })
+      .execute();
+    const res = await signIn({
+      id: 40,
+      login: 'victim',
+      emails: [{ email: 'victim@example.com', primary: true, verified: true }],
+    });
+    assert.equal(res.headers.location, '/');
+    for (const url of ['/api/auth/login', '/api/auth/token']) {
+      const attempt = await t.app.inject({
+        method: 'POST',
+        url,
+        payload: { email: 'victim@example.com', password: attackerPassword },
+      });
+      assert.equal(attempt.statusCode, 401, `${url} with the unproven password`);
+    }
   });
 
   it('refuses a callback whose state does not match the browser cookie', async () => {

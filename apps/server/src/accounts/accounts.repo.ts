@@ -67,6 +67,15 @@ export async function markVerified(db: Db, userId: string): Promise<UserRow | un
     .executeTakeFirst();
 }
 
+/** Drops the password of an account (it signs in through its linked identity only). */
+export async function clearPasswordHash(db: Db, userId: string): Promise<void> {
+  await db
+    .updateTable('users')
+    .set({ password_hash: null, updated_at: sql<Date>`now()` })
+    .where('id', '=', userId)
+    .execute();
+}
+
 export async function setPasswordHash(db: Db, userId: string, hash: string): Promise<void> {
   await db
     .updateTable('users')

@@ -26,6 +26,7 @@ import { AppError } from '../http/errors.ts';
 import type { MailQueue } from '../mail/mail.queue.ts';
 import {
   anyAdminExists,
+  clearPasswordHash,
   consumeEmailToken,
   expireEmailTokens,
   findIdentity,
@@ -547,6 +548,14 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
           for (const email of candidates) {
             const existing = await findUserByEmail(trx, email);
             if (existing) {
+              // An unverified account's password was chosen by someone who never proved
+              // they own the address; the provider just proved the signer-in does. Keep
+              // the account, drop that password and its sessions (no pre-hijacking).
+              const unproven = existing.email_verified_at === null && existing.password_hash !== null;
+              if (unproven) {
+                await clearPasswordHash(trx, existing.id);
+                await deps.sessions.endAllForUser(existing.id, null, trx);
+              }
               await insertIdentity(trx, existing.id, { ...identity, email });
               await audit.record(
                 {
@@ -554,7 +563,7 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
                   tenantId: existing.id,
                   actor: userActor(existing.id),
                   ip: ctx.ip,
-                  metadata: { provider: identity.provider, email },
+                  metadata: { provider: identity.provider, email, password_cleared: unproven },
                 },
                 trx,
               );

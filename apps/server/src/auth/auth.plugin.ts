@@ -64,8 +64,7 @@ export const authPlugin = fp<AuthPluginDeps>(
     const origins = allowedOrigins(deps.config);
     app.addHook('onRequest', async (request) => {
       if (bearerToken(request)) return;
-      const path = request.url;
-      if (path.startsWith('/api/') || path.startsWith('/auth/')) assertNotCrossSite(request, origins);
+      assertNotCrossSite(request, origins);
     });
 
     const resolve = async (request: FastifyRequest): Promise<Principal | null> => {

@@ -16,7 +16,7 @@ import {
 import { authPlugin } from '../auth/auth.plugin.ts';
 import type { Deps } from '../deps.ts';
 import { AppError, type ErrorBody, type FieldErrors } from './errors.ts';
-import { registerSecurity } from './plugins/security.ts';
+import { isHealthProbe, registerSecurity } from './plugins/security.ts';
 import { registerRoutes } from './routes.ts';
 
 export type App = FastifyInstance;
@@ -39,6 +39,12 @@ declare module 'fastify' {
     /** Marks a route that intentionally has no schema (non-JSON endpoints such as /api/docs). */
     schemaless?: boolean;
   }
+}
+
+/** SQLSTATE 22021 character_not_in_repertoire, 22P05 untranslatable_character. */
+function isUnstorableText(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === '22021' || code === '22P05';
 }
 
 export async function buildApp(deps: Deps): Promise<FastifyInstance> {
@@ -93,7 +99,9 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     timeWindow: config.rateLimit.windowSeconds * 1000,
     hook: 'onRequest',
     keyGenerator: (request) => request.ip,
-    allowList: (request) => !request.url.startsWith('/api'),
+    // Decided on the matched route, never the raw URL (`/%61pi/…` routes to `/api/…`).
+    // Unmatched requests are limited by the not-found handler below.
+    allowList: (request) => isHealthProbe(request.routeOptions.url ?? ''),
     addHeadersOnExceeding: {
       'x-ratelimit-limit': true,
       'x-ratelimit-remaining': true,
@@ -163,6 +171,14 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     if (isResponseSerializationError(error)) {
       request.log.error({ err: error, route: request.routeOptions.url }, 'response did not match its schema');
       return reply.code(500).send({ error: 'internal_error', message: 'internal error' });
+    }
+    if (isUnstorableText(error)) {
+      // PostgreSQL refuses NUL and invalid characters in text; that is the caller's input.
+      return reply.code(422).send({
+        error: 'validation_failed',
+        message: 'validation failed',
+        errors: { body: ['contains characters that cannot be stored (such as NUL)'] },
+      });
     }
     const status = typeof error.statusCode === 'number' ? error.statusCode : 500;
     if (status === 429) {

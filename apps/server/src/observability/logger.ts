@@ -17,6 +17,21 @@ export const REDACTED_PATHS = [
   '*.secret',
 ];
 
+/** Query parameters that carry one-time credentials (verification links, OAuth callbacks). */
+const CREDENTIAL_PARAMS = /([?&](?:token|code|state)=)[^&#]*/gi;
+
+export function redactUrl(url: string): string {
+  return url.replace(CREDENTIAL_PARAMS, '$1[redacted]');
+}
+
+interface LoggedRequest {
+  method?: string;
+  url?: string;
+  host?: string;
+  ip?: string;
+  socket?: { remoteAddress?: string; remotePort?: number };
+}
+
 export function createLogger(options: { level: string; destination?: pino.DestinationStream }): Logger {
   return pino(
     {
@@ -24,6 +39,15 @@ export function createLogger(options: { level: string; destination?: pino.Destin
       base: { service: 'paddock-server' },
       timestamp: pino.stdTimeFunctions.isoTime,
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+      serializers: {
+        req: (req: LoggedRequest) => ({
+          method: req.method,
+          url: redactUrl(req.url ?? ''),
+          host: req.host,
+          remoteAddress: req.ip ?? req.socket?.remoteAddress,
+          remotePort: req.socket?.remotePort,
+        }),
+      },
       formatters: { level: (label) => ({ level: label }) },
     },
     options.destination,

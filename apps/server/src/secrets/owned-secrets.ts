@@ -4,7 +4,7 @@
 import type { AuditService } from '../audit/audit.service.ts';
 import type { Db } from '../db/database.ts';
 import { AppError } from '../http/errors.ts';
-import type { ResourceContext } from './context.ts';
+import { isForeignKeyViolation, type ResourceContext } from './context.ts';
 import { envVarNameProblem, isUuid } from './fields.ts';
 import type { SecretMeta, SecretOutcome, SecretOwner, SecretsService } from './secrets.service.ts';
 
@@ -39,23 +39,31 @@ export function createOwnedSecrets(deps: {
     },
 
     async upsert(ctx, ownerId, key, value) {
-      return await deps.db.transaction().execute(async (trx) => {
-        const o = await owner(trx, ctx, ownerId);
-        const result = await deps.secrets.upsert(ctx.tenantId, o, key, value, trx);
-        if (result.outcome !== 'unchanged') {
-          await deps.audit.record(
-            {
-              type: `${what}.secret.upserted`,
-              tenantId: ctx.tenantId,
-              actor: ctx.actor,
-              ip: ctx.ip,
-              metadata: { [idField]: ownerId, key, outcome: result.outcome },
-            },
-            trx,
-          );
-        }
-        return result;
-      });
+      // An owner deleted between the existence check and the insert fails the foreign
+      // key: to the caller that is the same "not found" as an owner that never existed.
+      const notFoundOnRace = (err: unknown) => {
+        throw isForeignKeyViolation(err) ? AppError.notFound(what) : err;
+      };
+      return await deps.db
+        .transaction()
+        .execute(async (trx) => {
+          const o = await owner(trx, ctx, ownerId);
+          const result = await deps.secrets.upsert(ctx.tenantId, o, key, value, trx);
+          if (result.outcome !== 'unchanged') {
+            await deps.audit.record(
+              {
+                type: `${what}.secret.upserted`,
+                tenantId: ctx.tenantId,
+                actor: ctx.actor,
+                ip: ctx.ip,
+                metadata: { [idField]: ownerId, key, outcome: result.outcome },
+              },
+              trx,
+            );
+          }
+          return result;
+        })
+        .catch(notFoundOnRace);
     },
 
     async remove(ctx, ownerId, key) {

@@ -31,7 +31,8 @@ export function registerSecurity(app: FastifyInstance, config: Config): void {
   if (config.httpsOnly) {
     app.addHook('onRequest', async (request, reply) => {
       if (request.protocol === 'https' || isHealthProbe(request.url)) return;
-      const target = new URL(request.url, config.publicUrl.origin).toString();
+      // Concatenate, never resolve: `//evil.example/x` must stay a path on our own origin.
+      const target = `${config.publicUrl.origin}${request.url.startsWith('/') ? '' : '/'}${request.url}`;
       const status = request.method === 'GET' || request.method === 'HEAD' ? 301 : 308;
       return reply.code(status).header('location', target).send();
     });
