@@ -284,3 +284,18 @@ describe('development master key', () => {
     assert.equal(warnings.length, 0);
   });
 });
+
+describe('docs/configuration.md', () => {
+  it('documents every variable the configuration reads', () => {
+    const source = readFileSync(new URL('./config.ts', import.meta.url), 'utf8');
+    const docs = readFileSync(new URL('../../../../docs/configuration.md', import.meta.url), 'utf8');
+    const read = new Set(
+      [
+        ...source.matchAll(/\b(?:str|bool|nonNegInt|positiveInt|port|url|email|list)\('([A-Z][A-Z0-9_]+)'/g),
+      ].map((m) => m[1]!),
+    );
+    assert.ok(read.size > 40, `found only ${read.size} variables: the pattern no longer matches config.ts`);
+    const missing = [...read].filter((name) => !docs.includes(`\`${name}\``));
+    assert.deepEqual(missing, []);
+  });
+});
