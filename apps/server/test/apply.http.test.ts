@@ -195,4 +195,22 @@ describe('bulk apply', () => {
     assert.equal(empty.status, 200);
     assert.deepEqual(empty.body.results, []);
   });
+
+  it('refuses a manifest with more than 2000 secrets in all with 422, writing nothing', async () => {
+    const user = await createVerifiedUser(t.deps.db);
+    const secrets = (prefix: string) =>
+      Object.fromEntries(Array.from({ length: 500 }, (_, i) => [`${prefix}_${i}`, 'v']));
+    const payload = {
+      resources: ['A', 'B', 'C', 'D', 'E'].map((p) => ({
+        kind: 'Vault',
+        name: `big-${p}`,
+        spec: { secrets: secrets(p) },
+      })),
+    };
+    const res = await t.app.inject({ method: 'POST', url: '/api/apply', headers: user.auth, payload });
+    assert.equal(res.statusCode, 422);
+    assert.ok(res.json().errors.resources?.[0]?.includes('2000'));
+    const vaults = await t.app.inject({ url: '/api/vaults', headers: user.auth });
+    assert.deepEqual(vaults.json().data, []);
+  });
 });

@@ -9,6 +9,8 @@ import { envMap, metadata, resourceName, secretValue, text } from '../secrets/fi
 
 export const APPLY_MAX_RESOURCES = 500;
 export const SECRETS_PER_RESOURCE_MAX = 500;
+/** Across the whole manifest: one request must not turn into an unbounded amount of crypto and writes. */
+export const APPLY_MAX_SECRETS = 2000;
 export const KINDS = ['Environment', 'Vault', 'Agent'] as const;
 export type Kind = (typeof KINDS)[number];
 
@@ -49,7 +51,15 @@ export const ApplyBody = z
           spec: z.record(z.string(), z.unknown()).default({}),
         }),
       )
-      .max(APPLY_MAX_RESOURCES, `must have at most ${APPLY_MAX_RESOURCES} resources`),
+      .max(APPLY_MAX_RESOURCES, `must have at most ${APPLY_MAX_RESOURCES} resources`)
+      .refine(
+        (resources) =>
+          resources.reduce((n, r) => {
+            const secretsOf = r.spec['secrets'];
+            return n + (secretsOf && typeof secretsOf === 'object' ? Object.keys(secretsOf).length : 0);
+          }, 0) <= APPLY_MAX_SECRETS,
+        `must hold at most ${APPLY_MAX_SECRETS} secrets in all; split the manifest`,
+      ),
   })
   .strict();
 
