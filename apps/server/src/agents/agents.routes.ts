@@ -2,8 +2,8 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { registerNamedResourceRoutes } from '../resources/named-resource.routes.ts';
 import { contextOf } from '../secrets/context.ts';
-import { IdParams } from '../secrets/fields.ts';
 import { ErrorResponse, ValidationErrorResponse } from '../secrets/responses.ts';
 import { AgentBody, AgentListQuery, AgentView } from './agents.schema.ts';
 import type { AgentsService } from './agents.service.ts';
@@ -40,68 +40,20 @@ export function agentsRoutes(deps: { agents: AgentsService }): FastifyPluginAsyn
         };
       },
     );
-    app.post(
-      '/api/agents',
-      {
-        onRequest: [app.requireAuth],
-        schema: {
-          tags: [TAG],
-          summary: 'Create an agent',
-          security,
-          body: AgentBody,
-          response: { 201: AgentView, 404: ErrorResponse, 409: ErrorResponse, 422: ValidationErrorResponse },
-        },
+    registerNamedResourceRoutes(app, {
+      path: '/api/agents',
+      tag: TAG,
+      body: AgentBody,
+      view: AgentView,
+      summaries: {
+        create: 'Create an agent',
+        get: 'Get an agent',
+        update: 'Replace every mutable field of an agent',
+        remove: 'Delete an agent',
       },
-      async (request, reply) => {
-        reply.code(201);
-        return await service.create(contextOf(request), request.body);
-      },
-    );
-    app.get(
-      '/api/agents/:id',
-      {
-        onRequest: [app.requireAuth],
-        schema: {
-          tags: [TAG],
-          summary: 'Get an agent',
-          security,
-          params: IdParams,
-          response: { 200: AgentView, 404: ErrorResponse },
-        },
-      },
-      async (request) => await service.get(contextOf(request), request.params.id),
-    );
-    app.put(
-      '/api/agents/:id',
-      {
-        onRequest: [app.requireAuth],
-        schema: {
-          tags: [TAG],
-          summary: 'Replace every mutable field of an agent',
-          security,
-          params: IdParams,
-          body: AgentBody,
-          response: { 200: AgentView, 404: ErrorResponse, 409: ErrorResponse, 422: ValidationErrorResponse },
-        },
-      },
-      async (request) => await service.update(contextOf(request), request.params.id, request.body),
-    );
-    app.delete(
-      '/api/agents/:id',
-      {
-        onRequest: [app.requireAuth],
-        schema: {
-          tags: [TAG],
-          summary: 'Delete an agent',
-          security,
-          params: IdParams,
-          response: { 204: z.null().describe('deleted'), 404: ErrorResponse },
-        },
-      },
-      async (request, reply) => {
-        await service.remove(contextOf(request), request.params.id);
-        return reply.code(204).send(null);
-      },
-    );
+      // A referenced environment or vault that the tenant does not have.
+      createErrors: { 404: ErrorResponse },
+      service,
+    });
   };
 }

@@ -2,18 +2,6 @@
 import type { Db } from '../db/database.ts';
 import type { AuditEventsTable } from './audit.tables.ts';
 
-export interface AuditRow {
-  id: string;
-  tenant_id: string | null;
-  type: string;
-  actor_kind: AuditEventsTable['actor_kind'];
-  actor_user_id: string | null;
-  actor_api_key_id: string | null;
-  ip: string | null;
-  metadata: Record<string, unknown>;
-  created_at: Date;
-}
-
 export interface NewAuditRow {
   id: string;
   tenant_id: string | null;
@@ -23,6 +11,10 @@ export interface NewAuditRow {
   actor_api_key_id: string | null;
   ip: string | null;
   metadata: Record<string, unknown>;
+}
+
+export interface AuditRow extends NewAuditRow {
+  created_at: Date;
 }
 
 export async function insertAuditEvent(db: Db, row: NewAuditRow): Promise<void> {

@@ -1,16 +1,11 @@
 // Environments: CRUD, read counts, and the upsert-by-name used by bulk apply.
 // Tenant scoping: every lookup goes through the repo with the caller's tenant id; a
 // malformed or foreign id is "not found".
-import { v7 as uuidv7 } from 'uuid';
 import type { AuditService } from '../audit/audit.service.ts';
 import type { Db } from '../db/database.ts';
 import { AppError } from '../http/errors.ts';
-import {
-  canonicalJson,
-  isForeignKeyViolation,
-  isUniqueViolation,
-  type ResourceContext,
-} from '../secrets/context.ts';
+import { createNamedResource, type UpsertAction } from '../resources/named-resource.ts';
+import { canonicalJson, isForeignKeyViolation, type ResourceContext } from '../secrets/context.ts';
 import { isUuid } from '../secrets/fields.ts';
 import { createOwnedSecrets, type OwnedSecrets } from '../secrets/owned-secrets.ts';
 import type { SecretsService } from '../secrets/secrets.service.ts';
@@ -27,8 +22,6 @@ import {
 } from './environments.repo.ts';
 import type { EnvironmentInput, EnvironmentViewT } from './environments.schema.ts';
 
-export type UpsertAction = 'created' | 'updated' | 'unchanged';
-
 export interface EnvironmentsService {
   list(ctx: ResourceContext): Promise<EnvironmentViewT[]>;
   get(ctx: ResourceContext, id: string): Promise<EnvironmentViewT>;
@@ -43,8 +36,6 @@ export interface EnvironmentsService {
   ): Promise<{ id: string; action: UpsertAction }>;
   secrets: OwnedSecrets;
 }
-
-const NAME_CONSTRAINT = 'environments_tenant_id_name_key';
 
 function mutable(row: EnvironmentRow): EnvironmentInput {
   return {
@@ -61,12 +52,6 @@ function mutable(row: EnvironmentRow): EnvironmentInput {
 
 export function sameEnvironment(row: EnvironmentRow, input: EnvironmentInput): boolean {
   return canonicalJson(mutable(row)) === canonicalJson(input);
-}
-
-function nameTaken(): AppError {
-  return new AppError('conflict', 'an environment with this name already exists', {
-    extra: { errors: { name: ['is already taken'] } },
-  });
 }
 
 export function createEnvironmentsService(deps: {
@@ -99,51 +84,38 @@ export function createEnvironmentsService(deps: {
       present(r, { agent_count: agents.get(r.id) ?? 0, secret_count: secrets.get(r.id) ?? 0 }),
     );
   };
-  const view = async (conn: Db, tenantId: string, row: EnvironmentRow) =>
-    (await views(conn, tenantId, [row]))[0]!;
 
-  const find = async (conn: Db, tenantId: string, id: string): Promise<EnvironmentRow> => {
-    const row = isUuid(id) ? await findEnvironment(conn, tenantId, id) : undefined;
-    if (!row) throw AppError.notFound('environment');
-    return row;
-  };
-
-  const record = (conn: Db, ctx: ResourceContext, type: string, row: { id: string; name: string }) =>
-    audit.record(
-      {
-        type,
-        tenantId: ctx.tenantId,
-        actor: ctx.actor,
-        ip: ctx.ip,
-        metadata: { environment_id: row.id, name: row.name },
-      },
-      conn,
-    );
-
-  const insert = async (conn: Db, ctx: ResourceContext, input: EnvironmentInput) => {
-    await deps.secrets.ensureTenantKey(ctx.tenantId, conn);
-    const row = await insertEnvironment(conn, ctx.tenantId, uuidv7(), input);
-    await record(conn, ctx, 'environment.created', row);
-    return row;
-  };
-
-  const update = async (conn: Db, ctx: ResourceContext, id: string, input: EnvironmentInput) => {
-    const row = await updateEnvironment(conn, ctx.tenantId, id, input);
-    if (!row) throw AppError.notFound('environment');
-    await record(conn, ctx, 'environment.updated', row);
-    return row;
-  };
-
-  const mapErrors = async <T>(fn: () => Promise<T>): Promise<T> => {
-    try {
-      return await fn();
-    } catch (err) {
-      if (isUniqueViolation(err, NAME_CONSTRAINT)) throw nameTaken();
-      throw err;
-    }
-  };
+  const core = createNamedResource({
+    db,
+    audit,
+    noun: 'environment',
+    nameConstraint: 'environments_tenant_id_name_key',
+    nameTaken: 'an environment with this name already exists',
+    events: {
+      created: 'environment.created',
+      updated: 'environment.updated',
+      deleted: 'environment.deleted',
+      idKey: 'environment_id',
+    },
+    find: findEnvironment,
+    findByName: findEnvironmentByName,
+    insert: async (conn, tenantId, id, input: EnvironmentInput) => {
+      await deps.secrets.ensureTenantKey(tenantId, conn);
+      return await insertEnvironment(conn, tenantId, id, input);
+    },
+    update: updateEnvironment,
+    delete: deleteEnvironment,
+    beforeDelete: async (conn, tenantId, row) => {
+      const agents = (await countAgentsByEnvironment(conn, tenantId, [row.id])).get(row.id) ?? 0;
+      if (agents > 0) throw inUse(agents);
+    },
+    views,
+    unchanged: (_conn, _tenantId, row, input) => sameEnvironment(row, input),
+  });
 
   return {
+    // The hot reads: the counts come in the same query (get is a prepared statement), not
+    // from the core's find + views.
     async list(ctx) {
       return (await listEnvironmentsWithCounts(db, ctx.tenantId)).map((r) => present(r, r));
     },
@@ -154,30 +126,12 @@ export function createEnvironmentsService(deps: {
       return present(row, row);
     },
 
-    async create(ctx, input) {
-      return await mapErrors(() =>
-        db.transaction().execute(async (trx) => view(trx, ctx.tenantId, await insert(trx, ctx, input))),
-      );
-    },
-
-    async update(ctx, id, input) {
-      return await mapErrors(() =>
-        db.transaction().execute(async (trx) => {
-          await find(trx, ctx.tenantId, id);
-          return await view(trx, ctx.tenantId, await update(trx, ctx, id, input));
-        }),
-      );
-    },
+    create: core.create,
+    update: core.update,
 
     async remove(ctx, id) {
       try {
-        await db.transaction().execute(async (trx) => {
-          const row = await find(trx, ctx.tenantId, id);
-          const agents = (await countAgentsByEnvironment(trx, ctx.tenantId, [id])).get(id) ?? 0;
-          if (agents > 0) throw inUse(agents);
-          await deleteEnvironment(trx, ctx.tenantId, id);
-          await record(trx, ctx, 'environment.deleted', row);
-        });
+        await core.remove(ctx, id);
       } catch (err) {
         // An agent attached between the check and the delete: the foreign key refuses it.
         if (isForeignKeyViolation(err)) throw inUse(1);
@@ -185,13 +139,7 @@ export function createEnvironmentsService(deps: {
       }
     },
 
-    async upsertByName(ctx, input, trx) {
-      const existing = await findEnvironmentByName(trx, ctx.tenantId, input.name);
-      if (!existing) return { id: (await insert(trx, ctx, input)).id, action: 'created' };
-      if (sameEnvironment(existing, input)) return { id: existing.id, action: 'unchanged' };
-      await update(trx, ctx, existing.id, input);
-      return { id: existing.id, action: 'updated' };
-    },
+    upsertByName: core.upsertByName,
 
     secrets: createOwnedSecrets({
       db,

@@ -1,12 +1,9 @@
 // Vaults: CRUD, read counts, and the upsert-by-name used by bulk apply. Deleting a vault
 // removes it from every agent's allowlist (documented in docs/resources.md).
-import { v7 as uuidv7 } from 'uuid';
 import type { AuditService } from '../audit/audit.service.ts';
 import type { Db } from '../db/database.ts';
-import type { UpsertAction } from '../environments/environments.service.ts';
-import { AppError } from '../http/errors.ts';
-import { canonicalJson, isUniqueViolation, type ResourceContext } from '../secrets/context.ts';
-import { isUuid } from '../secrets/fields.ts';
+import { createNamedResource, type UpsertAction } from '../resources/named-resource.ts';
+import { canonicalJson, type ResourceContext } from '../secrets/context.ts';
 import { createOwnedSecrets, type OwnedSecrets } from '../secrets/owned-secrets.ts';
 import type { SecretsService } from '../secrets/secrets.service.ts';
 import {
@@ -35,8 +32,6 @@ export interface VaultsService {
   secrets: OwnedSecrets;
 }
 
-const NAME_CONSTRAINT = 'vaults_tenant_id_name_key';
-
 export function createVaultsService(deps: {
   db: Db;
   secrets: SecretsService;
@@ -60,94 +55,42 @@ export function createVaultsService(deps: {
       updated_at: r.updated_at.toISOString(),
     }));
   };
-  const view = async (conn: Db, tenantId: string, row: VaultRow) => (await views(conn, tenantId, [row]))[0]!;
 
-  const find = async (conn: Db, tenantId: string, id: string): Promise<VaultRow> => {
-    const row = isUuid(id) ? await findVault(conn, tenantId, id) : undefined;
-    if (!row) throw AppError.notFound('vault');
-    return row;
-  };
-
-  const record = (conn: Db, ctx: ResourceContext, type: string, row: { id: string; name: string }) =>
-    audit.record(
-      {
-        type,
-        tenantId: ctx.tenantId,
-        actor: ctx.actor,
-        ip: ctx.ip,
-        metadata: { vault_id: row.id, name: row.name },
-      },
-      conn,
-    );
-
-  const insert = async (conn: Db, ctx: ResourceContext, input: VaultInput) => {
-    await deps.secrets.ensureTenantKey(ctx.tenantId, conn);
-    const row = await insertVault(conn, ctx.tenantId, uuidv7(), input);
-    await record(conn, ctx, 'vault.created', row);
-    return row;
-  };
-
-  const update = async (conn: Db, ctx: ResourceContext, id: string, input: VaultInput) => {
-    const row = await updateVault(conn, ctx.tenantId, id, input);
-    if (!row) throw AppError.notFound('vault');
-    await record(conn, ctx, 'vault.updated', row);
-    return row;
-  };
-
-  const mapErrors = async <T>(fn: () => Promise<T>): Promise<T> => {
-    try {
-      return await fn();
-    } catch (err) {
-      if (isUniqueViolation(err, NAME_CONSTRAINT)) {
-        throw new AppError('conflict', 'a vault with this name already exists', {
-          extra: { errors: { name: ['is already taken'] } },
-        });
-      }
-      throw err;
-    }
-  };
+  const core = createNamedResource({
+    db,
+    audit,
+    noun: 'vault',
+    nameConstraint: 'vaults_tenant_id_name_key',
+    nameTaken: 'a vault with this name already exists',
+    events: {
+      created: 'vault.created',
+      updated: 'vault.updated',
+      deleted: 'vault.deleted',
+      idKey: 'vault_id',
+    },
+    find: findVault,
+    findByName: findVaultByName,
+    insert: async (conn, tenantId, id, input: VaultInput) => {
+      await deps.secrets.ensureTenantKey(tenantId, conn);
+      return await insertVault(conn, tenantId, id, input);
+    },
+    update: updateVault,
+    delete: deleteVault,
+    views,
+    unchanged: (_conn, _tenantId, row, input) =>
+      canonicalJson({ name: row.name, metadata: row.metadata }) === canonicalJson(input),
+  });
 
   return {
     async list(ctx) {
       return await views(db, ctx.tenantId, await listVaults(db, ctx.tenantId));
     },
 
-    async get(ctx, id) {
-      return await view(db, ctx.tenantId, await find(db, ctx.tenantId, id));
-    },
-
-    async create(ctx, input) {
-      return await mapErrors(() =>
-        db.transaction().execute(async (trx) => view(trx, ctx.tenantId, await insert(trx, ctx, input))),
-      );
-    },
-
-    async update(ctx, id, input) {
-      return await mapErrors(() =>
-        db.transaction().execute(async (trx) => {
-          await find(trx, ctx.tenantId, id);
-          return await view(trx, ctx.tenantId, await update(trx, ctx, id, input));
-        }),
-      );
-    },
-
-    async remove(ctx, id) {
-      await db.transaction().execute(async (trx) => {
-        const row = await find(trx, ctx.tenantId, id);
-        await deleteVault(trx, ctx.tenantId, id);
-        await record(trx, ctx, 'vault.deleted', row);
-      });
-    },
-
-    async upsertByName(ctx, input, trx) {
-      const existing = await findVaultByName(trx, ctx.tenantId, input.name);
-      if (!existing) return { id: (await insert(trx, ctx, input)).id, action: 'created' };
-      if (canonicalJson({ name: existing.name, metadata: existing.metadata }) === canonicalJson(input)) {
-        return { id: existing.id, action: 'unchanged' };
-      }
-      await update(trx, ctx, existing.id, input);
-      return { id: existing.id, action: 'updated' };
-    },
+    get: core.get,
+    create: core.create,
+    update: core.update,
+    remove: core.remove,
+    upsertByName: core.upsertByName,
 
     secrets: createOwnedSecrets({
       db,
