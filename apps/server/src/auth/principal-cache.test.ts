@@ -30,6 +30,16 @@ describe('principal cache', () => {
     assert.equal(cache.get('h'), undefined);
   });
 
+  it('never serves a key past its own expiry', () => {
+    let now = 1000;
+    const cache = createPrincipalCache({ ttlMs: 2000, now: () => now });
+    cache.set('h', principal(), cache.epoch(), 1500);
+    now = 1499;
+    assert.ok(cache.get('h'));
+    now = 1500;
+    assert.equal(cache.get('h'), undefined);
+  });
+
   it('forgets matching entries at once', () => {
     const cache = createPrincipalCache();
     cache.set('a', principal({ apiKeyId: 'k1', userId: 'u1' }), cache.epoch());

@@ -9,13 +9,15 @@
 // - A lookup that started before a forget() never repopulates the cache (epochs), so a
 //   read racing a revocation cannot resurrect the revoked key.
 // - Only positive results are cached; an unknown or revoked key always asks the database.
+// - An entry never outlives the key's own expires_at.
 import type { Principal } from './principal.ts';
 
 export interface PrincipalCache {
   /** The epoch to pass to set() for a lookup starting now. */
   epoch(): number;
   get(keyHash: string): Principal | undefined;
-  set(keyHash: string, principal: Principal, startedAtEpoch: number): void;
+  /** `notAfter` (ms since epoch): the key's own expiry; the entry never outlives it. */
+  set(keyHash: string, principal: Principal, startedAtEpoch: number, notAfter?: number): void;
   /** Drops every entry the predicate matches and invalidates lookups in flight. */
   forget(match: (principal: Principal) => boolean): void;
 }
@@ -40,14 +42,17 @@ export function createPrincipalCache(
       }
       return entry.principal;
     },
-    set(keyHash, principal, startedAtEpoch) {
+    set(keyHash, principal, startedAtEpoch, notAfter) {
       if (startedAtEpoch !== epoch) return;
       if (entries.size >= maxEntries) {
         // Map iteration is insertion order: drop the oldest entry.
         const oldest = entries.keys().next().value;
         if (oldest !== undefined) entries.delete(oldest);
       }
-      entries.set(keyHash, { principal, expiresAt: now() + ttlMs });
+      entries.set(keyHash, {
+        principal,
+        expiresAt: Math.min(now() + ttlMs, notAfter ?? Number.POSITIVE_INFINITY),
+      });
     },
     forget(match) {
       epoch += 1;

@@ -36,6 +36,7 @@ const findActiveKey = prepared('principal_by_key', (db, p: { hash: Buffer }) =>
       'k.scope',
       'k.conversation_id',
       'k.last_used_at',
+      'k.expires_at',
       'u.id as user_id',
       'u.email',
       'u.is_admin',
@@ -82,6 +83,6 @@ export async function principalFromApiKey(
     scope: row.scope,
     conversationId: row.conversation_id,
   };
-  cache?.set(cacheKey, principal, startedAt);
+  cache?.set(cacheKey, principal, startedAt, row.expires_at?.getTime());
   return principal;
 }
