@@ -66,6 +66,12 @@ export function normalizeUrl(raw: string): string {
   return url.origin + url.pathname.replace(/\/+$/, '');
 }
 
+/** https, or plain http to this machine only. */
+export function isSafeTransport(url: string): boolean {
+  const u = new URL(url);
+  return u.protocol === 'https:' || ['localhost', '127.0.0.1', '[::1]'].includes(u.hostname);
+}
+
 export function resolveConfig(env: Env): ResolvedConfig {
   const path = configPath(env);
   const stored = readStoredConfig(path);

@@ -5,7 +5,14 @@ import { hostname } from 'node:os';
 import { Command, CommanderError, Option } from 'commander';
 import { stringify } from 'yaml';
 import { type ApiClient, createClient } from './client.ts';
-import { type Env, normalizeUrl, readStoredConfig, resolveConfig, writeStoredConfig } from './config.ts';
+import {
+  type Env,
+  isSafeTransport,
+  normalizeUrl,
+  readStoredConfig,
+  resolveConfig,
+  writeStoredConfig,
+} from './config.ts';
 import { CliError } from './errors.ts';
 import { compileManifests, redactedPlan } from './manifest.ts';
 import { type Io, json, type OutputFormat, table, withProgress } from './output.ts';
@@ -120,6 +127,11 @@ export async function main(argv: string[], env: Env, io: Io): Promise<number> {
         ? (await readAllStdin()).replace(/\r?\n$/, '')
         : await promptHidden('Password: ');
       if (!password) throw new CliError('a password is required');
+      if (!isSafeTransport(url)) {
+        io.err(
+          `paddock: warning: ${url} is plain http: the password and the API key cross the network unencrypted\n`,
+        );
+      }
       const key = await withProgress(io, 'signing in', () =>
         createClient({ url, apiKey: null }).request<{ key: string; prefix: string }>(
           'POST',

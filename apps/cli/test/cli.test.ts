@@ -241,6 +241,7 @@ describe('paddock login and keys', () => {
     );
     assert.equal(login.code, 0, login.stderr);
     assert.ok(!login.stdout.includes(password));
+    assert.doesNotMatch(login.stderr, /warning/, 'plain http to this machine is fine');
     const file = join(home, 'paddock', 'config.json');
     assert.equal(statSync(file).mode & 0o777, 0o600);
     const stored = JSON.parse(readFileSync(file, 'utf8')) as { url: string; api_key: string };
