@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { DEFAULTS, type SandboxdOptions } from './config.ts';
 import { createHttpServer } from './http/server.ts';
 import { createLogger, type Logger } from './log.ts';
-import { ensureBase, type IdMap } from './runtime/base.ts';
+import { ensureBase, ensureDevTemplate, type IdMap } from './runtime/base.ts';
 import { detectCgroups } from './runtime/cgroups.ts';
 import { NamespaceRuntime } from './runtime/namespaces.ts';
 import { createSandboxesService } from './sandboxes.service.ts';
@@ -52,7 +52,7 @@ export async function startSandboxd(input: StartOptions): Promise<RunningSandbox
   const base = ensureBase(opts.dataDir, ids, opts.rootfs);
   const instance = createHash('sha256').update(opts.dataDir).digest('hex').slice(0, 12);
   const cgroups = detectCgroups(opts.limits, instance, log);
-  const runtime = new NamespaceRuntime({ base, ids, rootless });
+  const runtime = new NamespaceRuntime({ base, devTemplate: ensureDevTemplate(opts.dataDir), ids, rootless });
   const service = createSandboxesService({ opts, log, cgroups, runtime, ids, hostDirs: base.hostDirs });
   await service.load();
   const server = createHttpServer({ service, tokens: opts.tokens, log });

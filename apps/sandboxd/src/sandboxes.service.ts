@@ -8,14 +8,19 @@
  * A tenant is the SHA-256 (16 hex) of the bearer token: names are unique per token.
  *
  * Invariants:
- * - Lifecycle operations of one sandbox (start, stop, restore, checkpoint, destroy) run one at a time
+ * - Lifecycle operations of one sandbox (create, start, stop, restore, checkpoint, destroy) run one at a time
  *   (per-sandbox lock); exec and writes wait for the sandbox to be running.
+ * - create answers once the sandbox record is durable (fsync'ed); everything else (writable layer, cgroup,
+ *   namespaces and mounts, proxy listener) is set up in the background after the response, reported as
+ *   status "starting". A failed setup is reported as status "failed" with its error; exec and writes try
+ *   to start the sandbox again and answer 503 sandbox_unavailable with the reason if that fails too.
  * - A running sandbox whose init died (OOM, host reboot, sandboxd restart with a dead init) is started
  *   again on demand over the same writable layer.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import {
+  chownSync,
   mkdirSync,
   readdirSync,
   readFileSync,
@@ -26,6 +31,7 @@ import {
 } from 'node:fs';
 import fs from 'node:fs/promises';
 import type net from 'node:net';
+import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { promisify } from 'node:util';
@@ -69,7 +75,10 @@ class Sandbox {
   rec: SandboxRecord;
   readonly tenant: string;
   readonly dir: string;
-  starting: Promise<InitHandle> | null = null;
+  /** Starts scheduled or running (status "starting"). */
+  starting = 0;
+  /** Why the last start failed (status "failed"); cleared by a successful start. */
+  setupError: string | null = null;
   cgroup: SandboxCgroup | null = null;
   listener: net.Server | null = null;
   readonly proxy: EgressProxy;
@@ -119,6 +128,31 @@ function writeJsonAtomic(file: string, value: unknown): void {
   renameSync(tmp, file);
 }
 
+/** writeJsonAtomic that survives a power loss too: file, rename and directory entries fsync'ed. */
+async function writeJsonDurable(file: string, value: unknown, alsoSync: string[] = []): Promise<void> {
+  const tmp = `${file}.tmp-${process.pid}`;
+  const fh = await fs.open(tmp, 'w');
+  try {
+    await fh.writeFile(`${JSON.stringify(value, null, 2)}\n`);
+    await fh.datasync();
+  } finally {
+    await fh.close();
+  }
+  await fs.rename(tmp, file);
+  for (const dir of [path.dirname(file), ...alsoSync]) {
+    const dh = await fs.open(dir, 'r');
+    try {
+      await dh.sync();
+    } finally {
+      await dh.close();
+    }
+  }
+}
+
+function errorMessage(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).slice(0, 2000);
+}
+
 export function createSandboxesService(deps: ServiceDeps) {
   const { opts, log, cgroups, runtime } = deps;
   const sandboxes = new Map<string, Sandbox>();
@@ -136,12 +170,15 @@ export function createSandboxesService(deps: ServiceDeps) {
     writeJsonAtomic(path.join(sb.dir, 'sandbox.json'), sb.rec);
   }
 
+  /** Creates the writable layer's directories (idempotent; under the sandbox lock). */
   function layerDirs(sb: Sandbox): void {
     for (const d of ['root', ...deps.hostDirs]) {
       mkdirSync(path.join(sb.layer, d), { recursive: true });
       mkdirSync(path.join(sb.work, d), { recursive: true });
     }
     mkdirSync(path.join(sb.dir, 'merged'), { recursive: true });
+    // The upper dir of "/" gives the sandbox root its owner: root of the sandbox user namespace.
+    chownSync(path.join(sb.layer, 'root'), deps.ids.rootHostId, deps.ids.rootHostId);
   }
 
   function find(tenant: string, name: string): Sandbox {
@@ -151,11 +188,18 @@ export function createSandboxesService(deps: ServiceDeps) {
     return sb;
   }
 
+  function status(sb: Sandbox): 'starting' | 'failed' | 'running' | 'stopped' {
+    if (sb.starting > 0) return 'starting';
+    if (sb.setupError !== null) return 'failed';
+    return sb.rec.init !== null && isAlive(sb.rec.init) ? 'running' : 'stopped';
+  }
+
   function view(sb: Sandbox) {
-    const running = sb.rec.init !== null && isAlive(sb.rec.init);
+    const st = status(sb);
     return {
       name: sb.rec.name,
-      status: running ? 'running' : 'stopped',
+      status: st,
+      ...(st === 'failed' ? { error: sb.setupError } : {}),
       created_at: sb.rec.created_at,
       limits: {
         cgroup: cgroups.mode === 'none' ? null : cgroups.mode,
@@ -167,8 +211,9 @@ export function createSandboxesService(deps: ServiceDeps) {
     };
   }
 
-  async function openListener(sb: Sandbox, h: InitHandle): Promise<net.Server> {
-    const argv = runtime.listenHelperArgv(h);
+  /** Opens the proxy listener in the network namespace of init `pid`. */
+  async function openListener(sb: Sandbox, pid: number): Promise<net.Server> {
+    const argv = runtime.listenHelperArgv(pid);
     const child: ChildProcess = spawn(argv[0]!, argv.slice(1), {
       stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
       env: { SBX_PROXY_PORT: String(PROXY_PORT), PATH: process.env['PATH'] ?? '/usr/bin:/bin' },
@@ -202,8 +247,25 @@ export function createSandboxesService(deps: ServiceDeps) {
     sb.proxy.closeAll();
   }
 
-  /** Starts (or adopts) the sandbox's init and proxy listener. Must run under the sandbox lock. */
+  /**
+   * Starts (or adopts) the sandbox's init and proxy listener. Must run under the sandbox lock.
+   * Reports "starting" meanwhile and records a failure for status "failed".
+   */
   async function startLocked(sb: Sandbox): Promise<InitHandle> {
+    sb.starting++;
+    try {
+      const h = await startNow(sb);
+      sb.setupError = null;
+      return h;
+    } catch (err) {
+      if (!sb.destroyed) sb.setupError = errorMessage(err);
+      throw err;
+    } finally {
+      sb.starting--;
+    }
+  }
+
+  async function startNow(sb: Sandbox): Promise<InitHandle> {
     if (sb.destroyed)
       throw new AppError('sandbox_not_found', `sandbox ${JSON.stringify(sb.rec.name)} not found`);
     if (!sb.cgroup) sb.cgroup = cgroups.create(cgroupKey(sb));
@@ -212,10 +274,25 @@ export function createSandboxesService(deps: ServiceDeps) {
       closeListener(sb);
       layerDirs(sb);
       const t0 = performance.now();
-      h = await runtime.start(
-        { layer: sb.layer, work: sb.work, merged: path.join(sb.dir, 'merged') },
-        sb.cgroup?.procsFiles ?? [],
-      );
+      // The proxy listener is opened while the init mounts the filesystem (its network namespace is ready
+      // first); the sandbox is running once both are.
+      const early: { listener?: Promise<net.Server> } = {};
+      try {
+        h = await runtime.start(
+          { layer: sb.layer, work: sb.work, merged: path.join(sb.dir, 'merged'), state: sb.dir },
+          sb.cgroup?.procsFiles ?? [],
+          (pid) => {
+            early.listener = openListener(sb, pid);
+            early.listener.catch(() => {}); // awaited below
+          },
+        );
+      } catch (err) {
+        void early.listener?.then(
+          (server) => server.close(),
+          () => {},
+        );
+        throw err;
+      }
       for (const pid of [h.pid, h.holderPid]) {
         try {
           writeFileSync(`/proc/${pid}/oom_score_adj`, '-1000');
@@ -223,9 +300,10 @@ export function createSandboxesService(deps: ServiceDeps) {
       }
       sb.rec.init = h;
       persist(sb);
+      if (early.listener) sb.listener = await early.listener;
       log.info('sandbox started', { sandbox: sb.rec.name, ms: Math.round(performance.now() - t0) });
     }
-    if (!sb.listener) sb.listener = await openListener(sb, h);
+    if (!sb.listener) sb.listener = await openListener(sb, h.pid);
     return h;
   }
 
@@ -233,6 +311,46 @@ export function createSandboxesService(deps: ServiceDeps) {
     const h = sb.rec.init;
     if (h && sb.listener && isAlive(h)) return h;
     return sb.locked(() => startLocked(sb));
+  }
+
+  /**
+   * Background setups of created sandboxes, at most one per CPU at a time: each costs tens of ms of CPU
+   * (processes, mounts, a node helper), and a burst of creates must not starve request handling (measured
+   * on 2 cores: unbounded, creates in a burst took 45-65 ms; one at a time, the backlog slowed the execs
+   * that followed by 2x). An exec or write that needs
+   * its sandbox does not wait for its turn: it starts it at once (ensureRunning); the queue then finds it
+   * running. Each queued sandbox counts in sb.starting until its turn is over.
+   */
+  const setupQueue: Sandbox[] = [];
+  const setupWorkers = availableParallelism();
+  let setupsRunning = 0;
+  function drainSetups(): void {
+    while (setupsRunning < setupWorkers && setupQueue.length > 0) {
+      const sb = setupQueue.shift()!;
+      setupsRunning++;
+      void (sb.destroyed ? Promise.resolve() : ensureRunning(sb))
+        .catch((err: unknown) => {
+          if (!sb.destroyed) log.warn('sandbox setup failed', { sandbox: sb.rec.name, err });
+        })
+        .finally(() => {
+          sb.starting--;
+          setupsRunning--;
+          drainSetups();
+        });
+    }
+  }
+
+  /** ensureRunning for exec and writes: a sandbox that cannot be started answers a clear 503. */
+  async function ready(sb: Sandbox): Promise<InitHandle> {
+    try {
+      return await ensureRunning(sb);
+    } catch (err) {
+      if (err instanceof AppError) throw err;
+      throw new AppError(
+        'sandbox_unavailable',
+        `sandbox ${JSON.stringify(sb.rec.name)} could not be started: ${errorMessage(err)}`,
+      );
+    }
   }
 
   async function stopLocked(sb: Sandbox): Promise<void> {
@@ -314,18 +432,22 @@ export function createSandboxesService(deps: ServiceDeps) {
       const rec: SandboxRecord = { name, created_at: new Date().toISOString(), policy: [], init: null };
       const sb = newSandbox(rec, tenant);
       sandboxes.set(key(tenant, name), sb);
+      sb.starting++; // until its background setup (below) has run
       try {
-        mkdirSync(sb.dir, { recursive: true });
-        layerDirs(sb);
-        await fs.chown(path.join(sb.layer, 'root'), deps.ids.rootHostId, deps.ids.rootHostId);
-        persist(sb);
+        // Only the record is on the response path; a sandboxd restart finds it and sets the rest up.
+        await sb.locked(async () => {
+          await fs.mkdir(sb.dir, { recursive: true });
+          await writeJsonDurable(path.join(sb.dir, 'sandbox.json'), sb.rec, [path.dirname(sb.dir)]);
+        });
       } catch (err) {
-        sandboxes.delete(key(tenant, name));
+        sb.starting--;
+        if (sandboxes.get(key(tenant, name)) === sb) sandboxes.delete(key(tenant, name));
         rmSync(sb.dir, { recursive: true, force: true });
         throw err;
       }
-      // Warm the sandbox in the background; the first exec waits for it.
-      void ensureRunning(sb).catch((err) => log.warn('sandbox warm start failed', { sandbox: name, err }));
+      setupQueue.push(sb);
+      // Once the response is out: spawning from here would delay it.
+      setImmediate(drainSetups);
       return view(sb);
     },
 
@@ -411,7 +533,7 @@ export function createSandboxesService(deps: ServiceDeps) {
     /** Starts an exec session (the sandbox is started first if needed). */
     async startExec(tenant: string, name: string, p: ExecParams): Promise<Session> {
       const sb = find(tenant, name);
-      const h = await ensureRunning(sb);
+      const h = await ready(sb);
       const argv = cgroupArgv(sb, runtime.execArgv(h, p.cmd, p.dir));
       const env = { ...defaultEnv(p.tty), ...p.env };
       const session = sb.sessions.create({ ...p, argv, env });
@@ -453,7 +575,7 @@ export function createSandboxesService(deps: ServiceDeps) {
       const modeRaw = query.get('mode') || '0644';
       if (!/^0?[0-7]{3,4}$/.test(modeRaw)) throw new AppError('bad_request', 'mode must be octal, e.g. 0644');
       const mkdirs = ['true', '1'].includes(query.get('mkdirParents') ?? '');
-      const h = await ensureRunning(sb);
+      const h = await ready(sb);
       const script =
         'set -e; if [ "$3" = 1 ]; then mkdir -p -- "$(dirname -- "$1")"; fi; umask 077; cat > "$1"; chmod "$2" "$1"';
       const argv = cgroupArgv(
@@ -518,6 +640,7 @@ export function createSandboxesService(deps: ServiceDeps) {
         const paused = pause(sb);
         emit({ type: 'info', data: `Processes ${paused.how}`, time: new Date().toISOString() });
         try {
+          layerDirs(sb); // a checkpoint taken before the background setup ran
           await fs.mkdir(dir, { recursive: true });
           await execFileP('cp', ['-a', '--', sb.layer, path.join(dir, 'layer')]);
         } catch (err) {

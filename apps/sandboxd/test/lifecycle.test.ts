@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startTestSandboxd, type TestSandboxd } from './harness.ts';
-import { api, ndjsonLines, sh } from './helpers.ts';
+import { api, ndjsonLines, openExec, sh, waitFor } from './helpers.ts';
 
 let d: TestSandboxd;
 before(async () => {
@@ -34,6 +37,67 @@ describe('lifecycle', () => {
     assert.equal((await api(d, 'GET', '/v1/sandboxes/life-1')).status, 404);
     assert.equal((await api(d, 'DELETE', '/v1/sandboxes/life-1')).status, 404);
     assert.equal((await api(d, 'GET', '/v1/sandboxes/never-existed')).json['error'], 'sandbox_not_found');
+  });
+
+  it('answers create before the setup, reports it as starting, and exec waits for it', async () => {
+    const c = await api(d, 'POST', '/v1/sandboxes', { name: 'eager' });
+    assert.equal(c.status, 201);
+    assert.equal(c.json['status'], 'starting');
+    try {
+      // Right after create: the exec waits for the setup (filesystem, namespaces, proxy listener).
+      const r = await sh(d, 'eager', 'id -un; echo $HTTP_PROXY; cat /etc/hostname');
+      assert.equal(r.exitCode, 0, r.stderr);
+      assert.equal(r.stdout, 'sandbox\nhttp://127.0.0.1:3128\nsandbox\n');
+      assert.equal((await api(d, 'GET', '/v1/sandboxes/eager')).json['status'], 'running');
+      // The record is on disk (written and fsync'ed before the create answered).
+      const tenants = readdirSync(path.join(d.dataDir, 'tenants'));
+      assert.ok(
+        tenants.some((t) =>
+          existsSync(path.join(d.dataDir, 'tenants', t, 'sandboxes', 'eager', 'sandbox.json')),
+        ),
+      );
+    } finally {
+      assert.equal((await api(d, 'DELETE', '/v1/sandboxes/eager')).status, 204);
+    }
+  });
+
+  it('surfaces a failed background setup: status failed, exec and writes answer 503 with the reason', async () => {
+    // A production rootfs that disappears after boot makes every sandbox start fail (overlay mount).
+    const rootfs = mkdtempSync(path.join(os.tmpdir(), 'sandboxd-rootfs-'));
+    const f = await startTestSandboxd({ env: { SANDBOXD_ROOTFS: rootfs } });
+    try {
+      rmSync(rootfs, { recursive: true, force: true });
+      const c = await api(f, 'POST', '/v1/sandboxes', { name: 'doomed' });
+      assert.equal(c.status, 201);
+      const got = await waitFor(async () => {
+        const g = await api(f, 'GET', '/v1/sandboxes/doomed');
+        return g.json['status'] === 'failed' ? g : null;
+      }, 'status failed');
+      assert.match(String(got.json['error']), /sandbox init failed/);
+      const rejected = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const ws = openExec(f, 'doomed', ['true']);
+        ws.on('unexpected-response', (_req, res) => {
+          let body = '';
+          res.on('data', (chunk: Buffer) => {
+            body += chunk.toString();
+          });
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        });
+        ws.on('open', () => reject(new Error('exec on a failed sandbox was accepted')));
+        ws.on('error', () => {});
+      });
+      assert.equal(rejected.status, 503);
+      const body = JSON.parse(rejected.body) as { error: string; message: string };
+      assert.equal(body.error, 'sandbox_unavailable');
+      assert.match(body.message, /"doomed" could not be started: sandbox init failed/);
+      const w = await api(f, 'PUT', '/v1/sandboxes/doomed/fs/write?path=x', new TextEncoder().encode('x'));
+      assert.equal(w.status, 503);
+      assert.equal((await api(f, 'GET', '/v1/sandboxes/doomed')).json['status'], 'failed');
+      assert.equal((await api(f, 'DELETE', '/v1/sandboxes/doomed')).status, 204);
+    } finally {
+      await f.stop();
+      rmSync(rootfs, { recursive: true, force: true });
+    }
   });
 
   it('validates names and bodies (400)', async () => {

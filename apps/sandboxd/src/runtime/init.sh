@@ -1,33 +1,22 @@
-# Sandbox init. Runs as pid 1 of a fresh pid namespace (see init.ts for the invariants it provides).
-# Inputs (environment): SBX_LOWER (overlay lowerdir list for /), SBX_LAYER and SBX_WORK (writable layer
-# and overlay work dirs), SBX_MERGED (mount point), SBX_HOSTDIRS (host dirs overlaid read-only, e.g. "usr"),
+# Sandbox init. Runs as pid 1 of a fresh pid namespace (see namespaces.ts for the invariants it provides).
+# Inputs (environment): SBX_MERGED (mount point of the sandbox root), SBX_FSTAB_ROOT (fstab: the overlay root,
+# the read-only host dir overlays, the /dev tmpfs), SBX_DEV_TEMPLATE (device mount points and /dev symlinks,
+# copied into the /dev tmpfs), SBX_FSTAB_DEV (fstab: device bind mounts, devpts, /dev/shm, /run, /proc),
 # SBX_ROOTLESS (1 when sandboxd runs without root; the user namespace is then created here).
+# Every external command costs a fork+exec, so the mounts are done by one mount(8) per phase.
+# Output: "net <host pid>" once the network namespace has loopback up (sandboxd opens the proxy listener
+# in it meanwhile), then "ready <host pid>" when the root is switched and the user namespace holder forked.
 set -eu
 M="$SBX_MERGED"
-mount -t overlay overlay -o "lowerdir=$SBX_LOWER,upperdir=$SBX_LAYER/root,workdir=$SBX_WORK/root" "$M"
-for d in $SBX_HOSTDIRS; do
-  mount -t overlay overlay -o "lowerdir=/$d,upperdir=$SBX_LAYER/$d,workdir=$SBX_WORK/$d" "$M/$d"
-done
-mount -t tmpfs -o nosuid,mode=755,size=1m tmpfs "$M/dev"
-for n in null zero full random urandom tty; do
-  : > "$M/dev/$n"
-  mount --bind "/dev/$n" "$M/dev/$n"
-done
-mkdir -m 755 "$M/dev/pts"
-mkdir -m 1777 "$M/dev/shm"
-mount -t devpts -o newinstance,nosuid,noexec,ptmxmode=0666,mode=0620 devpts "$M/dev/pts"
-ln -s pts/ptmx "$M/dev/ptmx"
-ln -s /proc/self/fd "$M/dev/fd"
-ln -s /proc/self/fd/0 "$M/dev/stdin"
-ln -s /proc/self/fd/1 "$M/dev/stdout"
-ln -s /proc/self/fd/2 "$M/dev/stderr"
-mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs "$M/dev/shm"
-mount -t tmpfs -o nosuid,nodev,mode=755 tmpfs "$M/run"
-mount -t proc proc "$M/proc"
-ip link set lo up
-hostname sandbox 2>/dev/null || echo sandbox > /proc/sys/kernel/hostname
 # /proc is still the host's here, so this is the host pid of this shell (pid 1 inside).
 read -r hostpid _rest < /proc/self/stat
+ip link set lo up
+echo "net $hostpid"
+mount -a -T "$SBX_FSTAB_ROOT"
+cp -a "$SBX_DEV_TEMPLATE/." "$M/dev/"
+mount -a -T "$SBX_FSTAB_DEV"
+# A write to /proc/sys needs host root; rootless falls back to sethostname(2) in our own uts namespace.
+{ echo sandbox > /proc/sys/kernel/hostname; } 2>/dev/null || hostname sandbox
 cd "$M"
 pivot_root . .
 umount -l /
