@@ -255,6 +255,19 @@ describe('rate limiting on /api', () => {
     assert.deepEqual(statuses.slice(5), [429, 429]);
   });
 
+  it('puts every address of one IPv6 /64 in one bucket', async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 7; i++) {
+      const res = await t.app.inject({
+        method: 'GET',
+        url: '/api/nope',
+        remoteAddress: `2001:db8:7:7::${i + 1}`,
+      });
+      statuses.push(res.statusCode);
+    }
+    assert.deepEqual(statuses.slice(5), [429, 429]);
+  });
+
   it('does not limit health probes', async () => {
     for (let i = 0; i < 10; i++) {
       const res = await t.app.inject({ method: 'GET', url: '/health', remoteAddress: '198.51.100.1' });

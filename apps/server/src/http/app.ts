@@ -16,6 +16,7 @@ import {
 import { authPlugin } from '../auth/auth.plugin.ts';
 import type { Deps } from '../deps.ts';
 import { AppError, type ErrorBody, type FieldErrors } from './errors.ts';
+import { rateLimitKey } from './plugins/rate-limit-key.ts';
 import { isHealthProbe, registerSecurity } from './plugins/security.ts';
 import { registerRoutes } from './routes.ts';
 
@@ -98,7 +99,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     max: config.rateLimit.max,
     timeWindow: config.rateLimit.windowSeconds * 1000,
     hook: 'onRequest',
-    keyGenerator: (request) => request.ip,
+    keyGenerator: (request) => rateLimitKey(request.ip),
     // Decided on the matched route, never the raw URL (`/%61pi/…` routes to `/api/…`).
     // Unmatched requests are limited by the not-found handler below.
     allowList: (request) => isHealthProbe(request.routeOptions.url ?? ''),
