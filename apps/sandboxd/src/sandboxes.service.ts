@@ -37,6 +37,7 @@ import type { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import type { SandboxdOptions } from './config.ts';
 import { AppError } from './errors.ts';
+import { FifoPool } from './exec/procs.ts';
 import { type ExecSpec, type Session, SessionTable } from './exec/sessions.ts';
 import type { Logger } from './log.ts';
 import { type PolicyRule, parseRules } from './proxy/policy.ts';
@@ -86,12 +87,18 @@ class Sandbox {
   private chain: Promise<unknown> = Promise.resolve();
   destroyed = false;
 
-  constructor(rec: SandboxRecord, tenant: string, dir: string, proxy: EgressProxy, bufferBytes: number) {
+  constructor(
+    rec: SandboxRecord,
+    tenant: string,
+    dir: string,
+    proxy: EgressProxy,
+    sessions: { bufferBytes: number; fifos: FifoPool; compileCache: string; log: Logger },
+  ) {
     this.rec = rec;
     this.tenant = tenant;
     this.dir = dir;
     this.proxy = proxy;
-    this.sessions = new SessionTable(bufferBytes);
+    this.sessions = new SessionTable({ ...sessions, dir: path.join(dir, 'sessions') });
   }
 
   /** Runs fn after every earlier lifecycle operation of this sandbox finished. */
@@ -159,11 +166,18 @@ export function createSandboxesService(deps: ServiceDeps) {
   const tenantsDir = path.join(opts.dataDir, 'tenants');
   const key = (tenant: string, name: string) => `${tenant}/${name}`;
   const cgroupKey = (sb: Sandbox) => `${sb.tenant}-${sb.rec.name}`;
+  /** FIFOs for exec stdio (see exec/procs.ts). */
+  const fifos = new FifoPool(path.join(opts.dataDir, 'fifos'));
 
   function newSandbox(rec: SandboxRecord, tenant: string): Sandbox {
     const dir = path.join(tenantsDir, tenant, 'sandboxes', rec.name);
     const proxy = new EgressProxy({ log, hostsOverride: opts.hostsOverride }, rec.name, rec.policy);
-    return new Sandbox(rec, tenant, dir, proxy, opts.sessionBufferBytes);
+    return new Sandbox(rec, tenant, dir, proxy, {
+      bufferBytes: opts.sessionBufferBytes,
+      fifos,
+      compileCache: path.join(opts.dataDir, 'compile-cache'),
+      log,
+    });
   }
 
   function persist(sb: Sandbox): void {
@@ -354,7 +368,7 @@ export function createSandboxesService(deps: ServiceDeps) {
   }
 
   async function stopLocked(sb: Sandbox): Promise<void> {
-    sb.sessions.clear();
+    await sb.sessions.clear();
     closeListener(sb);
     if (sb.rec.init) await runtime.stop(sb.rec.init);
     sb.rec.init = null;
@@ -407,6 +421,8 @@ export function createSandboxesService(deps: ServiceDeps) {
             ) as SandboxRecord;
             const sb = newSandbox(rec, tenant);
             sandboxes.set(key(tenant, name), sb);
+            // Detachable exec sessions outlive sandboxd under their shims (exec/sessions.ts).
+            sb.sessions.load();
             if (rec.init && isAlive(rec.init)) {
               // Adopt the running init: its processes keep running; only the proxy listener is reopened.
               void ensureRunning(sb).catch((err) => log.warn('cannot adopt sandbox', { sandbox: name, err }));
@@ -536,8 +552,13 @@ export function createSandboxesService(deps: ServiceDeps) {
       const h = await ready(sb);
       const argv = cgroupArgv(sb, runtime.execArgv(h, p.cmd, p.dir));
       const env = { ...defaultEnv(p.tty), ...p.env };
-      const session = sb.sessions.create({ ...p, argv, env });
-      session.start();
+      const session = sb.sessions.create(p);
+      try {
+        await session.start(argv, env);
+      } catch (err) {
+        sb.sessions.remove(session);
+        throw err;
+      }
       log.info('exec', {
         sandbox: name,
         session: session.id,
@@ -713,7 +734,7 @@ export function createSandboxesService(deps: ServiceDeps) {
     /** Stops sandboxd's side (listeners, sessions); sandbox inits keep running. */
     shutdown(): void {
       for (const sb of sandboxes.values()) {
-        sb.sessions.clear();
+        sb.sessions.detachAll();
         closeListener(sb);
       }
     },

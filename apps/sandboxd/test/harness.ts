@@ -72,6 +72,27 @@ function killSandboxInits(dataDir: string): void {
   }
 }
 
+/**
+ * Pids of running exec session shims (src/exec/shim.ts, argv marker `paddock-sandboxd-shim`), optionally only
+ * those of one data dir.
+ */
+export function sessionShims(dataDir?: string): number[] {
+  const out: number[] = [];
+  for (const e of readdirSync('/proc')) {
+    if (!/^\d+$/.test(e)) continue;
+    let argv: string[];
+    try {
+      argv = readFileSync(`/proc/${e}/cmdline`, 'utf8').split('\0');
+    } catch {
+      continue;
+    }
+    const i = argv.indexOf('paddock-sandboxd-shim');
+    if (i < 0) continue;
+    if (dataDir === undefined || argv[i + 1]?.startsWith(`${dataDir}/`)) out.push(Number(e));
+  }
+  return out;
+}
+
 /** Removes the per-data-dir cgroup subtree sandboxd created (src/runtime/cgroups.ts naming). */
 function removeCgroups(dataDir: string): void {
   const instance = createHash('sha256').update(dataDir).digest('hex').slice(0, 12);
@@ -164,6 +185,11 @@ export async function startTestSandboxd(opts: TestSandboxdOptions = {}): Promise
         clearTimeout(timer);
       }
       if (!stopOpts.keepData) {
+        for (const pid of sessionShims(dataDir)) {
+          try {
+            process.kill(pid, 'SIGKILL');
+          } catch {}
+        }
         killSandboxInits(dataDir);
         await new Promise((r) => setTimeout(r, 200));
         removeCgroups(dataDir);

@@ -1,26 +1,56 @@
 /**
  * Exec sessions: every exec is a session supervised by sandboxd.
  *
- * Invariants (proved by test/exec.test.ts):
+ * A blocking (non-detachable) session's process is sandboxd's own child (procs.ts). A detachable session runs
+ * under its own shim process (shim.ts), detached from sandboxd, which owns the process, its stdio and the
+ * replay buffer; sandboxd mirrors it over the shim's unix socket. A restarted sandboxd finds the shims (and
+ * the results of sessions that finished meanwhile) in <sandbox dir>/sessions/ and serves them as before.
+ *
+ * Invariants (proved by test/exec.test.ts and test/sessions-restart.test.ts):
  * - Output is kept for replay from the beginning, bounded by `bufferBytes` per session: beyond it the oldest
  *   chunks are dropped and the byte counts dropped per stream are reported in the session_info frame.
  * - An attach sends session_info, then the whole kept output, then tails; nothing is lost or duplicated
  *   between replay and tail (both happen on the event loop without an await in between).
  * - A non-detachable session is killed (its whole process group) when its last socket drops; a detachable
- *   one keeps running and stays listed (is_active false) and attachable, also for a while after it exits.
+ *   one keeps running and stays listed (is_active false) and attachable, also for a while after it exits,
+ *   and across sandboxd restarts.
  * - Output frames are always sent before the exit frame.
+ * - Stopping, restoring or destroying the sandbox kills every session, shims included, and removes their
+ *   directories.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { constants as osConstants } from 'node:os';
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import pty from '@lydell/node-pty';
 import type { WebSocket } from 'ws';
+import type { Logger } from '../log.ts';
+import { processStartTime } from '../runtime/namespaces.ts';
+import { type FifoPool, type Proc, spawnPiped, spawnTty } from './procs.ts';
+import {
+  type Chunk,
+  FrameDecoder,
+  frame,
+  MSG,
+  ReplayBuffer,
+  type ResultFile,
+  type SessionFile,
+  type SessionMeta,
+  SHIM_MARK,
+  type ShimHello,
+  type ShimSpec,
+  socketPathVia,
+} from './shim-protocol.ts';
 
 export const STREAM = { stdin: 0, stdout: 1, stderr: 2, exit: 3, stdinEof: 4 } as const;
 /** How long a finished detachable session stays listed and attachable. */
 export const FINISHED_RETENTION_MS = 15 * 60 * 1000;
-/** After the main process exits, how long to wait for its output pipes to drain. */
-const DRAIN_MS = 300;
+/** Exit code reported for a detachable session whose shim died without recording the exit. */
+export const LOST_EXIT_CODE = 255;
+const SHIM_SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'shim.ts');
 
 export interface ExecSpec {
   argv: string[];
@@ -31,11 +61,6 @@ export interface ExecSpec {
   rows: number;
   cols: number;
   detachable: boolean;
-}
-
-interface Chunk {
-  stream: number;
-  data: Buffer;
 }
 
 export interface SessionJson {
@@ -50,6 +75,18 @@ export interface SessionJson {
   exit_code: number | null;
 }
 
+/** What every session of one sandbox shares. */
+interface SessionContext {
+  bufferBytes: number;
+  fifos: FifoPool;
+  /** node's compile cache for the shims (NODE_COMPILE_CACHE): a shim then starts in a third of the time */
+  compileCache: string;
+  /** <sandbox dir>/sessions */
+  dir: string;
+  log: Logger;
+  onGone(s: Session): void;
+}
+
 function exitFrame(code: number): Buffer {
   const b = Buffer.alloc(5);
   b[0] = STREAM.exit;
@@ -57,37 +94,70 @@ function exitFrame(code: number): Buffer {
   return b;
 }
 
-function signalCode(signal: string | null | undefined): number {
-  if (!signal) return 0;
-  const n = (osConstants.signals as Record<string, number>)[signal];
-  return 128 + (n ?? 0);
+function readJson<T>(file: string): T | null {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as T;
+  } catch {
+    return null;
+  }
 }
 
+function killGroup(pid: number): void {
+  if (pid <= 0) return;
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {}
+}
+
+type Input = Pick<Proc, 'write' | 'endInput' | 'resize'>;
+
 export class Session {
-  readonly id = randomBytes(8).toString('hex');
-  readonly spec: ExecSpec;
-  readonly created = new Date();
+  readonly id: string;
+  readonly spec: SessionMeta;
+  readonly created: Date;
   lastActivity = new Date();
   exitCode: number | null = null;
   private readonly clients = new Set<WebSocket>();
-  private readonly chunks: Chunk[] = [];
-  private bytes = 0;
-  private readonly dropped = { stdout: 0, stderr: 0 };
-  private readonly bufferBytes: number;
-  private child: ChildProcess | null = null;
-  private term: pty.IPty | null = null;
-  private pid = 0;
-  private readonly onGone: (s: Session) => void;
+  private readonly replay: ReplayBuffer;
+  private readonly ctx: SessionContext;
   private retention: NodeJS.Timeout | null = null;
+  /** the session's process (group leader, host pid) */
+  private childPid = 0;
+  private input: Input | null = null;
+  private proc: Proc | null = null;
+  /** detachable sessions: the shim */
+  private shim: { pid: number; start: string } | null = null;
+  private shimSocket: net.Socket | null = null;
+  /** sandboxd is stopping (detachAll) or the session was disposed: ignore the shim connection closing */
+  private letGo = false;
 
-  constructor(spec: ExecSpec, bufferBytes: number, onGone: (s: Session) => void) {
-    this.spec = spec;
-    this.bufferBytes = bufferBytes;
-    this.onGone = onGone;
+  constructor(
+    meta: Omit<SessionMeta, 'id' | 'created'> & { id?: string; created?: string },
+    ctx: SessionContext,
+  ) {
+    this.id = meta.id ?? randomBytes(8).toString('hex');
+    this.created = meta.created ? new Date(meta.created) : new Date();
+    this.spec = {
+      id: this.id,
+      created: this.created.toISOString(),
+      command: meta.command,
+      tty: meta.tty,
+      rows: meta.rows,
+      cols: meta.cols,
+      stdin: meta.stdin,
+      detachable: meta.detachable,
+    };
+    this.ctx = ctx;
+    this.replay = new ReplayBuffer(ctx.bufferBytes);
   }
 
   get active(): boolean {
     return this.clients.size > 0;
+  }
+
+  /** The shim's directory (detachable sessions). */
+  get dir(): string {
+    return path.join(this.ctx.dir, this.id);
   }
 
   toJSON(): SessionJson {
@@ -104,89 +174,192 @@ export class Session {
     };
   }
 
-  start(): void {
-    const [file, ...args] = this.spec.argv;
-    if (!file) throw new Error('empty argv');
-    if (this.spec.tty) {
-      const term = pty.spawn(file, args, {
-        name: this.spec.env['TERM'] ?? 'xterm-256color',
-        cols: this.spec.cols,
-        rows: this.spec.rows,
-        cwd: '/',
-        env: this.spec.env,
-        encoding: null,
+  /** Starts the process: under a shim when detachable, else as sandboxd's own child. */
+  async start(argv: string[], env: Record<string, string>): Promise<void> {
+    if (this.spec.detachable) return this.startShim(argv, env);
+    const onOutput = (stream: number, d: Buffer) => this.output(stream, d);
+    const onExit = (code: number) => this.finish(code);
+    this.proc = this.spec.tty
+      ? spawnTty(pty, { argv, env, rows: this.spec.rows, cols: this.spec.cols }, onOutput, onExit)
+      : spawnPiped({ argv, env, stdin: this.spec.stdin, fifos: null }, onOutput, onExit);
+    this.childPid = this.proc.pid;
+    this.input = this.proc;
+  }
+
+  private async startShim(argv: string[], env: Record<string, string>): Promise<void> {
+    const fifos = this.spec.tty ? [] : await this.ctx.fifos.take(this.spec.stdin ? 3 : 2);
+    mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+    const spec: ShimSpec = { ...this.spec, argv, env, bufferBytes: this.ctx.bufferBytes, fifos };
+    const child = spawn(process.execPath, [SHIM_SCRIPT, SHIM_MARK, this.dir], {
+      detached: true,
+      cwd: '/',
+      stdio: ['pipe', 'pipe', 'ignore'],
+      env: {
+        PATH: process.env['PATH'] ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+        NODE_COMPILE_CACHE: this.ctx.compileCache,
+      },
+    });
+    child.stdin!.on('error', () => {});
+    child.stdin!.end(JSON.stringify(spec));
+    try {
+      this.childPid = await new Promise<number>((resolve, reject) => {
+        let out = '';
+        const timer = setTimeout(() => reject(new Error('session shim did not start in 10 s')), 10_000);
+        child.stdout!.on('data', (d: Buffer) => {
+          out += d.toString();
+          const m = /ready (\d+)\n/.exec(out);
+          if (m) {
+            clearTimeout(timer);
+            resolve(Number(m[1]));
+          }
+        });
+        child.on('error', (err) => {
+          clearTimeout(timer);
+          reject(err);
+        });
+        child.on('exit', (code) => {
+          clearTimeout(timer);
+          let why = '';
+          try {
+            why = readFileSync(path.join(this.dir, 'shim.log'), 'utf8').trim().slice(-2000);
+          } catch {}
+          reject(new Error(`session shim exited (${code}) before it was ready${why ? `: ${why}` : ''}`));
+        });
       });
-      this.term = term;
-      this.pid = term.pid;
-      term.onData((d: string | Buffer) => this.output(0, typeof d === 'string' ? Buffer.from(d) : d));
-      term.onExit(({ exitCode, signal }) => {
-        setTimeout(() => this.finish(signal ? 128 + signal : exitCode), 50);
-      });
+    } catch (err) {
+      try {
+        child.kill('SIGKILL');
+      } catch {}
+      rmSync(this.dir, { recursive: true, force: true });
+      throw err;
+    } finally {
+      child.removeAllListeners('exit');
+      child.stdout!.destroy();
+      child.unref();
+    }
+    this.shim = { pid: child.pid ?? 0, start: processStartTime(child.pid ?? 0) ?? '' };
+    this.connectShim();
+  }
+
+  /** A session found on disk after a restart: running under a live shim, or finished. */
+  adopt(file: SessionFile, result: ResultFile | null, output: Chunk[]): void {
+    this.shim = { pid: file.shim_pid, start: file.shim_start };
+    this.childPid = file.child_pid;
+    if (result) this.restoreFinished(result, output);
+    else this.connectShim();
+  }
+
+  private shimAlive(): boolean {
+    return this.shim !== null && this.shim.pid > 0 && processStartTime(this.shim.pid) === this.shim.start;
+  }
+
+  /** Connects to the shim: hello, the shim's whole kept output, then live output and the exit. */
+  private connectShim(attempt = 0): void {
+    let dirFd: number;
+    try {
+      dirFd = openSync(this.dir, 'r');
+    } catch {
+      this.shimGone(false, attempt);
       return;
     }
-    const child = spawn(file, args, {
-      detached: true,
-      env: this.spec.env,
-      stdio: [this.spec.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
-    });
-    this.child = child;
-    this.pid = child.pid ?? 0;
-    child.stdin?.on('error', () => {});
-    let open = 2;
-    let exitCode: number | null = null;
-    const done = () => {
-      if (exitCode !== null && open === 0) this.finish(exitCode);
+    const sock = net.connect(socketPathVia(dirFd, 'shim.sock'));
+    let fdOpen = true;
+    const closeFd = () => {
+      if (fdOpen) closeSync(dirFd);
+      fdOpen = false;
     };
-    for (const [stream, s] of [
-      [STREAM.stdout, child.stdout],
-      [STREAM.stderr, child.stderr],
-    ] as const) {
-      s?.on('data', (d: Buffer) => this.output(stream, d));
-      s?.on('close', () => {
-        open--;
-        done();
-      });
+    this.shimSocket = sock;
+    let hello = false;
+    let exited = false;
+    const decoder = new FrameDecoder((type, payload) => {
+      if (type === MSG.hello) {
+        const h = JSON.parse(payload.toString('utf8')) as ShimHello;
+        hello = true;
+        this.childPid = h.child_pid || this.childPid;
+        this.replay.dropped.stdout = h.dropped.stdout;
+        this.replay.dropped.stderr = h.dropped.stderr;
+        this.lastActivity = new Date(h.last_activity);
+      } else if (type === MSG.output && payload.length > 0) {
+        this.output(payload[0]!, Buffer.from(payload.subarray(1)));
+      } else if (type === MSG.exit) {
+        exited = true;
+        this.finish((JSON.parse(payload.toString('utf8')) as { exit_code: number }).exit_code);
+      }
+    });
+    sock.on('connect', closeFd);
+    sock.on('data', (d: Buffer) => decoder.push(d));
+    sock.on('error', () => {});
+    sock.on('close', () => {
+      closeFd();
+      if (this.shimSocket === sock) this.shimSocket = null;
+      if (!exited && !this.letGo) this.shimGone(hello, attempt);
+    });
+    this.input = {
+      write: (d) => sock.write(frame(MSG.stdin, d)),
+      endInput: () => sock.write(frame(MSG.stdinEof)),
+      resize: (rows, cols) => sock.write(frame(MSG.resize, JSON.stringify({ rows, cols }))),
+    };
+  }
+
+  /** The shim connection ended without an exit message (the shim finished meanwhile, or died). */
+  private shimGone(hadHello: boolean, attempt: number): void {
+    if (this.exitCode !== null) return;
+    const result = readJson<ResultFile>(path.join(this.dir, 'result.json'));
+    if (result) {
+      this.restoreFinished(result, hadHello ? null : this.readOutput());
+      return;
     }
-    child.on('error', () => {
-      exitCode = 127;
-      open = 0;
-      done();
-    });
-    child.on('exit', (code, signal) => {
-      exitCode = code ?? signalCode(signal);
-      // Background processes may keep the pipes open: do not wait for them forever.
-      setTimeout(() => {
-        open = 0;
-        done();
-      }, DRAIN_MS).unref();
-      done();
-    });
+    if (this.shimAlive() && attempt < 50) {
+      if (hadHello) {
+        // A reconnect replays everything again: start over (attached clients may see output twice).
+        this.ctx.log.warn('session shim connection lost; reconnecting', { session: this.id });
+        this.replay.reset();
+      }
+      setTimeout(() => this.connectShim(attempt + 1), 100).unref();
+      return;
+    }
+    this.ctx.log.warn('session shim is gone without a result', { session: this.id });
+    killGroup(this.childPid);
+    this.finish(LOST_EXIT_CODE);
+  }
+
+  private readOutput(): Chunk[] {
+    try {
+      return ReplayBuffer.parse(readFileSync(path.join(this.dir, 'output.bin')));
+    } catch {
+      return [];
+    }
+  }
+
+  /** Fills a session from the shim's result files (null output: the output was already received). */
+  private restoreFinished(result: ResultFile, output: Chunk[] | null): void {
+    if (output) {
+      this.replay.dropped.stdout = result.dropped.stdout;
+      this.replay.dropped.stderr = result.dropped.stderr;
+      for (const c of output) this.output(c.stream, c.data);
+    }
+    this.lastActivity = new Date(result.last_activity);
+    const left = FINISHED_RETENTION_MS - (Date.now() - new Date(result.exited_at).getTime());
+    this.finish(result.exit_code, Math.max(0, left));
   }
 
   private output(stream: number, data: Buffer): void {
     this.lastActivity = new Date();
-    this.chunks.push({ stream, data });
-    this.bytes += data.length;
-    while (this.bytes > this.bufferBytes && this.chunks.length > 1) {
-      const c = this.chunks.shift()!;
-      this.bytes -= c.data.length;
-      if (c.stream === STREAM.stderr) this.dropped.stderr += c.data.length;
-      else this.dropped.stdout += c.data.length;
-    }
-    const frame = this.spec.tty ? data : Buffer.concat([Buffer.from([stream]), data]);
-    for (const ws of this.clients) ws.send(frame);
+    this.replay.push(stream, data);
+    const frameOut = this.spec.tty ? data : Buffer.concat([Buffer.from([stream]), data]);
+    for (const ws of this.clients) ws.send(frameOut);
   }
 
-  private finish(code: number): void {
+  private finish(code: number, retentionMs = FINISHED_RETENTION_MS): void {
     if (this.exitCode !== null) return;
     this.exitCode = code;
     this.lastActivity = new Date();
     for (const ws of this.clients) this.sendExit(ws);
     if (this.spec.detachable) {
-      this.retention = setTimeout(() => this.onGone(this), FINISHED_RETENTION_MS);
+      this.retention = setTimeout(() => this.ctx.onGone(this), retentionMs);
       this.retention.unref();
     } else if (this.clients.size === 0) {
-      this.onGone(this);
+      this.ctx.onGone(this);
     }
   }
 
@@ -209,28 +382,28 @@ export class Session {
         ...(this.spec.tty ? { rows: this.spec.rows, cols: this.spec.cols } : {}),
         is_owner: owner,
         detachable: this.spec.detachable,
-        replay_dropped_bytes: { ...this.dropped },
+        replay_dropped_bytes: { ...this.replay.dropped },
       }),
     );
-    for (const c of this.chunks)
+    for (const c of this.replay.chunks)
       ws.send(this.spec.tty ? c.data : Buffer.concat([Buffer.from([c.stream]), c.data]));
     if (this.exitCode !== null) {
       this.sendExit(ws);
       return;
     }
     this.clients.add(ws);
-    ws.on('message', (data: Buffer, isBinary: boolean) => this.input(data, isBinary));
+    ws.on('message', (data: Buffer, isBinary: boolean) => this.onInput(data, isBinary));
     ws.on('close', () => {
       this.clients.delete(ws);
       this.lastActivity = new Date();
       if (this.clients.size === 0) {
         if (this.exitCode === null && !this.spec.detachable) this.kill();
-        else if (this.exitCode !== null && !this.spec.detachable) this.onGone(this);
+        else if (this.exitCode !== null && !this.spec.detachable) this.ctx.onGone(this);
       }
     });
   }
 
-  private input(data: Buffer, isBinary: boolean): void {
+  private onInput(data: Buffer, isBinary: boolean): void {
     this.lastActivity = new Date();
     if (!isBinary) {
       let msg: { type?: unknown; rows?: unknown; cols?: unknown };
@@ -239,7 +412,7 @@ export class Session {
       } catch {
         return;
       }
-      if (msg.type === 'resize' && this.term) {
+      if (msg.type === 'resize' && this.spec.tty) {
         const rows = Number(msg.rows);
         const cols = Number(msg.cols);
         if (
@@ -250,51 +423,81 @@ export class Session {
           rows < 10000 &&
           cols < 10000
         ) {
-          this.term.resize(cols, rows);
+          this.input?.resize(rows, cols);
         }
       }
       return;
     }
-    if (this.term) {
-      // node-pty's typings say string, but with encoding null it writes Buffers unchanged (raw bytes).
-      this.term.write(data as unknown as string);
+    if (this.spec.tty) {
+      this.input?.write(data);
       return;
     }
     if (data.length === 0) return;
-    if (data[0] === STREAM.stdin) this.child?.stdin?.write(data.subarray(1));
-    else if (data[0] === STREAM.stdinEof) this.child?.stdin?.end();
+    if (data[0] === STREAM.stdin) this.input?.write(data.subarray(1));
+    else if (data[0] === STREAM.stdinEof) this.input?.endInput();
   }
 
-  /** Kills the session's whole process group. */
+  /** Kills the session's whole process group (a shim then reports the exit). */
   kill(): void {
-    if (this.exitCode !== null || this.pid <= 0) return;
-    try {
-      process.kill(-this.pid, 'SIGKILL');
-    } catch {}
-    try {
-      this.term?.kill('SIGKILL');
-    } catch {}
+    if (this.exitCode !== null) return;
+    if (this.proc) this.proc.kill();
+    else killGroup(this.childPid);
   }
 
-  dispose(): void {
+  /** Kills the session and its shim; resolves once the shim is gone (its directory may then be removed). */
+  async dispose(): Promise<void> {
+    this.letGo = true;
     if (this.retention) clearTimeout(this.retention);
     this.kill();
+    this.shimSocket?.destroy();
     for (const ws of this.clients) ws.close(1001, 'sandbox stopped');
     this.clients.clear();
+    if (this.shim && this.shimAlive()) {
+      try {
+        process.kill(this.shim.pid, 'SIGKILL');
+      } catch {}
+      for (let i = 0; i < 200 && this.shimAlive(); i++) await sleep(5);
+    }
+  }
+
+  /** sandboxd is stopping: a detachable session keeps running under its shim; others are killed. */
+  detach(): void {
+    if (this.shim) {
+      this.letGo = true;
+      if (this.retention) clearTimeout(this.retention);
+      this.shimSocket?.destroy();
+      for (const ws of this.clients) ws.close(1001, 'sandboxd stopping');
+      this.clients.clear();
+    } else {
+      void this.dispose();
+    }
   }
 }
 
 export class SessionTable {
   private readonly sessions = new Map<string, Session>();
-  private readonly bufferBytes: number;
-  constructor(bufferBytes: number) {
-    this.bufferBytes = bufferBytes;
+  private readonly ctx: SessionContext;
+
+  constructor(o: { bufferBytes: number; fifos: FifoPool; compileCache: string; dir: string; log: Logger }) {
+    this.ctx = {
+      ...o,
+      onGone: (gone) => {
+        if (this.sessions.get(gone.id) !== gone) return;
+        this.sessions.delete(gone.id);
+        if (gone.spec.detachable) rmSync(gone.dir, { recursive: true, force: true });
+      },
+    };
   }
 
-  create(spec: ExecSpec): Session {
-    const s = new Session(spec, this.bufferBytes, (gone) => this.sessions.delete(gone.id));
+  create(spec: Omit<ExecSpec, 'argv' | 'env'>): Session {
+    const s = new Session(spec, this.ctx);
     this.sessions.set(s.id, s);
     return s;
+  }
+
+  /** Forgets a session whose start failed. */
+  remove(s: Session): void {
+    if (this.sessions.get(s.id) === s) this.sessions.delete(s.id);
   }
 
   get(id: string): Session | undefined {
@@ -305,9 +508,52 @@ export class SessionTable {
     return [...this.sessions.values()].map((s) => s.toJSON());
   }
 
-  /** Kills and forgets every session (sandbox stopped, restored or destroyed). */
-  clear(): void {
-    for (const s of this.sessions.values()) s.dispose();
+  /** Finds the detachable sessions a previous sandboxd left: running shims and recorded results. */
+  load(): void {
+    let ids: string[] = [];
+    try {
+      ids = readdirSync(this.ctx.dir);
+    } catch {}
+    for (const id of ids) {
+      const dir = path.join(this.ctx.dir, id);
+      const file = readJson<SessionFile>(path.join(dir, 'session.json'));
+      const result = readJson<ResultFile>(path.join(dir, 'result.json'));
+      const shimAlive = file !== null && processStartTime(file.shim_pid) === file.shim_start;
+      if (!file || file.id !== id || (!result && !shimAlive)) {
+        this.ctx.log.warn('dropping an exec session without shim or result', { session: id });
+        rmSync(dir, { recursive: true, force: true });
+        continue;
+      }
+      if (result && Date.now() - new Date(result.exited_at).getTime() >= FINISHED_RETENTION_MS) {
+        rmSync(dir, { recursive: true, force: true });
+        continue;
+      }
+      const s = new Session(file, this.ctx);
+      this.sessions.set(id, s);
+      const output = result ? ReplayBuffer.parse(readFileSyncSafe(path.join(dir, 'output.bin'))) : [];
+      s.adopt(file, result, output);
+    }
+  }
+
+  /** Kills and forgets every session, shims included (sandbox stopped, restored or destroyed). */
+  async clear(): Promise<void> {
+    const all = [...this.sessions.values()];
     this.sessions.clear();
+    await Promise.all(all.map((s) => s.dispose()));
+    rmSync(this.ctx.dir, { recursive: true, force: true });
+  }
+
+  /** sandboxd is stopping: detachable sessions keep running under their shims, the others are killed. */
+  detachAll(): void {
+    for (const s of this.sessions.values()) s.detach();
+    this.sessions.clear();
+  }
+}
+
+function readFileSyncSafe(file: string): Buffer {
+  try {
+    return readFileSync(file);
+  } catch {
+    return Buffer.alloc(0);
   }
 }

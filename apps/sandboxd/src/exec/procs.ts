@@ -1,0 +1,275 @@
+/**
+ * Starting a session's process: with pipes (non-TTY) or a pty (TTY). Used by sandboxd itself (blocking
+ * execs) and by session shims (detachable execs).
+ *
+ * Non-TTY stdio are FIFOs, not the socketpairs node's `stdio: 'pipe'` creates: a process can re-open its
+ * stdio by path (`/dev/stdout` is `/proc/self/fd/1`), which fails with ENXIO on a socket. The FIFOs are made
+ * ahead of time by FifoPool in a 0700 directory of sandboxd's data dir (node has no mkfifo), mode 0666 so the
+ * sandbox user may re-open them (anonymous pipes created by root would be 0600 root: EACCES), and unlinked as
+ * soon as both ends are open: afterwards they are reachable only through the processes' own fds.
+ */
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { closeSync, constants as fsc, mkdirSync, openSync, rmSync, unlinkSync } from 'node:fs';
+import net from 'node:net';
+import { constants as osConstants } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import type Pty from '@lydell/node-pty';
+
+const execFileP = promisify(execFile);
+
+/** After the main process exits, how long to wait for its output pipes to drain. */
+const DRAIN_MS = 300;
+
+export class FifoPool {
+  private readonly dir: string;
+  private readonly batch: number;
+  private readonly ready: string[] = [];
+  private refilling: Promise<void> | null = null;
+  private seq = 0;
+
+  constructor(dir: string, batch = 48) {
+    this.dir = dir;
+    this.batch = batch;
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    void this.refill().catch(() => {});
+  }
+
+  /** n fresh FIFO paths; the caller opens and unlinks them (openFifos). */
+  async take(n: number): Promise<string[]> {
+    while (this.ready.length < n) await this.refill();
+    const out = this.ready.splice(0, n);
+    if (this.ready.length < this.batch / 2) void this.refill().catch(() => {});
+    return out;
+  }
+
+  private refill(): Promise<void> {
+    if (!this.refilling) {
+      const names = Array.from({ length: this.batch }, () => path.join(this.dir, `f${this.seq++}`));
+      this.refilling = execFileP('mkfifo', ['-m', '666', '--', ...names])
+        .then(() => {
+          this.ready.push(...names);
+        })
+        .finally(() => {
+          this.refilling = null;
+        });
+    }
+    return this.refilling;
+  }
+}
+
+interface FifoStdio {
+  /** fds for the child: stdin (or 'ignore'), stdout, stderr */
+  child: [number | 'ignore', number, number];
+  stdin: net.Socket | null;
+  stdout: net.Socket;
+  stderr: net.Socket;
+}
+
+/**
+ * Opens FIFOs `[stdout, stderr, stdin?]` (reader and writer ends, without ever blocking) and unlinks them.
+ * The child's ends are blocking; the parent's are wrapped in sockets (libuv pipes).
+ */
+function openFifos(fifos: string[], withStdin: boolean): FifoStdio {
+  const opened: number[] = [];
+  const open = (p: string, flags: number) => {
+    const fd = openSync(p, flags);
+    opened.push(fd);
+    return fd;
+  };
+  try {
+    const [outPath, errPath, inPath] = fifos;
+    if (!outPath || !errPath || (withStdin && !inPath)) throw new Error('not enough FIFOs');
+    // Reader first (O_NONBLOCK: it does not wait for a writer), then the writer finds a reader at once.
+    const outR = open(outPath, fsc.O_RDONLY | fsc.O_NONBLOCK);
+    const outW = open(outPath, fsc.O_WRONLY);
+    const errR = open(errPath, fsc.O_RDONLY | fsc.O_NONBLOCK);
+    const errW = open(errPath, fsc.O_WRONLY);
+    let inR: number | 'ignore' = 'ignore';
+    let inW = -1;
+    if (withStdin && inPath) {
+      // The child's read end must be blocking: a non-blocking reader first, then our writer, then the
+      // blocking reader (a writer exists now), and the temporary reader goes.
+      const tmp = openSync(inPath, fsc.O_RDONLY | fsc.O_NONBLOCK);
+      try {
+        inW = open(inPath, fsc.O_WRONLY | fsc.O_NONBLOCK);
+        inR = open(inPath, fsc.O_RDONLY);
+      } finally {
+        closeSync(tmp);
+      }
+    }
+    return {
+      child: [inR, outW, errW],
+      stdin: inW >= 0 ? new net.Socket({ fd: inW, readable: false, writable: true }) : null,
+      stdout: new net.Socket({ fd: outR, readable: true, writable: false }),
+      stderr: new net.Socket({ fd: errR, readable: true, writable: false }),
+    };
+  } catch (err) {
+    for (const fd of opened) {
+      try {
+        closeSync(fd);
+      } catch {}
+    }
+    throw err;
+  } finally {
+    for (const p of fifos) {
+      try {
+        unlinkSync(p);
+      } catch {}
+    }
+  }
+}
+
+export interface Proc {
+  /** host pid of the process; it leads its own process group */
+  pid: number;
+  write(data: Buffer): void;
+  endInput(): void;
+  resize(rows: number, cols: number): void;
+  /** Kills the process's whole group. */
+  kill(): void;
+}
+
+export type OnOutput = (stream: number, data: Buffer) => void;
+export type OnExit = (code: number) => void;
+
+function signalCode(signal: string | null | undefined): number {
+  if (!signal) return 0;
+  const n = (osConstants.signals as Record<string, number>)[signal];
+  return 128 + (n ?? 0);
+}
+
+function killGroup(pid: number): void {
+  if (pid <= 0) return;
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {}
+}
+
+/**
+ * Spawns argv in its own process group with stdout/stderr (and stdin when asked; /dev/null otherwise) on
+ * the given FIFOs, or on node pipes (socketpairs) when `fifos` is null. onExit runs once, after the output
+ * pipes closed or DRAIN_MS after the process exited (background processes may keep them open).
+ */
+export function spawnPiped(
+  o: { argv: string[]; env: Record<string, string>; stdin: boolean; fifos: string[] | null },
+  onOutput: OnOutput,
+  onExit: OnExit,
+): Proc {
+  const [file, ...args] = o.argv;
+  if (!file) throw new Error('empty argv');
+  let child: ChildProcess;
+  let stdin: net.Socket | null;
+  let outs: [number, NodeJS.ReadableStream | null][];
+  if (o.fifos) {
+    const io = openFifos(o.fifos, o.stdin);
+    try {
+      child = spawn(file, args, { detached: true, env: o.env, stdio: io.child });
+    } catch (err) {
+      for (const s of [io.stdin, io.stdout, io.stderr]) s?.destroy();
+      throw err;
+    } finally {
+      for (const fd of io.child) if (typeof fd === 'number') closeSync(fd);
+    }
+    stdin = io.stdin;
+    outs = [
+      [1, io.stdout],
+      [2, io.stderr],
+    ];
+  } else {
+    child = spawn(file, args, {
+      detached: true,
+      env: o.env,
+      stdio: [o.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+    });
+    stdin = (child.stdin as net.Socket | null) ?? null;
+    outs = [
+      [1, child.stdout],
+      [2, child.stderr],
+    ];
+  }
+  const pid = child.pid ?? 0;
+  stdin?.on('error', () => {});
+  let open = 2;
+  let exitCode: number | null = null;
+  let finished = false;
+  const done = () => {
+    if (exitCode !== null && open === 0 && !finished) {
+      finished = true;
+      onExit(exitCode);
+    }
+  };
+  for (const [stream, s] of outs) {
+    s?.on('data', (d: Buffer) => onOutput(stream, d));
+    s?.on('error', () => {});
+    s?.on('close', () => {
+      open--;
+      done();
+    });
+  }
+  child.on('error', () => {
+    exitCode = 127;
+    open = 0;
+    done();
+  });
+  child.on('exit', (code, signal) => {
+    exitCode = code ?? signalCode(signal);
+    // Background processes may keep the pipes open: do not wait for them forever.
+    setTimeout(() => {
+      open = 0;
+      done();
+    }, DRAIN_MS).unref();
+    done();
+  });
+  return {
+    pid,
+    write: (d) => {
+      stdin?.write(d);
+    },
+    endInput: () => {
+      stdin?.end();
+    },
+    resize: () => {},
+    kill: () => killGroup(pid),
+  };
+}
+
+/**
+ * Spawns argv on a new pty (its own session and process group). `pty` is the node-pty module, passed in so
+ * that a shim of a non-TTY session does not load it.
+ */
+export function spawnTty(
+  pty: typeof Pty,
+  o: { argv: string[]; env: Record<string, string>; rows: number; cols: number },
+  onOutput: OnOutput,
+  onExit: OnExit,
+): Proc {
+  const [file, ...args] = o.argv;
+  if (!file) throw new Error('empty argv');
+  const term = pty.spawn(file, args, {
+    name: o.env['TERM'] ?? 'xterm-256color',
+    cols: o.cols,
+    rows: o.rows,
+    cwd: '/',
+    env: o.env,
+    encoding: null,
+  });
+  term.onData((d: string | Buffer) => onOutput(0, typeof d === 'string' ? Buffer.from(d) : d));
+  term.onExit(({ exitCode, signal }) => {
+    setTimeout(() => onExit(signal ? 128 + signal : exitCode), 50);
+  });
+  return {
+    pid: term.pid,
+    // node-pty's typings say string, but with encoding null it writes Buffers unchanged (raw bytes).
+    write: (d) => term.write(d as unknown as string),
+    endInput: () => {},
+    resize: (rows, cols) => term.resize(cols, rows),
+    kill: () => {
+      killGroup(term.pid);
+      try {
+        term.kill('SIGKILL');
+      } catch {}
+    },
+  };
+}

@@ -1,0 +1,177 @@
+/**
+ * Session shim: the supervisor of one detachable exec session, so the session outlives sandboxd.
+ *
+ *   node shim.ts paddock-sandboxd-shim <session dir>      (spec JSON on stdin; prints "ready <pid>")
+ *
+ * sandboxd starts it detached (own session and process group; reparented when sandboxd exits). The shim owns
+ * the session's process (its pipes or pty) and its replay buffer, and serves `<session dir>/shim.sock`
+ * (protocol in shim-protocol.ts) to whichever sandboxd connects: a restarted sandboxd finds it again from
+ * session.json. When the process has exited it writes output.bin and result.json, sends the exit to the
+ * connected sandboxd and exits: a finished session needs no process.
+ *
+ * Invariants: the environment (secrets) is never written to disk; everything the shim creates lives in the
+ * session directory; the shim never outlives its process by more than a few seconds.
+ */
+import { closeSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { type Proc, spawnPiped, spawnTty } from './procs.ts';
+import {
+  FrameDecoder,
+  frame,
+  MSG,
+  ReplayBuffer,
+  type ResultFile,
+  type SessionFile,
+  SHIM_MARK,
+  type ShimHello,
+  type ShimSpec,
+  socketPathVia,
+} from './shim-protocol.ts';
+
+const dir = process.argv[3] ?? '';
+if (process.argv[2] !== SHIM_MARK || !path.isAbsolute(dir)) {
+  process.stderr.write(`usage: shim.ts ${SHIM_MARK} <session dir>\n`);
+  process.exit(2);
+}
+
+function logError(msg: string, err?: unknown): void {
+  try {
+    writeFileSync(
+      path.join(dir, 'shim.log'),
+      `${new Date().toISOString()} ${msg}${err ? `: ${err instanceof Error ? err.stack : String(err)}` : ''}\n`,
+      { flag: 'a' },
+    );
+  } catch {}
+}
+process.on('uncaughtException', (err) => {
+  logError('uncaught', err);
+  process.exit(70);
+});
+// sandboxd going away must not stop the session.
+process.on('SIGHUP', () => {});
+
+function writeAtomic(name: string, data: string | Buffer): void {
+  const file = path.join(dir, name);
+  writeFileSync(`${file}.tmp`, data, { mode: 0o600 });
+  renameSync(`${file}.tmp`, file);
+}
+
+function startTime(pid: number): string {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? '';
+  } catch {
+    return '';
+  }
+}
+
+const chunks: Buffer[] = [];
+for await (const c of process.stdin) chunks.push(c as Buffer);
+const spec = JSON.parse(Buffer.concat(chunks).toString('utf8')) as ShimSpec;
+
+const replay = new ReplayBuffer(spec.bufferBytes);
+const conns = new Set<net.Socket>();
+let lastActivity = new Date();
+let exited = false;
+
+function onOutput(stream: number, data: Buffer): void {
+  lastActivity = new Date();
+  replay.push(stream, data);
+  if (conns.size === 0) return;
+  const m = frame(MSG.output, Buffer.concat([Buffer.from([stream]), data]));
+  for (const c of conns) c.write(m);
+}
+
+function onExit(code: number): void {
+  if (exited) return;
+  exited = true;
+  const result: ResultFile = {
+    exit_code: code,
+    exited_at: new Date().toISOString(),
+    last_activity: lastActivity.toISOString(),
+    dropped: { ...replay.dropped },
+  };
+  try {
+    writeAtomic('output.bin', replay.serialize());
+    writeAtomic('result.json', `${JSON.stringify(result)}\n`);
+  } catch (err) {
+    logError('cannot persist the result', err);
+  }
+  server.close();
+  try {
+    unlinkSync(path.join(dir, 'shim.sock'));
+  } catch {}
+  const m = frame(MSG.exit, JSON.stringify({ exit_code: code }));
+  for (const c of conns) c.end(m);
+  if (conns.size === 0) process.exit(0);
+  setTimeout(() => process.exit(0), 5000).unref();
+}
+
+let proc: Proc | null = null;
+const server = net.createServer((c) => {
+  if (exited) {
+    c.destroy();
+    return;
+  }
+  conns.add(c);
+  c.on('error', () => {});
+  c.on('close', () => {
+    conns.delete(c);
+    if (exited && conns.size === 0) process.exit(0);
+  });
+  const hello: ShimHello = {
+    child_pid: proc?.pid ?? 0,
+    dropped: { ...replay.dropped },
+    last_activity: lastActivity.toISOString(),
+  };
+  const parts = [frame(MSG.hello, JSON.stringify(hello))];
+  for (const ch of replay.chunks)
+    parts.push(frame(MSG.output, Buffer.concat([Buffer.from([ch.stream]), ch.data])));
+  c.write(Buffer.concat(parts));
+  const decoder = new FrameDecoder((type, payload) => {
+    if (type === MSG.stdin) proc?.write(payload);
+    else if (type === MSG.stdinEof) proc?.endInput();
+    else if (type === MSG.resize) {
+      const { rows, cols } = JSON.parse(payload.toString('utf8')) as { rows: number; cols: number };
+      proc?.resize(rows, cols);
+    }
+  });
+  c.on('data', (d: Buffer) => decoder.push(d));
+});
+server.on('error', (err) => {
+  logError('socket server', err);
+  proc?.kill();
+  process.exit(71);
+});
+
+const dirFd = openSync(dir, 'r');
+await new Promise<void>((resolve) => server.listen(socketPathVia(dirFd, 'shim.sock'), resolve));
+closeSync(dirFd);
+// The process starts once the socket is up; exit events come later than everything below (all synchronous).
+proc = spec.tty
+  ? spawnTty(
+      (await import('@lydell/node-pty')).default,
+      { argv: spec.argv, env: spec.env, rows: spec.rows, cols: spec.cols },
+      onOutput,
+      onExit,
+    )
+  : spawnPiped({ argv: spec.argv, env: spec.env, stdin: spec.stdin, fifos: spec.fifos }, onOutput, onExit);
+const file: SessionFile = {
+  id: spec.id,
+  command: spec.command,
+  created: spec.created,
+  tty: spec.tty,
+  rows: spec.rows,
+  cols: spec.cols,
+  stdin: spec.stdin,
+  detachable: spec.detachable,
+  shim_pid: process.pid,
+  shim_start: startTime(process.pid),
+  child_pid: proc.pid,
+};
+writeAtomic('session.json', `${JSON.stringify(file)}\n`);
+process.stdout.write(`ready ${proc.pid}\n`, () => {
+  // Nothing more goes to sandboxd's pipes: they break when it exits.
+  process.stdout.destroy();
+});
