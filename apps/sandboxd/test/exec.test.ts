@@ -43,6 +43,30 @@ describe('exec', () => {
     assert.equal(r2.exitCode, 0);
   });
 
+  it('gives non-TTY sessions pipes: /dev/stdout, /dev/stderr and /dev/stdin reopen by path', async () => {
+    for (const detachable of [false, true]) {
+      const r = await sh(d, SB, 'echo hi > /dev/stdout; echo err > /dev/stderr', { detachable });
+      assert.equal(r.exitCode, 0, r.stderr);
+      assert.equal(r.stdout, 'hi\n', `detachable=${detachable}`);
+      assert.equal(r.stderr, 'err\n', `detachable=${detachable}`);
+      const tee = await sh(d, SB, 'echo x | tee /dev/stderr', { detachable });
+      assert.equal(tee.exitCode, 0, tee.stderr);
+      assert.equal(tee.stdout, 'x\n');
+      assert.equal(tee.stderr, 'x\n');
+      const types = await sh(d, SB, 'for f in 0 1 2; do stat -L -c %F /proc/self/fd/$f; done', {
+        detachable,
+      });
+      assert.equal(types.stdout, 'character special file\nfifo\nfifo\n', 'stdin is /dev/null without stdin');
+      // Re-opened after the client's stdin EOF too (a named FIFO's open would wait for a writer).
+      const cat = await exec(d, SB, ['sh', '-c', 'sleep 0.2; cat /dev/stdin; stat -L -c %F /dev/stdin'], {
+        stdin: 'piped\n',
+        detachable,
+      });
+      assert.equal(cat.stdout, 'piped\nfifo\n');
+      assert.equal(cat.exitCode, 0);
+    }
+  });
+
   it('applies env and dir', async () => {
     await sh(d, SB, 'mkdir -p /tmp/work-dir');
     const r = await sh(d, SB, 'echo "$FOO|$BAR"; pwd', {

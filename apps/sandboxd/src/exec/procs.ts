@@ -7,6 +7,11 @@
  * ahead of time by FifoPool in a 0700 directory of sandboxd's data dir (node has no mkfifo), mode 0666 so the
  * sandbox user may re-open them (anonymous pipes created by root would be 0600 root: EACCES), and unlinked as
  * soon as both ends are open: afterwards they are reachable only through the processes' own fds.
+ *
+ * One difference from an anonymous pipe: opening a named FIFO for reading waits for a writer, so re-opening
+ * /dev/stdin after the client's stdin EOF (our writer closed) would hang. The stdin FIFO therefore stays
+ * linked (in the 0700 directory) until the process exits, and after EOF a writer is opened and closed every
+ * STDIN_PULSE_MS: such an open then returns, reads what is left, and sees EOF.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { closeSync, constants as fsc, mkdirSync, openSync, rmSync, unlinkSync } from 'node:fs';
@@ -20,6 +25,8 @@ const execFileP = promisify(execFile);
 
 /** After the main process exits, how long to wait for its output pipes to drain. */
 const DRAIN_MS = 300;
+/** See the module comment (re-opening /dev/stdin after EOF). */
+const STDIN_PULSE_MS = 50;
 
 export class FifoPool {
   private readonly dir: string;
@@ -63,6 +70,8 @@ interface FifoStdio {
   /** fds for the child: stdin (or 'ignore'), stdout, stderr */
   child: [number | 'ignore', number, number];
   stdin: net.Socket | null;
+  /** the stdin FIFO, still linked: remove it when the process is gone */
+  stdinPath: string | null;
   stdout: net.Socket;
   stderr: net.Socket;
 }
@@ -73,6 +82,7 @@ interface FifoStdio {
  */
 function openFifos(fifos: string[], withStdin: boolean): FifoStdio {
   const opened: number[] = [];
+  let keepStdin = false;
   const open = (p: string, flags: number) => {
     const fd = openSync(p, flags);
     opened.push(fd);
@@ -99,9 +109,11 @@ function openFifos(fifos: string[], withStdin: boolean): FifoStdio {
         closeSync(tmp);
       }
     }
+    keepStdin = inW >= 0;
     return {
       child: [inR, outW, errW],
       stdin: inW >= 0 ? new net.Socket({ fd: inW, readable: false, writable: true }) : null,
+      stdinPath: inW >= 0 ? (inPath ?? null) : null,
       stdout: new net.Socket({ fd: outR, readable: true, writable: false }),
       stderr: new net.Socket({ fd: errR, readable: true, writable: false }),
     };
@@ -113,7 +125,9 @@ function openFifos(fifos: string[], withStdin: boolean): FifoStdio {
     }
     throw err;
   } finally {
+    // Unused FIFOs go too; the stdin FIFO only when it failed (see STDIN_PULSE_MS).
     for (const p of fifos) {
+      if (keepStdin && p === fifos[2]) continue;
       try {
         unlinkSync(p);
       } catch {}
@@ -149,71 +163,80 @@ function killGroup(pid: number): void {
 
 /**
  * Spawns argv in its own process group with stdout/stderr (and stdin when asked; /dev/null otherwise) on
- * the given FIFOs, or on node pipes (socketpairs) when `fifos` is null. onExit runs once, after the output
+ * the given FIFOs (`[stdout, stderr, stdin?]`, from FifoPool). onExit runs once, after the output
  * pipes closed or DRAIN_MS after the process exited (background processes may keep them open).
  */
 export function spawnPiped(
-  o: { argv: string[]; env: Record<string, string>; stdin: boolean; fifos: string[] | null },
+  o: { argv: string[]; env: Record<string, string>; stdin: boolean; fifos: string[] },
   onOutput: OnOutput,
   onExit: OnExit,
 ): Proc {
   const [file, ...args] = o.argv;
   if (!file) throw new Error('empty argv');
+  const io = openFifos(o.fifos, o.stdin);
   let child: ChildProcess;
-  let stdin: net.Socket | null;
-  let outs: [number, NodeJS.ReadableStream | null][];
-  if (o.fifos) {
-    const io = openFifos(o.fifos, o.stdin);
-    try {
-      child = spawn(file, args, { detached: true, env: o.env, stdio: io.child });
-    } catch (err) {
-      for (const s of [io.stdin, io.stdout, io.stderr]) s?.destroy();
-      throw err;
-    } finally {
-      for (const fd of io.child) if (typeof fd === 'number') closeSync(fd);
-    }
-    stdin = io.stdin;
-    outs = [
-      [1, io.stdout],
-      [2, io.stderr],
-    ];
-  } else {
-    child = spawn(file, args, {
-      detached: true,
-      env: o.env,
-      stdio: [o.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
-    });
-    stdin = (child.stdin as net.Socket | null) ?? null;
-    outs = [
-      [1, child.stdout],
-      [2, child.stderr],
-    ];
+  try {
+    child = spawn(file, args, { detached: true, env: o.env, stdio: io.child });
+  } catch (err) {
+    for (const s of [io.stdin, io.stdout, io.stderr]) s?.destroy();
+    if (io.stdinPath) rmSync(io.stdinPath, { force: true });
+    throw err;
+  } finally {
+    for (const fd of io.child) if (typeof fd === 'number') closeSync(fd);
   }
+  const stdin = io.stdin;
+  let stdinPath = io.stdinPath;
+  const outs = [
+    [1, io.stdout],
+    [2, io.stderr],
+  ] as const;
   const pid = child.pid ?? 0;
   stdin?.on('error', () => {});
   let open = 2;
   let exitCode: number | null = null;
   let finished = false;
+  let pulse: NodeJS.Timeout | null = null;
+  const removeStdin = () => {
+    if (pulse) clearInterval(pulse);
+    if (stdinPath) {
+      try {
+        unlinkSync(stdinPath);
+      } catch {}
+    }
+    stdinPath = null;
+  };
   const done = () => {
     if (exitCode !== null && open === 0 && !finished) {
       finished = true;
       onExit(exitCode);
     }
   };
+  stdin?.on('close', () => {
+    if (!stdinPath || exitCode !== null) return;
+    const p = stdinPath;
+    pulse = setInterval(() => {
+      try {
+        closeSync(openSync(p, fsc.O_WRONLY | fsc.O_NONBLOCK));
+      } catch {}
+    }, STDIN_PULSE_MS);
+    pulse.unref();
+  });
   for (const [stream, s] of outs) {
-    s?.on('data', (d: Buffer) => onOutput(stream, d));
-    s?.on('error', () => {});
-    s?.on('close', () => {
+    s.on('data', (d: Buffer) => onOutput(stream, d));
+    s.on('error', () => {});
+    s.on('close', () => {
       open--;
       done();
     });
   }
   child.on('error', () => {
+    removeStdin();
     exitCode = 127;
     open = 0;
     done();
   });
   child.on('exit', (code, signal) => {
+    removeStdin();
     exitCode = code ?? signalCode(signal);
     // Background processes may keep the pipes open: do not wait for them forever.
     setTimeout(() => {

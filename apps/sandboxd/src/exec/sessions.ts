@@ -181,7 +181,11 @@ export class Session {
     const onExit = (code: number) => this.finish(code);
     this.proc = this.spec.tty
       ? spawnTty(pty, { argv, env, rows: this.spec.rows, cols: this.spec.cols }, onOutput, onExit)
-      : spawnPiped({ argv, env, stdin: this.spec.stdin, fifos: null }, onOutput, onExit);
+      : spawnPiped(
+          { argv, env, stdin: this.spec.stdin, fifos: await this.ctx.fifos.take(this.spec.stdin ? 3 : 2) },
+          onOutput,
+          onExit,
+        );
     this.childPid = this.proc.pid;
     this.input = this.proc;
   }

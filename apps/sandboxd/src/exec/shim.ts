@@ -149,6 +149,12 @@ const dirFd = openSync(dir, 'r');
 await new Promise<void>((resolve) => server.listen(socketPathVia(dirFd, 'shim.sock'), resolve));
 closeSync(dirFd);
 // The process starts once the socket is up; exit events come later than everything below (all synchronous).
+// The stdin FIFO stays linked while the process runs (procs.ts): in this directory, not sandboxd's pool.
+const fifos = [...spec.fifos];
+if (spec.stdin && fifos[2]) {
+  renameSync(fifos[2], path.join(dir, 'stdin.fifo'));
+  fifos[2] = path.join(dir, 'stdin.fifo');
+}
 proc = spec.tty
   ? spawnTty(
       (await import('@lydell/node-pty')).default,
@@ -156,7 +162,7 @@ proc = spec.tty
       onOutput,
       onExit,
     )
-  : spawnPiped({ argv: spec.argv, env: spec.env, stdin: spec.stdin, fifos: spec.fifos }, onOutput, onExit);
+  : spawnPiped({ argv: spec.argv, env: spec.env, stdin: spec.stdin, fifos }, onOutput, onExit);
 const file: SessionFile = {
   id: spec.id,
   command: spec.command,
