@@ -47,7 +47,11 @@ export async function startSandboxd(input: StartOptions): Promise<RunningSandbox
   mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
   const rootless = process.getuid?.() !== 0;
   const ids: IdMap = rootless
-    ? { rootHostId: process.getuid?.() ?? 0, userHostId: process.getuid?.() ?? 0 }
+    ? {
+        rootHostId: process.getuid?.() ?? 0,
+        userHostId: process.getuid?.() ?? 0,
+        hostGid: process.getgid?.() ?? 0,
+      }
     : { rootHostId: opts.idBase, userHostId: opts.idBase + 1000 };
   const base = ensureBase(opts.dataDir, ids, opts.rootfs);
   const instance = createHash('sha256').update(opts.dataDir).digest('hex').slice(0, 12);

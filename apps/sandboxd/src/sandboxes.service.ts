@@ -44,7 +44,13 @@ import { type PolicyRule, parseRules } from './proxy/policy.ts';
 import { EgressProxy } from './proxy/proxy.ts';
 import { type IdMap, SANDBOX_HOME } from './runtime/base.ts';
 import type { Cgroups, SandboxCgroup } from './runtime/cgroups.ts';
-import { cgroupWrap, type InitHandle, isAlive, type NamespaceRuntime } from './runtime/namespaces.ts';
+import {
+  cgroupWrap,
+  holderAlive,
+  type InitHandle,
+  isAlive,
+  type NamespaceRuntime,
+} from './runtime/namespaces.ts';
 
 const execFileP = promisify(execFile);
 
@@ -156,6 +162,20 @@ async function writeJsonDurable(file: string, value: unknown, alsoSync: string[]
   }
 }
 
+/**
+ * fs.rm of a sandbox directory. The kernel creates overlay work dirs (`work/<d>/work`) with mode 000: root
+ * removes them anyway, a rootless sandboxd must make its tree accessible first.
+ */
+async function removeTree(p: string): Promise<void> {
+  try {
+    await fs.rm(p, { recursive: true, force: true });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EACCES') throw err;
+    await execFileP('chmod', ['-R', 'u+rwx', '--', p]).catch(() => {});
+    await fs.rm(p, { recursive: true, force: true });
+  }
+}
+
 function errorMessage(err: unknown): string {
   return (err instanceof Error ? err.message : String(err)).slice(0, 2000);
 }
@@ -192,7 +212,7 @@ export function createSandboxesService(deps: ServiceDeps) {
     }
     mkdirSync(path.join(sb.dir, 'merged'), { recursive: true });
     // The upper dir of "/" gives the sandbox root its owner: root of the sandbox user namespace.
-    chownSync(path.join(sb.layer, 'root'), deps.ids.rootHostId, deps.ids.rootHostId);
+    chownSync(path.join(sb.layer, 'root'), deps.ids.rootHostId, deps.ids.hostGid ?? deps.ids.rootHostId);
   }
 
   function find(tenant: string, name: string): Sandbox {
@@ -283,6 +303,11 @@ export function createSandboxesService(deps: ServiceDeps) {
     if (sb.destroyed)
       throw new AppError('sandbox_not_found', `sandbox ${JSON.stringify(sb.rec.name)} not found`);
     if (!sb.cgroup) sb.cgroup = cgroups.create(cgroupKey(sb));
+    if (sb.rec.init && isAlive(sb.rec.init) && !holderAlive(sb.rec.init)) {
+      // Rootless: the sandbox user has the holder's host uid and killed it; no exec can enter any more.
+      log.warn('sandbox user namespace holder is gone; restarting the sandbox', { sandbox: sb.rec.name });
+      await stopLocked(sb);
+    }
     let h = sb.rec.init;
     if (!h || !isAlive(h)) {
       closeListener(sb);
@@ -323,7 +348,7 @@ export function createSandboxesService(deps: ServiceDeps) {
 
   async function ensureRunning(sb: Sandbox): Promise<InitHandle> {
     const h = sb.rec.init;
-    if (h && sb.listener && isAlive(h)) return h;
+    if (h && sb.listener && isAlive(h) && holderAlive(h)) return h;
     return sb.locked(() => startLocked(sb));
   }
 
@@ -499,7 +524,7 @@ export function createSandboxesService(deps: ServiceDeps) {
         await stopLocked(sb);
         sb.cgroup?.remove();
         if (!sb.cgroup) cgroups.create(cgroupKey(sb))?.remove();
-        await fs.rm(sb.dir, { recursive: true, force: true });
+        await removeTree(sb.dir);
       });
       log.info('sandbox destroyed', { sandbox: name });
     },
@@ -663,9 +688,9 @@ export function createSandboxesService(deps: ServiceDeps) {
         try {
           layerDirs(sb); // a checkpoint taken before the background setup ran
           await fs.mkdir(dir, { recursive: true });
-          await execFileP('cp', ['-a', '--', sb.layer, path.join(dir, 'layer')]);
+          await copyTree(sb.layer, path.join(dir, 'layer'));
         } catch (err) {
-          await fs.rm(dir, { recursive: true, force: true });
+          await removeTree(dir);
           throw err;
         } finally {
           paused.resume();
@@ -709,13 +734,15 @@ export function createSandboxesService(deps: ServiceDeps) {
         await stopLocked(sb);
         emit({ type: 'info', data: 'Sandbox processes stopped', time: new Date().toISOString() });
         const staged = `${sb.layer}.restore-${randomBytes(4).toString('hex')}`;
-        await execFileP('cp', ['-a', '--', src, staged]);
+        await copyTree(src, staged);
         const trash = path.join(sb.dir, `trash-${randomBytes(4).toString('hex')}`);
         await fs.mkdir(trash);
         await fs.rename(sb.layer, path.join(trash, 'layer'));
         await fs.rename(sb.work, path.join(trash, 'work')).catch(() => {});
         await fs.rename(staged, sb.layer);
-        void fs.rm(trash, { recursive: true, force: true });
+        void removeTree(trash).catch((err: unknown) =>
+          log.warn('cannot remove the replaced layer', { sandbox: name, err }),
+        );
         await startLocked(sb);
         log.info('checkpoint restored', {
           sandbox: name,
@@ -739,6 +766,18 @@ export function createSandboxesService(deps: ServiceDeps) {
       }
     },
   };
+
+  /**
+   * cp -a of a writable layer. Rootless, in a user namespace that maps sandboxd's uid to root: its
+   * CAP_DAC_OVERRIDE covers the layer's files (all owned by that uid), so files and directories the sandbox
+   * made unreadable (chmod 000) are copied too.
+   */
+  function copyTree(src: string, dst: string): Promise<unknown> {
+    const cp = ['cp', '-a', '--', src, dst];
+    return runtime.opts.rootless
+      ? execFileP('unshare', ['--user', '--map-root-user', '--', ...cp])
+      : execFileP(cp[0]!, cp.slice(1));
+  }
 
   function cgroupArgv(sb: Sandbox, argv: string[]): string[] {
     const files = sb.cgroup?.procsFiles ?? [];

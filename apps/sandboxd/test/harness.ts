@@ -5,9 +5,10 @@
  *
  * Used by this workspace's tests, packages/sandbox-client's conformance suite and scripts/bench-sandbox.ts.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import {
+  chownSync,
   existsSync,
   mkdtempSync,
   readdirSync,
@@ -33,6 +34,11 @@ export interface TestSandboxdOptions {
   env?: Record<string, string>;
   /** Forward the daemon's JSON logs to this process's stderr. */
   verbose?: boolean;
+  /**
+   * Run the daemon as this user and group (rootless mode; the caller must be root). A data dir the harness
+   * creates is given to that user.
+   */
+  user?: { uid: number; gid: number };
 }
 
 export interface TestSandboxd {
@@ -121,6 +127,7 @@ function removeCgroups(dataDir: string): void {
 
 export async function startTestSandboxd(opts: TestSandboxdOptions = {}): Promise<TestSandboxd> {
   const dataDir = opts.dataDir ?? mkdtempSync(path.join(os.tmpdir(), 'sandboxd-test-'));
+  if (opts.user && !opts.dataDir) chownSync(dataDir, opts.user.uid, opts.user.gid);
   const token = opts.token ?? randomBytes(24).toString('hex');
   const env: NodeJS.ProcessEnv = {
     PATH: process.env['PATH'] ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
@@ -140,7 +147,11 @@ export async function startTestSandboxd(opts: TestSandboxdOptions = {}): Promise
     );
     env['SANDBOXD_HOSTS_FILE'] = file;
   }
-  const child: ChildProcess = spawn(process.execPath, [MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = spawn(process.execPath, [MAIN], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    ...(opts.user ? { uid: opts.user.uid, gid: opts.user.gid } : {}),
+  });
   const logs: string[] = [];
   let errTail = '';
   child.stderr?.on('data', (d: Buffer) => {
@@ -193,7 +204,13 @@ export async function startTestSandboxd(opts: TestSandboxdOptions = {}): Promise
         killSandboxInits(dataDir);
         await new Promise((r) => setTimeout(r, 200));
         removeCgroups(dataDir);
-        rmSync(dataDir, { recursive: true, force: true });
+        try {
+          rmSync(dataDir, { recursive: true, force: true });
+        } catch {
+          // Not root: overlay work dirs (mode 000, made by the kernel) must be made accessible first.
+          execFileSync('chmod', ['-R', 'u+rwx', '--', dataDir], { stdio: 'ignore' });
+          rmSync(dataDir, { recursive: true, force: true });
+        }
       }
     },
   };

@@ -33,6 +33,8 @@ export interface IdMap {
   rootHostId: number;
   /** host uid/gid of the sandbox user (1000 inside) */
   userHostId: number;
+  /** rootless: the service user's own gid, the group of every file (the ids above are its uid) */
+  hostGid?: number;
 }
 
 export interface BaseImage {
@@ -201,8 +203,8 @@ export function ensureBase(dataDir: string, ids: IdMap, rootfs: string | undefin
   mkdirSync(path.join(tmp, 'tmp'), { recursive: true });
   mkdirSync(path.join(tmp, 'var', 'tmp'), { recursive: true });
   mkdirSync(path.join(tmp, SANDBOX_HOME), { recursive: true });
-  sh('chown', ['-hR', `${ids.rootHostId}:${ids.rootHostId}`, tmp]);
-  sh('chown', ['-h', `${ids.userHostId}:${ids.userHostId}`, path.join(tmp, SANDBOX_HOME)]);
+  sh('chown', ['-hR', `${ids.rootHostId}:${ids.hostGid ?? ids.rootHostId}`, tmp]);
+  sh('chown', ['-h', `${ids.userHostId}:${ids.hostGid ?? ids.userHostId}`, path.join(tmp, SANDBOX_HOME)]);
   sh('chmod', ['1777', path.join(tmp, 'tmp'), path.join(tmp, 'var', 'tmp')]);
   sh('chmod', ['0755', tmp, path.join(tmp, SANDBOX_HOME)]);
   sh('chmod', ['0700', path.join(tmp, 'root')]);

@@ -89,6 +89,20 @@ export function isAlive(h: InitHandle): boolean {
   return processStartTime(h.pid) === h.startTime;
 }
 
+/**
+ * Whether the holder of the sandbox user namespace still runs (a child of the init). Rootless, the sandbox
+ * user has the holder's host uid and can kill it; execs cannot enter the sandbox then.
+ */
+export function holderAlive(h: InitHandle): boolean {
+  try {
+    const stat = readFileSync(`/proc/${h.holderPid}/stat`, 'utf8');
+    const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return state !== 'Z' && Number(ppid) === h.pid;
+  } catch {
+    return false;
+  }
+}
+
 function children(pid: number): number[] {
   try {
     return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
@@ -131,6 +145,9 @@ export class NamespaceRuntime {
     const { lower, hostDirs } = this.opts.base;
     const m = dirs.merged;
     const rootFstab = path.join(dirs.state, 'mounts-root.fstab');
+    // Rootless: the overlay is mounted in a user namespace, where trusted.* xattrs are refused; without
+    // userxattr (Linux 5.11) removing or renaming a directory of the base fails with EIO.
+    const ovl = this.opts.rootless ? ',userxattr' : '';
     const devFstab = path.join(dirs.state, 'mounts-dev.fstab');
     writeFileSync(
       rootFstab,
@@ -139,14 +156,14 @@ export class NamespaceRuntime {
           'overlay',
           m,
           'overlay',
-          `lowerdir=${lower},upperdir=${dirs.layer}/root,workdir=${dirs.work}/root`,
+          `lowerdir=${lower},upperdir=${dirs.layer}/root,workdir=${dirs.work}/root${ovl}`,
         ),
         ...hostDirs.map((d) =>
           fstabLine(
             'overlay',
             `${m}/${d}`,
             'overlay',
-            `lowerdir=/${d},upperdir=${dirs.layer}/${d},workdir=${dirs.work}/${d}`,
+            `lowerdir=/${d},upperdir=${dirs.layer}/${d},workdir=${dirs.work}/${d}${ovl}`,
           ),
         ),
         fstabLine('tmpfs', `${m}/dev`, 'tmpfs', 'nosuid,mode=755,size=1m'),

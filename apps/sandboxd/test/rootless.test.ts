@@ -1,0 +1,339 @@
+/**
+ * Rootless mode (docs/sandboxd.md, "Rootless"): sandboxd really runs as an unprivileged user.
+ *
+ * As root (CI), the daemon runs as the dedicated system user `paddock-rootless-test` (created here once with
+ * useradd; it is left in place); as any other user, as that user. Needs unprivileged user namespaces: when
+ * the kernel refuses them, one test reports the detected reason as skipped, or fails when
+ * PADDOCK_REQUIRE_ROOTLESS=1 is set.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { startTestSandboxd, type TestSandboxd } from './harness.ts';
+import { api, exec, ndjsonLines, sh, waitFor } from './helpers.ts';
+
+const TEST_USER = 'paddock-rootless-test';
+const REQUIRE = process.env['PADDOCK_REQUIRE_ROOTLESS'] === '1';
+const MAIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'main.ts');
+const SB = 'rootless';
+
+interface User {
+  uid: number;
+  gid: number;
+  name: string;
+  /** the test spawns the daemon as this user (false: the test itself already runs as it) */
+  switched: boolean;
+}
+
+function run(cmd: string, args: string[]): { ok: boolean; out: string } {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 20_000 });
+  const out = `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? r.error.message : ''}`.trim();
+  return { ok: r.status === 0, out };
+}
+
+function sysctl(file: string): string | null {
+  try {
+    return readFileSync(file, 'utf8').trim();
+  } catch {
+    return null;
+  }
+}
+
+/** The unprivileged user to run sandboxd as, or why rootless mode cannot run here. */
+function detect(): { user: User } | { reason: string } {
+  let user: User;
+  if (process.getuid?.() === 0) {
+    if (!run('id', ['-u', TEST_USER]).ok) {
+      const add = run('useradd', ['--system', '--no-create-home', '--shell', '/usr/sbin/nologin', TEST_USER]);
+      // A concurrent run may have created it meanwhile.
+      if (!add.ok && !run('id', ['-u', TEST_USER]).ok)
+        return { reason: `cannot create the system user ${TEST_USER}: ${add.out}` };
+    }
+    user = {
+      uid: Number(execFileSync('id', ['-u', TEST_USER], { encoding: 'utf8' })),
+      gid: Number(execFileSync('id', ['-g', TEST_USER], { encoding: 'utf8' })),
+      name: TEST_USER,
+      switched: true,
+    };
+  } else {
+    user = {
+      uid: process.getuid?.() ?? -1,
+      gid: process.getgid?.() ?? -1,
+      name: os.userInfo().username,
+      switched: false,
+    };
+  }
+  const as = (argv: string[]) =>
+    user.switched
+      ? run('setpriv', [`--reuid=${user.uid}`, `--regid=${user.gid}`, '--init-groups', ...argv])
+      : run(argv[0]!, argv.slice(1));
+  const access = as([
+    '/bin/sh',
+    '-c',
+    'test -x "$1" && test -r "$2" && test -w "$3"',
+    'probe',
+    process.execPath,
+    MAIN,
+    os.tmpdir(),
+  ]);
+  if (!access.ok)
+    return {
+      reason:
+        `${user.name} cannot run ${process.execPath} on ${MAIN} or write to ${os.tmpdir()} ${access.out}`.trim(),
+    };
+  const probe = as(['unshare', '--user', '--map-root-user', '--mount', '--pid', '--fork', '--net', 'true']);
+  if (probe.ok) return { user };
+  const why: string[] = [];
+  if (sysctl('/proc/sys/kernel/unprivileged_userns_clone') === '0')
+    why.push('kernel.unprivileged_userns_clone=0');
+  if (sysctl('/proc/sys/user/max_user_namespaces') === '0') why.push('user.max_user_namespaces=0');
+  if (sysctl('/proc/sys/kernel/apparmor_restrict_unprivileged_userns') === '1')
+    why.push(
+      'AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1)',
+    );
+  return {
+    reason: `unprivileged user namespaces are not available to ${user.name}: ${why.join(', ') || 'unshare failed'} (${probe.out})`,
+  };
+}
+
+/** Host pids whose pid namespace is `ns` (a /proc/<pid>/ns/pid link). */
+function pidsIn(ns: string): number[] {
+  const out: number[] = [];
+  for (const e of readdirSync('/proc')) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      if (readlinkSync(`/proc/${e}/ns/pid`) === ns) out.push(Number(e));
+    } catch {}
+  }
+  return out;
+}
+
+/** Live (non-zombie) host processes of `uid`. */
+function processesOf(uid: number): string[] {
+  const out: string[] = [];
+  for (const e of readdirSync('/proc')) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const status = readFileSync(`/proc/${e}/status`, 'utf8');
+      const real = /^Uid:\s+(\d+)/m.exec(status)?.[1];
+      const state = /^State:\s+(\S)/m.exec(status)?.[1];
+      if (Number(real) === uid && state !== 'Z')
+        out.push(`${e} ${readFileSync(`/proc/${e}/cmdline`, 'utf8').replaceAll('\0', ' ')}`);
+    } catch {}
+  }
+  return out;
+}
+
+const found = detect();
+
+if ('reason' in found) {
+  if (REQUIRE) {
+    it('rootless mode (required by PADDOCK_REQUIRE_ROOTLESS=1)', () => {
+      assert.fail(`rootless mode is required but cannot run on this machine: ${found.reason}`);
+    });
+  } else {
+    it('rootless mode: not available on this machine (set PADDOCK_REQUIRE_ROOTLESS=1 to fail)', (t) => {
+      assert.ok(found.reason.length > 0);
+      t.diagnostic(found.reason);
+      t.skip(found.reason);
+    });
+  }
+} else {
+  const { user } = found;
+  let d: TestSandboxd;
+  let web: http.Server;
+  let webPort = 0;
+
+  before(async () => {
+    web = http.createServer((req, res) => res.end(`hello ${req.headers.host}`));
+    webPort = await new Promise<number>((resolve) =>
+      web.listen(0, '127.0.0.1', () => resolve((web.address() as AddressInfo).port)),
+    );
+    d = await startTestSandboxd({
+      hosts: { 'allowed.test': '127.0.0.1', 'denied.test': '127.0.0.1' },
+      ...(user.switched ? { user: { uid: user.uid, gid: user.gid } } : {}),
+    });
+    assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: SB })).status, 201);
+  });
+  after(async () => {
+    if (d) {
+      await api(d, 'DELETE', `/v1/sandboxes/${SB}`);
+      await d.stop();
+    }
+    web?.close();
+    // The dedicated user runs nothing but this test's daemon: nothing of it may outlive the daemon.
+    if (user.switched) {
+      await waitFor(() => processesOf(user.uid).length === 0, 'the test user to run nothing', 3000).catch(
+        () => {},
+      );
+      const left = processesOf(user.uid);
+      for (const p of left) {
+        try {
+          process.kill(Number(p.split(' ')[0]), 'SIGKILL');
+        } catch {}
+      }
+      assert.deepEqual(left, [], 'processes of the test user left behind');
+    }
+  });
+
+  describe(`rootless sandboxd (as ${user.name}, uid ${user.uid})`, () => {
+    it('runs unprivileged, in rootless mode', async () => {
+      const listening = d.logs().find((l) => l.includes('"sandboxd listening"'));
+      assert.ok(listening, d.logs().join('\n'));
+      assert.equal(JSON.parse(listening)['rootless'], true);
+      // Everything sandboxd created on disk belongs to the unprivileged user.
+      assert.equal(statSync(path.join(d.dataDir, 'base')).uid, user.uid);
+      const info = await api(d, 'GET', `/v1/sandboxes/${SB}`);
+      assert.equal(info.status, 200);
+      // Without a delegated cgroup subtree the API reports the limits as not enforced instead of pretending.
+      const limits = info.json['limits'] as { cgroup: string | null; memory_bytes: number | null };
+      if (limits.cgroup === null) assert.equal(limits.memory_bytes, null);
+    });
+
+    it('execs as the sandbox user with exit code, stdout/stderr, env and dir', async () => {
+      assert.equal((await sh(d, SB, 'mkdir -p ~/work/sub')).exitCode, 0);
+      const r = await sh(d, SB, 'id -un; id -u; pwd; echo "$GREETING"; echo oops >&2; exit 3', {
+        env: { GREETING: 'hi there' },
+        dir: 'work/sub',
+      });
+      assert.equal(r.exitCode, 3, r.stderr);
+      assert.equal(r.stdout, 'sandbox\n1000\n/home/sandbox/work/sub\nhi there\n');
+      assert.equal(r.stderr, 'oops\n');
+      assert.equal((await exec(d, SB, ['no-such-command'])).exitCode, 127);
+      const tty = await exec(d, SB, ['/bin/sh', '-c', 'test -t 0 && echo is-a-tty'], { tty: true });
+      assert.equal(tty.exitCode, 0);
+      assert.match(tty.stdout, /is-a-tty/);
+      const detached = await exec(d, SB, ['/bin/sh', '-c', 'echo kept; exit 4'], { detachable: true });
+      assert.equal(detached.exitCode, 4, detached.stderr);
+      assert.equal(detached.stdout, 'kept\n');
+    });
+
+    it('writes files as the sandbox user', async () => {
+      const w = await api(
+        d,
+        'PUT',
+        `/v1/sandboxes/${SB}/fs/write?path=work/new/hello.txt&mode=0640&mkdirParents=true`,
+        new TextEncoder().encode('hello file\n'),
+      );
+      assert.equal(w.status, 204, w.text);
+      const r = await sh(d, SB, 'stat -c "%a %U" work/new/hello.txt; cat work/new/hello.txt');
+      assert.equal(r.stdout, '640 sandbox\nhello file\n');
+      const denied = await api(
+        d,
+        'PUT',
+        `/v1/sandboxes/${SB}/fs/write?path=/usr/bin/evil`,
+        new Uint8Array(1),
+      );
+      assert.equal(denied.status, 400);
+      assert.match(denied.text, /Permission denied|Read-only/);
+    });
+
+    it('cannot see host secrets, the project, the data dir, host processes or host networks', async () => {
+      const r = await sh(
+        d,
+        SB,
+        `cat /etc/shadow; ls /work/main; ls ${d.dataDir}; ls ${process.cwd()}; ls -A /home; cat /proc/1/environ; touch /usr/bin/evil; echo end`,
+      );
+      assert.match(r.stderr, /\/etc\/shadow: No such file/);
+      assert.match(r.stderr, /\/work\/main.*No such file/);
+      assert.ok(r.stderr.includes(`${d.dataDir}': No such file`), r.stderr);
+      assert.match(r.stderr, /\/proc\/1\/environ: Permission denied/);
+      assert.match(r.stderr, /\/usr\/bin\/evil.*Permission denied/);
+      assert.match(r.stdout, /^sandbox\nend\n$/);
+
+      const ps = await sh(d, SB, 'ps -eo pid=,args=');
+      const lines = ps.stdout.trim().split('\n');
+      assert.match(lines[0]!, /^\s*1 \/bin\/sh -c while/);
+      assert.ok(lines.length < 10, ps.stdout);
+      assert.doesNotMatch(ps.stdout, /node|sandboxd|--test|process_api|systemd/);
+
+      // Interface names from sysfs (empty in a sandbox), /proc/net/dev and iproute2.
+      const net = await sh(
+        d,
+        SB,
+        "ls /sys/class/net 2>/dev/null; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; ip -o link | cut -d: -f2 | tr -d ' '",
+      );
+      assert.equal(net.stdout, 'lo\nlo\n');
+      const direct = await sh(d, SB, `curl -sS -m 3 --noproxy '*' http://127.0.0.1:${webPort}/; echo rc=$?`);
+      assert.match(direct.stdout, /rc=7/);
+      assert.doesNotMatch(direct.stdout, /hello/);
+    });
+
+    it('reaches only allowed hosts through the egress proxy', async () => {
+      const policy = await api(d, 'POST', `/v1/sandboxes/${SB}/policy/network`, {
+        rules: [{ domain: 'allowed.test', action: 'allow' }],
+      });
+      assert.equal(policy.status, 204);
+      const curl = (host: string, extra = '') =>
+        sh(d, SB, `curl -sS -m 5 ${extra} -w ' %{http_code}' http://${host}:${webPort}/; echo " rc=$?"`);
+      assert.match((await curl('allowed.test')).stdout, new RegExp(`hello allowed.test:${webPort} 200 rc=0`));
+      assert.match((await curl('denied.test')).stdout, / 403 rc=0/);
+      assert.match((await curl('allowed.test', '-p')).stdout, /hello allowed.test.* 200 rc=0/);
+      assert.match((await curl('denied.test', '--socks5-hostname 127.0.0.1:3128')).stdout, /rc=97/);
+    });
+
+    it('recovers when the sandbox user kills the holder of its user namespace', async () => {
+      // Rootless, sandbox processes have the holder's host uid, so the kill succeeds.
+      await sh(d, SB, 'pkill -9 -x sleep; true');
+      const r = await sh(d, SB, 'echo alive');
+      assert.equal(r.exitCode, 0, r.stderr);
+      assert.equal(r.stdout, 'alive\n');
+    });
+
+    it('checkpoints and restores the filesystem, base whiteouts and unreadable files included', async () => {
+      const setup = await sh(
+        d,
+        SB,
+        `set -e; mkdir -p ~/data/dir; echo one > ~/data/dir/a; ln -s dir/a ~/data/link
+         echo secret > ~/data/locked-file; mkdir ~/data/locked-dir; echo x > ~/data/locked-dir/x
+         chmod 000 ~/data/locked-file ~/data/locked-dir
+         rm /etc/hostname; rm -r /etc/skel; mv /etc/ssl /etc/ssl-moved`,
+      );
+      assert.equal(setup.exitCode, 0, setup.stderr);
+      const MANIFEST =
+        'cd ~/data && find . -printf "%p %y %m %U %l\\n" | sort; cat dir/a; ls -d /etc/hostname /etc/skel /etc/ssl /etc/ssl-moved 2>&1; true';
+      const before = await sh(d, SB, MANIFEST);
+      assert.match(before.stdout, /\.\/locked-dir d 0 1000/);
+
+      const ck = await api(d, 'POST', `/v1/sandboxes/${SB}/checkpoint`);
+      assert.equal(ck.status, 200);
+      const lines = ndjsonLines(ck.text);
+      assert.ok(!lines.some((l) => l['type'] === 'error'), ck.text);
+      const id = lines.find((l) => typeof l['checkpoint_id'] === 'string')?.['checkpoint_id'] as string;
+      assert.match(id, /^ckpt-[0-9a-f]{16}$/);
+
+      await sh(d, SB, 'echo two > ~/data/dir/a; echo later > ~/data/later; mkdir /etc/skel');
+      const restore = await api(d, 'POST', `/v1/sandboxes/${SB}/checkpoints/${id}/restore`);
+      assert.equal(restore.status, 200);
+      assert.ok(!ndjsonLines(restore.text).some((l) => l['type'] === 'error'), restore.text);
+      const after = await sh(d, SB, MANIFEST);
+      assert.equal(after.stdout, before.stdout);
+      assert.match(after.stdout, /^one$/m);
+      assert.match(after.stdout, /\/etc\/skel.*No such file/);
+      assert.doesNotMatch(after.stdout, /later/);
+    });
+
+    it('destroys the sandbox and leaves no process behind', async () => {
+      const sandboxes = readdirSync(path.join(d.dataDir, 'tenants')).map((t) =>
+        path.join(d.dataDir, 'tenants', t, 'sandboxes', SB),
+      );
+      const rec = JSON.parse(readFileSync(path.join(sandboxes[0]!, 'sandbox.json'), 'utf8')) as {
+        init: { pid: number };
+      };
+      const ns = readlinkSync(`/proc/${rec.init.pid}/ns/pid`);
+      // A background process that would outlive a careless destroy.
+      await sh(d, SB, 'nohup sleep 1000 >/dev/null 2>&1 &');
+      assert.ok(pidsIn(ns).length >= 3);
+      assert.equal((await api(d, 'DELETE', `/v1/sandboxes/${SB}`)).status, 204);
+      await waitFor(() => pidsIn(ns).length === 0, `no process in the sandbox (left: ${pidsIn(ns)})`, 3000);
+      assert.equal((await api(d, 'GET', `/v1/sandboxes/${SB}`)).status, 404);
+      assert.throws(() => statSync(sandboxes[0]!), /ENOENT/);
+    });
+  });
+}
