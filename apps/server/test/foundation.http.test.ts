@@ -89,6 +89,28 @@ describe('public listener', () => {
     assert.ok(!t.logs.some((l) => l.includes(sentinel)), 'a token reached a log line');
   });
 
+  it('answers 400 invalid_body to a body that is not valid JSON, without echoing internals', async () => {
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/api/auth/login',
+      headers: { 'content-type': 'application/json' },
+      payload: '{"email": "a@example.com", "password": ',
+    });
+    assert.equal(res.statusCode, 400);
+    assert.deepEqual(res.json(), { error: 'invalid_body', message: 'request body is not valid JSON' });
+  });
+
+  it('answers 415 to a body in a media type the API does not take', async () => {
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/api/auth/login',
+      headers: { 'content-type': 'text/xml' },
+      payload: '<login/>',
+    });
+    assert.equal(res.statusCode, 415);
+    assert.equal(res.json().error, 'unsupported_media_type');
+  });
+
   it('never serves /metrics on the public listener', async () => {
     const res = await t.app.inject({ method: 'GET', url: '/metrics' });
     assert.equal(res.statusCode, 404);
