@@ -3,6 +3,7 @@
  * close() stops the HTTP server and sandboxd's side of every sandbox (proxy listeners, sessions);
  * sandbox inits keep running and are adopted by the next sandboxd on the same data directory.
  */
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
@@ -29,6 +30,27 @@ export interface RunningSandboxd {
   close(): Promise<void>;
 }
 
+/**
+ * Rootless mode needs unprivileged user namespaces. Without them every sandbox would fail
+ * at its first exec; refuse to start instead, saying why (rootless.test.ts).
+ */
+function assertUserNamespaces(): void {
+  const probe = spawnSync(
+    'unshare',
+    ['--user', '--map-root-user', '--mount', '--pid', '--fork', '--net', 'true'],
+    {
+      encoding: 'utf8',
+      timeout: 10_000,
+    },
+  );
+  if (probe.status === 0) return;
+  const detail = (probe.stderr || probe.error?.message || `exit ${probe.status}`).trim();
+  throw new Error(
+    `unprivileged user namespaces are not available to this user (${detail}): run sandboxd as root, or allow ` +
+      'them (kernel.unprivileged_userns_clone=1, kernel.apparmor_restrict_unprivileged_userns=0); see docs/sandboxd.md "Rootless"',
+  );
+}
+
 export async function startSandboxd(input: StartOptions): Promise<RunningSandboxd> {
   if (input.tokens.length === 0) throw new Error('startSandboxd: at least one token is required');
   const opts: SandboxdOptions = {
@@ -46,6 +68,7 @@ export async function startSandboxd(input: StartOptions): Promise<RunningSandbox
   const log = input.logger ?? createLogger(opts.logLevel);
   mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
   const rootless = process.getuid?.() !== 0;
+  if (rootless) assertUserNamespaces();
   const ids: IdMap = rootless
     ? {
         rootHostId: process.getuid?.() ?? 0,

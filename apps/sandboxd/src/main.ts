@@ -20,6 +20,7 @@ if (process.platform !== 'linux') {
 const log = createLogger(config.logLevel);
 const running = await startSandboxd({ ...config, logger: log }).catch((err: unknown) => {
   log.error('sandboxd failed to start', { err });
+  process.stderr.write(`sandboxd: cannot start: ${err instanceof Error ? err.message : String(err)}\n`);
   process.exit(1);
 });
 // Consumed by test/harness.ts to learn the bound address (port 0 picks a free port).

@@ -3,12 +3,23 @@
  *
  * As root (CI), the daemon runs as the dedicated system user `paddock-rootless-test` (created here once with
  * useradd; it is left in place); as any other user, as that user. Needs unprivileged user namespaces: when
- * the kernel refuses them, one test reports the detected reason as skipped, or fails when
- * PADDOCK_REQUIRE_ROOTLESS=1 is set.
+ * the kernel refuses them, sandboxd must refuse to start rootless and say why, and that is what is tested
+ * instead (or the run fails when PADDOCK_REQUIRE_ROOTLESS=1 is set, as in CI). The refusal itself is also
+ * tested everywhere, with an `unshare` that fails placed first on PATH.
  */
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import {
+  chmodSync,
+  chownSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -45,15 +56,18 @@ function sysctl(file: string): string | null {
   }
 }
 
-/** The unprivileged user to run sandboxd as, or why rootless mode cannot run here. */
-function detect(): { user: User } | { reason: string } {
+/**
+ * The unprivileged user to run sandboxd as (`problem` when the test cannot prepare one), and
+ * `unavailable`: why unprivileged user namespaces are refused to it, if they are.
+ */
+function detect(): { user: User; unavailable: string | null } | { problem: string } {
   let user: User;
   if (process.getuid?.() === 0) {
     if (!run('id', ['-u', TEST_USER]).ok) {
       const add = run('useradd', ['--system', '--no-create-home', '--shell', '/usr/sbin/nologin', TEST_USER]);
       // A concurrent run may have created it meanwhile.
       if (!add.ok && !run('id', ['-u', TEST_USER]).ok)
-        return { reason: `cannot create the system user ${TEST_USER}: ${add.out}` };
+        return { problem: `cannot create the system user ${TEST_USER}: ${add.out}` };
     }
     user = {
       uid: Number(execFileSync('id', ['-u', TEST_USER], { encoding: 'utf8' })),
@@ -84,11 +98,11 @@ function detect(): { user: User } | { reason: string } {
   ]);
   if (!access.ok)
     return {
-      reason:
+      problem:
         `${user.name} cannot run ${process.execPath} on ${MAIN} or write to ${os.tmpdir()} ${access.out}`.trim(),
     };
   const probe = as(['unshare', '--user', '--map-root-user', '--mount', '--pid', '--fork', '--net', 'true']);
-  if (probe.ok) return { user };
+  if (probe.ok) return { user, unavailable: null };
   const why: string[] = [];
   if (sysctl('/proc/sys/kernel/unprivileged_userns_clone') === '0')
     why.push('kernel.unprivileged_userns_clone=0');
@@ -98,8 +112,49 @@ function detect(): { user: User } | { reason: string } {
       'AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1)',
     );
   return {
-    reason: `unprivileged user namespaces are not available to ${user.name}: ${why.join(', ') || 'unshare failed'} (${probe.out})`,
+    user,
+    unavailable: `unprivileged user namespaces are not available to ${user.name}: ${why.join(', ') || 'unshare failed'} (${probe.out})`,
   };
+}
+
+/** Starts sandboxd as `user` and waits for it to exit by itself (it must refuse to start). */
+async function startRefused(
+  user: User,
+  pathPrefix?: string,
+): Promise<{ code: number | null; stderr: string }> {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'sandboxd-rootless-refused-'));
+  if (user.switched) chownSync(dataDir, user.uid, user.gid);
+  try {
+    const child = spawn(process.execPath, [MAIN], {
+      env: {
+        PATH: `${pathPrefix ? `${pathPrefix}:` : ''}${process.env['PATH'] ?? '/usr/bin:/bin'}`,
+        SANDBOXD_ADDR: '127.0.0.1:0',
+        SANDBOXD_TOKEN: 'refused-token',
+        SANDBOXD_DATA_DIR: dataDir,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      ...(user.switched ? { uid: user.uid, gid: user.gid } : {}),
+    });
+    let stderr = '';
+    let stdout = '';
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString();
+    });
+    const code = await new Promise<number | null>((resolve) => {
+      const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+      child.on('exit', (c) => {
+        clearTimeout(timer);
+        resolve(c);
+      });
+    });
+    assert.doesNotMatch(stdout, /"ready":true/, 'sandboxd must not report ready');
+    return { code, stderr };
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
 }
 
 /** Host pids whose pid namespace is `ns` (a /proc/<pid>/ns/pid link). */
@@ -132,16 +187,47 @@ function processesOf(uid: number): string[] {
 
 const found = detect();
 
-if ('reason' in found) {
+const REFUSAL =
+  /cannot start: unprivileged user namespaces are not available to this user .*run sandboxd as root/s;
+
+if ('problem' in found) {
+  it('prepares an unprivileged user to run sandboxd as', () => {
+    assert.fail(found.problem);
+  });
+} else {
+  it('refuses to start rootless without user namespaces, and says why', async () => {
+    const fakes = mkdtempSync(path.join(os.tmpdir(), 'sandboxd-no-userns-'));
+    try {
+      chmodSync(fakes, 0o755);
+      writeFileSync(
+        path.join(fakes, 'unshare'),
+        '#!/bin/sh\necho "unshare: unshare failed: Operation not permitted" >&2\nexit 1\n',
+        { mode: 0o755 },
+      );
+      const res = await startRefused(found.user, fakes);
+      assert.equal(res.code, 1);
+      assert.match(res.stderr, REFUSAL);
+      assert.match(res.stderr, /Operation not permitted/);
+    } finally {
+      rmSync(fakes, { recursive: true, force: true });
+    }
+  });
+}
+
+if ('problem' in found) {
+  // Reported by the failing test above.
+} else if (found.unavailable !== null) {
+  const reason = found.unavailable;
   if (REQUIRE) {
     it('rootless mode (required by PADDOCK_REQUIRE_ROOTLESS=1)', () => {
-      assert.fail(`rootless mode is required but cannot run on this machine: ${found.reason}`);
+      assert.fail(`rootless mode is required but cannot run on this machine: ${reason}`);
     });
   } else {
-    it('rootless mode: not available on this machine (set PADDOCK_REQUIRE_ROOTLESS=1 to fail)', (t) => {
-      assert.ok(found.reason.length > 0);
-      t.diagnostic(found.reason);
-      t.skip(found.reason);
+    it('refuses to start rootless on this machine, which refuses user namespaces', async (t) => {
+      t.diagnostic(reason);
+      const res = await startRefused(found.user);
+      assert.equal(res.code, 1);
+      assert.match(res.stderr, REFUSAL);
     });
   }
 } else {
