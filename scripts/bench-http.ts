@@ -7,21 +7,12 @@
 // Load comes from autocannon in a separate process (50 connections). Goal
 // (docs/performance.md): paddock ≥ 70% of baseline, p99 ≤ 20 ms.
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import Fastify from 'fastify';
 import { hashApiKey } from '../apps/server/src/auth/api-key.ts';
-import { parseConfig } from '../apps/server/src/config/config.ts';
 import { openDatabase } from '../apps/server/src/db/database.ts';
-import { startEmbeddedPostgres } from '../apps/server/src/db/embedded.ts';
-import { migrate } from '../apps/server/src/db/migrate.ts';
-import { createDeps } from '../apps/server/src/deps.ts';
-import { buildApp } from '../apps/server/src/http/app.ts';
-import { createLogger } from '../apps/server/src/observability/logger.ts';
-import { createMetrics } from '../apps/server/src/observability/metrics.ts';
-import { VERSION } from '../apps/server/src/version.ts';
 import { createVerifiedUser } from '../apps/server/test/helpers/factories.ts';
+import { appOnDatabase, startScratchPostgres } from '../apps/server/test/helpers/scratch.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const DURATION_S = Number(process.env['BENCH_DURATION_S'] ?? 5);
@@ -74,28 +65,10 @@ const median = (xs: number[]) => {
 };
 
 export async function benchHttp(): Promise<Record<string, unknown>> {
-  const dir = mkdtempSync(join(tmpdir(), 'paddock-bench-'));
-  chmodSync(dir, 0o711);
-  const pg = await startEmbeddedPostgres({ dataDir: dir, database: 'bench' });
+  const scratch = await startScratchPostgres({ database: 'bench' });
+  const pg = scratch.pg;
   try {
-    const { config } = parseConfig({
-      NODE_ENV: 'test',
-      LOG_LEVEL: 'silent',
-      DATABASE_URL: pg.url,
-      DATABASE_SSL: 'false',
-      RATE_LIMIT_MAX: '100000000',
-      MASTER_SECRETS_KEY: Buffer.alloc(32, 7).toString('base64url'),
-    });
-    const database = openDatabase({ connectionString: pg.url, max: 10 });
-    await migrate(database.db, database.pool);
-    const deps = createDeps({
-      version: VERSION,
-      config,
-      logger: createLogger({ level: 'silent' }),
-      metrics: createMetrics(),
-      database,
-    });
-    const app = await buildApp(deps);
+    const { app, database, close } = await appOnDatabase(pg.url, { RATE_LIMIT_MAX: '100000000' });
     await app.listen({ port: 0, host: '127.0.0.1' });
     const appUrl = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
 
@@ -136,10 +109,9 @@ export async function benchHttp(): Promise<Record<string, unknown>> {
       runs.baseline.push(await load(`${bareUrl}/baseline/${envId}`, user.auth));
       runs.paddock.push(await load(`${appUrl}/api/environments/${envId}`, user.auth));
     }
-    await app.close();
+    await close();
     await bare.close();
     await basePool.end();
-    await database.close();
 
     const summary = Object.fromEntries(
       Object.entries(runs).map(([name, rs]) => [
@@ -163,8 +135,7 @@ export async function benchHttp(): Promise<Record<string, unknown>> {
       goal_met: ratio >= 0.7 && summary['paddock']!.p99_ms <= 20,
     };
   } finally {
-    await pg.stop().catch(() => {});
-    rmSync(dir, { recursive: true, force: true });
+    await scratch.remove();
   }
 }
 

@@ -2,44 +2,15 @@
 // throw-away embedded PostgreSQL, builds the real app, and measures N alternating attempts
 // of each kind through app.inject, printing the median and p90 of each and their gap.
 //   /work/main/node_modules/.bin/node scripts/bench-login.ts [iterations=200]
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { parseConfig } from '../apps/server/src/config/config.ts';
-import { openDatabase } from '../apps/server/src/db/database.ts';
-import { startEmbeddedPostgres } from '../apps/server/src/db/embedded.ts';
-import { migrate } from '../apps/server/src/db/migrate.ts';
-import { createDeps } from '../apps/server/src/deps.ts';
-import { buildApp } from '../apps/server/src/http/app.ts';
-import { createLogger } from '../apps/server/src/observability/logger.ts';
-import { createMetrics } from '../apps/server/src/observability/metrics.ts';
-import { VERSION } from '../apps/server/src/version.ts';
+import { appOnDatabase, startScratchPostgres } from '../apps/server/test/helpers/scratch.ts';
 
 const iterations = Number(process.argv[2] ?? 200);
-const dir = mkdtempSync(join(tmpdir(), 'paddock-bench-login-'));
-const pg = await startEmbeddedPostgres({ dataDir: dir, database: 'bench' });
+const scratch = await startScratchPostgres({ database: 'bench' });
 try {
-  const handle = openDatabase({ connectionString: pg.url, max: 5 });
-  await migrate(handle.db, handle.pool);
-  const { config } = parseConfig({
-    NODE_ENV: 'test',
-    LOG_LEVEL: 'silent',
-    EMAIL_DELIVERY: 'none',
-    DATABASE_URL: pg.url,
-    DATABASE_SSL: 'false',
-    MASTER_SECRETS_KEY: 'A'.repeat(42) + 'A',
+  const { app, close } = await appOnDatabase(scratch.pg.url, {
     RATE_LIMIT_MAX: '1000000',
     AUTH_RATE_LIMIT_MAX: '1000000',
   });
-  const deps = createDeps({
-    version: VERSION,
-    config,
-    logger: createLogger({ level: 'silent' }),
-    metrics: createMetrics(),
-    database: handle,
-  });
-  const app = await buildApp(deps);
-  await app.ready();
   const reg = await app.inject({
     method: 'POST',
     url: '/api/auth/register',
@@ -86,10 +57,8 @@ try {
   console.log(`  unknown user:   median ${mu.toFixed(2)} ms  p90 ${q(unknown, 0.9).toFixed(2)} ms`);
   console.log(`  wrong password: median ${mw.toFixed(2)} ms  p90 ${q(wrong, 0.9).toFixed(2)} ms`);
   console.log(`  median gap: ${gap.toFixed(1)}% (limit 10%)  distinct responses: ${bodies.size}`);
-  await app.close();
-  await handle.close();
+  await close();
   process.exitCode = gap <= 10 && bodies.size === 1 ? 0 : 1;
 } finally {
-  await pg.stop().catch(() => {});
-  rmSync(dir, { recursive: true, force: true });
+  await scratch.remove();
 }
