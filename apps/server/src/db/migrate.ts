@@ -19,7 +19,7 @@ export interface Migration {
   up(db: Kysely<any>): Promise<void>;
 }
 
-export const migrationsDir = join(dirname(fileURLToPath(import.meta.url)), 'migrations');
+const migrationsDir = join(dirname(fileURLToPath(import.meta.url)), 'migrations');
 
 export async function loadMigrations(dir = migrationsDir): Promise<Migration[]> {
   const files = readdirSync(dir)

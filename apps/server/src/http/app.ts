@@ -22,8 +22,6 @@ import { registerRoutes } from './routes.ts';
 
 export type App = FastifyInstance;
 
-export const PAGES_WITHOUT_API_PREFIX = ['/health', '/health/ready'];
-
 export interface RouteEntry {
   method: string;
   url: string;

@@ -3,7 +3,7 @@ import pino, { type Logger } from 'pino';
 export type { Logger };
 
 /** Paths whose values must never reach a log line (credentials travel in these). */
-export const REDACTED_PATHS = [
+const REDACTED_PATHS = [
   'req.headers.authorization',
   'req.headers.cookie',
   'req.headers["x-csrf-token"]',
@@ -20,7 +20,7 @@ export const REDACTED_PATHS = [
 /** Query parameters that carry one-time credentials (verification links, OAuth callbacks). */
 const CREDENTIAL_PARAMS = /([?&](?:token|code|state)=)[^&#]*/gi;
 
-export function redactUrl(url: string): string {
+function redactUrl(url: string): string {
   return url.replace(CREDENTIAL_PARAMS, '$1[redacted]');
 }
 
