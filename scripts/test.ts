@@ -1,10 +1,12 @@
 // `npm test`: starts a throw-away embedded PostgreSQL 17 (durability off for speed),
 // migrates one template database, then runs every node:test file. Each server test file
 // clones its own database from the template (apps/server/test/helpers/database.ts).
+// Test processes get a TMPDIR of the run's own; a test that leaves a `paddock-*` entry
+// there, or in the system temp directory, fails the run (tests clean up what they create).
 //   npm test                      every test file
 //   npm test -- path/a.test.ts    only the given files
 import { spawn } from 'node:child_process';
-import { chmodSync, globSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, globSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase } from '../apps/server/src/db/database.ts';
@@ -26,8 +28,19 @@ const files = args.filter((a) => !a.startsWith('-'));
 const flags = args.filter((a) => a.startsWith('-'));
 const selected = files.length > 0 ? files : PATTERNS.flatMap((p) => globSync(p)).sort();
 
-const dir = mkdtempSync(join(tmpdir(), 'paddock-test-'));
+/** Entries a test run must not leave behind in a temp directory. */
+const LEFTOVER = /^(paddock-(?!test-)|pg-password-)/;
+const systemTmp = tmpdir();
+const leftovers = (d: string) => readdirSync(d).filter((name) => LEFTOVER.test(name));
+const before = new Set(leftovers(systemTmp));
+
+const dir = mkdtempSync(join(systemTmp, 'paddock-test-'));
+// The database runs as `postgres` when we are root: it must traverse to its cluster here.
 chmodSync(dir, 0o711);
+const testTmp = join(dir, 'tmp');
+mkdirSync(testTmp);
+// Like /tmp: tests run some processes as other users (rootless sandboxd).
+chmodSync(testTmp, 0o1777);
 const pg = await startEmbeddedPostgres({
   dataDir: dir,
   database: TEMPLATE,
@@ -43,6 +56,10 @@ const pg = await startEmbeddedPostgres({
     '-c',
     'shared_buffers=256MB',
   ],
+}).catch((err: unknown) => {
+  rmSync(dir, { recursive: true, force: true });
+  console.error(`npm test: ${err instanceof Error ? err.message : String(err)}`);
+  process.exit(1);
 });
 let code = 1;
 try {
@@ -61,6 +78,7 @@ try {
       env: {
         ...process.env,
         NODE_ENV: 'test',
+        TMPDIR: testTmp,
         PADDOCK_TEST_PG_ADMIN_URL: pg.adminUrl,
         PADDOCK_TEST_PG_TEMPLATE: TEMPLATE,
       },
@@ -69,6 +87,17 @@ try {
   code = await new Promise<number>((resolve) =>
     child.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))),
   );
+  const left = [
+    ...leftovers(testTmp).map((name) => join(testTmp, name)),
+    ...leftovers(systemTmp)
+      .filter((name) => !before.has(name))
+      .map((name) => join(systemTmp, name)),
+  ];
+  if (left.length > 0) {
+    console.error(`\nnpm test: the tests left ${left.length} temporary entries behind:`);
+    for (const path of left.slice(0, 20)) console.error(`  ${path}`);
+    code = code || 1;
+  }
 } finally {
   await pg.stop().catch(() => {});
   rmSync(dir, { recursive: true, force: true });

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -25,8 +25,16 @@ before(async () => {
   url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
   user = await createVerifiedUser(t.deps.db);
 });
+/** Temporary directories this file makes; removed when it ends. */
+const temps: string[] = [];
+function tempDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  temps.push(dir);
+  return dir;
+}
 after(async () => {
   await t.close();
+  for (const dir of temps) rmSync(dir, { recursive: true, force: true });
 });
 
 interface Run {
@@ -36,7 +44,7 @@ interface Run {
 }
 
 function paddock(args: string[], env: Record<string, string | undefined> = {}, stdin?: string): Promise<Run> {
-  const home = mkdtempSync(join(tmpdir(), 'paddock-cli-'));
+  const home = tempDir('paddock-cli-');
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], {
       env: {
@@ -117,7 +125,7 @@ describe('paddock apply', () => {
   });
 
   it('fails with field errors (exit 1) for a bad manifest, and lists every missing ${env:NAME}', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'paddock-manifest-'));
+    const dir = tempDir('paddock-manifest-');
     const bad = join(dir, 'bad.yaml');
     writeFileSync(
       bad,
@@ -224,7 +232,7 @@ describe('paddock login and keys', () => {
     });
     assert.equal(registered.statusCode, 201, registered.body);
 
-    const home = mkdtempSync(join(tmpdir(), 'paddock-login-'));
+    const home = tempDir('paddock-login-');
     const env = { XDG_CONFIG_HOME: home, PADDOCK_API_KEY: undefined, PADDOCK_URL: undefined };
     const wrong = await paddock(
       ['login', '--url', url, '--email', email, '--password-stdin'],

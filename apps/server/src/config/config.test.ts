@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -267,6 +267,7 @@ describe('development master key', () => {
     const second = loadConfig({ PADDOCK_DATA_DIR: dir });
     assert.ok(first.config.masterSecretsKey?.equals(second.config.masterSecretsKey!));
     assert.equal(readFileSync(file, 'utf8').trim(), first.config.masterSecretsKey?.toString('base64url'));
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('is never generated in production', () => {
@@ -275,6 +276,7 @@ describe('development master key', () => {
       () => loadConfig({ ...PROD, MASTER_SECRETS_KEY: undefined, PADDOCK_DATA_DIR: dir }),
       /MASTER_SECRETS_KEY/,
     );
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('uses MASTER_SECRETS_KEY when given, without touching the data directory', () => {

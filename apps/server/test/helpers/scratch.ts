@@ -34,6 +34,8 @@ export async function startScratchPostgres(
     remove: async () => {
       await scratch.pg.stop().catch(() => {});
       rmSync(dir, { recursive: true, force: true });
+      // As root the cluster may live outside `dir` (embedded.ts, clusterLocation).
+      rmSync(scratch.pg.clusterDir, { recursive: true, force: true });
     },
   };
   return scratch;
