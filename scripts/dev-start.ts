@@ -72,6 +72,9 @@ async function startSandboxd(): Promise<void> {
       SANDBOXD_ADDR: `127.0.0.1:${port}`,
       SANDBOXD_TOKEN: token,
       SANDBOXD_DATA_DIR: join(dataDir, 'sandboxd'),
+      ...(blank('SANDBOXD_LOG_FORMAT') && !blank('LOG_FORMAT')
+        ? { SANDBOXD_LOG_FORMAT: env['LOG_FORMAT'] }
+        : {}),
     },
   });
   children.push(child);

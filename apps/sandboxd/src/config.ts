@@ -30,6 +30,8 @@ export interface SandboxdOptions {
    */
   hostsOverride: Map<string, string>;
   logLevel: Level;
+  /** `auto`: readable lines when stderr is a terminal outside production, JSON lines otherwise. */
+  logFormat?: 'json' | 'pretty' | 'auto';
   /** First host uid/gid of the 65536-id range sandboxes map into when sandboxd runs as root. */
   idBase: number;
 }
@@ -138,6 +140,10 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Sandbox
       `SANDBOXD_LOG_LEVEL must be one of debug, info, warn, error (got ${JSON.stringify(levelRaw)})`,
     );
   }
+  const formatRaw = blank(env['SANDBOXD_LOG_FORMAT']) ? 'auto' : env['SANDBOXD_LOG_FORMAT'].trim();
+  if (formatRaw !== 'auto' && formatRaw !== 'json' && formatRaw !== 'pretty') {
+    throw new ConfigError(`SANDBOXD_LOG_FORMAT must be json or pretty (got ${JSON.stringify(formatRaw)})`);
+  }
   const idBase = blank(env['SANDBOXD_ID_BASE'])
     ? DEFAULTS.idBase
     : parseNonNegInt('SANDBOXD_ID_BASE', env['SANDBOXD_ID_BASE']);
@@ -152,6 +158,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Sandbox
     sessionBufferBytes: bufMb * 1024 * 1024,
     hostsOverride,
     logLevel: levelRaw as Level,
+    logFormat: formatRaw,
     idBase,
   };
 }

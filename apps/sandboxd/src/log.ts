@@ -12,7 +12,21 @@ export interface Logger {
   error(msg: string, fields?: Record<string, unknown>): void;
 }
 
-export function createLogger(level: Level = 'info', out: NodeJS.WritableStream = process.stderr): Logger {
+/** `time LEVEL message key=value ...`, for a person at a terminal. */
+function prettyLine(line: Record<string, unknown>): string {
+  const { level, time, msg, ...fields } = line;
+  const clock = String(time).slice(11, 23);
+  const rest = Object.entries(fields)
+    .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
+    .join(' ');
+  return `[${clock}] ${String(level).toUpperCase()} sandboxd: ${String(msg)}${rest ? ` ${rest}` : ''}\n`;
+}
+
+export function createLogger(
+  level: Level = 'info',
+  out: NodeJS.WritableStream = process.stderr,
+  format: 'json' | 'pretty' = 'json',
+): Logger {
   const min = ORDER[level];
   const write = (lvl: Level, msg: string, fields?: Record<string, unknown>): void => {
     if (ORDER[lvl] < min) return;
@@ -22,7 +36,7 @@ export function createLogger(level: Level = 'info', out: NodeJS.WritableStream =
         line[k] = v instanceof Error ? { message: v.message, code: (v as NodeJS.ErrnoException).code } : v;
       }
     }
-    out.write(`${JSON.stringify(line)}\n`);
+    out.write(format === 'pretty' ? prettyLine(line) : `${JSON.stringify(line)}\n`);
   };
   return {
     debug: (m, f) => write('debug', m, f),

@@ -17,7 +17,9 @@ if (process.platform !== 'linux') {
   process.stderr.write('sandboxd: Linux is required (namespaces, overlayfs, cgroups)\n');
   process.exit(2);
 }
-const log = createLogger(config.logLevel);
+const pretty =
+  config.logFormat === 'pretty' || (config.logFormat === 'auto' && process.stderr.isTTY === true);
+const log = createLogger(config.logLevel, process.stderr, pretty ? 'pretty' : 'json');
 const running = await startSandboxd({ ...config, logger: log }).catch((err: unknown) => {
   log.error('sandboxd failed to start', { err });
   process.stderr.write(`sandboxd: cannot start: ${err instanceof Error ? err.message : String(err)}\n`);

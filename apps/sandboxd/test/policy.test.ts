@@ -147,6 +147,7 @@ describe('configuration', () => {
       ['SANDBOXD_CPUS', 'two'],
       ['SANDBOXD_SESSION_BUFFER_MB', '0'],
       ['SANDBOXD_LOG_LEVEL', 'loud'],
+      ['SANDBOXD_LOG_FORMAT', 'xml'],
       ['SANDBOXD_HOSTS_FILE', '/nonexistent/hosts'],
     ] as const) {
       assert.throws(

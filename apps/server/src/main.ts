@@ -3,7 +3,7 @@ import { ConfigError } from './config/config.ts';
 import { loadConfig } from './config/load.ts';
 import { migrate } from './db/migrate.ts';
 import { openConfiguredDatabase } from './db/open.ts';
-import { createLogger } from './observability/logger.ts';
+import { createLogger, resolveLogFormat } from './observability/logger.ts';
 import { openDeps, startServer } from './server.ts';
 import { TASKS, TaskUsageError } from './tasks/tasks.ts';
 
@@ -35,7 +35,10 @@ async function main(argv: string[]): Promise<number> {
     throw err;
   }
   const { config, warnings } = loaded;
-  const logger = createLogger({ level: config.logLevel });
+  const logger = createLogger({
+    level: config.logLevel,
+    format: resolveLogFormat(config.logFormat, config.isProduction),
+  });
   for (const w of warnings) logger.warn(w);
 
   if (command === 'migrate') {

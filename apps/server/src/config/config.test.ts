@@ -208,6 +208,8 @@ describe('configuration', () => {
     refuses({ BACKUP_RETENTION_DAYS: 'x' }, 'BACKUP_RETENTION_DAYS');
     refuses({ RATE_LIMIT_MAX: '0' }, 'RATE_LIMIT_MAX');
     refuses({ LOG_LEVEL: 'loud' }, 'LOG_LEVEL');
+    refuses({ LOG_FORMAT: 'xml' }, 'LOG_FORMAT');
+    refuses({ LOG_FORMAT: 'auto' }, 'LOG_FORMAT');
     refuses({ PORT: '4000', METRICS_PORT: '4000' }, 'METRICS_PORT');
   });
 

@@ -21,6 +21,8 @@ export interface Config {
   readonly httpsOnly: boolean;
   readonly dataDir: string;
   readonly logLevel: string;
+  /** `auto`: readable lines when stdout is a terminal outside production, JSON otherwise. */
+  readonly logFormat: 'json' | 'pretty' | 'auto';
   readonly secretKeyBase?: string;
   /** 32 bytes, decoded. Undefined only before the development key is resolved. */
   readonly masterSecretsKey?: Buffer;
@@ -433,6 +435,10 @@ export function parseConfig(env: Env): ParseResult {
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     problems.push('LOG_LEVEL: must be one of fatal, error, warn, info, debug, trace, silent');
   }
+  const logFormat = str('LOG_FORMAT') ?? 'auto';
+  if (str('LOG_FORMAT') !== undefined && logFormat !== 'json' && logFormat !== 'pretty') {
+    problems.push('LOG_FORMAT: must be json or pretty');
+  }
 
   const config: Config = {
     nodeEnv,
@@ -443,6 +449,7 @@ export function parseConfig(env: Env): ParseResult {
     httpsOnly: effectivePublicUrl.protocol === 'https:',
     dataDir: str('PADDOCK_DATA_DIR') ?? './.paddock',
     logLevel,
+    logFormat: logFormat as Config['logFormat'],
     ...(secretKeyBase ? { secretKeyBase } : {}),
     ...(masterSecretsKey ? { masterSecretsKey } : {}),
     ...(masterSecretsKeyPrevious ? { masterSecretsKeyPrevious } : {}),

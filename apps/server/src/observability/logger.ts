@@ -1,4 +1,5 @@
 import pino, { type Logger } from 'pino';
+import pretty from 'pino-pretty';
 
 export type { Logger };
 
@@ -32,7 +33,36 @@ interface LoggedRequest {
   socket?: { remoteAddress?: string; remotePort?: number };
 }
 
-export function createLogger(options: { level: string; destination?: pino.DestinationStream }): Logger {
+export type LogFormat = 'json' | 'pretty';
+
+/** LOG_FORMAT when set; otherwise readable lines for a person at a terminal, JSON for machines and production. */
+export function resolveLogFormat(
+  configured: LogFormat | 'auto',
+  isProduction: boolean,
+  isTTY = process.stdout.isTTY === true,
+): LogFormat {
+  if (configured !== 'auto') return configured;
+  return isTTY && !isProduction ? 'pretty' : 'json';
+}
+
+/** One readable line per entry (time, level, message, then the fields), written synchronously. */
+function prettyStream(destination?: pino.DestinationStream): pino.DestinationStream {
+  return pretty({
+    colorize: destination === undefined && process.stdout.isTTY === true,
+    translateTime: 'SYS:HH:MM:ss.l',
+    ignore: 'pid,hostname,service',
+    singleLine: true,
+    sync: true,
+    ...(destination ? { destination } : {}),
+  });
+}
+
+export function createLogger(options: {
+  level: string;
+  format?: LogFormat;
+  destination?: pino.DestinationStream;
+}): Logger {
+  const destination = options.format === 'pretty' ? prettyStream(options.destination) : options.destination;
   return pino(
     {
       level: options.level,
@@ -50,6 +80,6 @@ export function createLogger(options: { level: string; destination?: pino.Destin
       },
       formatters: { level: (label) => ({ level: label }) },
     },
-    options.destination,
+    destination,
   );
 }
