@@ -13,6 +13,7 @@ import { createVerifiedUser, type TestUser } from '../../server/test/helpers/fac
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const BIN = join(ROOT, 'apps', 'cli', 'bin', 'paddock.mjs');
 const QUICKSTART = join(ROOT, 'examples', 'quickstart.yaml');
+const FIRST_STEPS = join(ROOT, 'examples', 'first-steps.yaml');
 
 let t: TestApp;
 let url: string;
@@ -274,5 +275,24 @@ describe('paddock login and keys', () => {
     });
     assert.equal(useRevoked.code, 1);
     assert.match(useRevoked.stderr, /401/);
+  });
+});
+
+describe('README first steps', () => {
+  it("applies the README's first-steps example with nothing set in the shell", async () => {
+    const first = await paddock(['apply', '-f', FIRST_STEPS]);
+    assert.equal(first.code, 0, first.stderr);
+    assert.match(first.stdout, /Environment\s+scratch\s+created/);
+    assert.match(first.stdout, /Agent\s+helper\s+created/);
+    const second = await paddock(['apply', '-f', FIRST_STEPS]);
+    assert.equal(second.code, 0, second.stderr);
+    assert.match(second.stdout, /0 created, 0 updated, 2 unchanged, 0 failed/);
+  });
+
+  it('refuses the full quickstart without its secrets in the shell, naming each one', async () => {
+    const run = await paddock(['apply', '-f', QUICKSTART]);
+    assert.equal(run.code, 1);
+    assert.match(run.stderr, /GITHUB_TOKEN/);
+    assert.match(run.stderr, /ANTHROPIC_API_KEY/);
   });
 });
