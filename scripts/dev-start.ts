@@ -65,7 +65,8 @@ async function startSandboxd(): Promise<void> {
   const port = await freePort(7070);
   const child = spawn(process.execPath, [main], {
     cwd: root,
-    stdio: ['ignore', 'inherit', 'inherit'],
+    // Its stdout carries only the machine-readable ready line (for tests); logs go to stderr.
+    stdio: ['ignore', 'ignore', 'inherit'],
     detached: true,
     env: {
       ...env,
