@@ -91,26 +91,28 @@ describe('embedded PostgreSQL on a fresh machine', () => {
         'exec "$5" "$2/$6" "$7"',
       ].join('\n');
       const checkout = join(priv, 'checkout');
-      const result = await runChild(
-        '/usr/bin/unshare',
-        [
-          '--mount',
-          '--propagation',
-          'private',
-          '/bin/sh',
-          '-c',
-          script,
-          'sh',
-          REPO,
-          checkout,
-          shared,
-          SHARED_ROOT,
-          nodeIn(checkout),
-          FIXTURE,
-          join(priv, 'data'),
-        ],
-        childEnv,
-      );
+      const start = (dataDir: string) =>
+        runChild(
+          '/usr/bin/unshare',
+          [
+            '--mount',
+            '--propagation',
+            'private',
+            '/bin/sh',
+            '-c',
+            script,
+            'sh',
+            REPO,
+            checkout,
+            shared,
+            SHARED_ROOT,
+            nodeIn(checkout),
+            FIXTURE,
+            dataDir,
+          ],
+          childEnv,
+        );
+      const result = await start(join(priv, 'data'));
       assert.equal(result.ok, true, result.error);
       assert.equal(result.ready, 1);
       assert.equal(result.user, 'paddock');
@@ -128,6 +130,15 @@ describe('embedded PostgreSQL on a fresh machine', () => {
       );
       assert.equal(statSync(priv).mode & 0o777, 0o700);
       assert.equal(statSync(join(priv, 'data')).mode & 0o777, 0o700);
+
+      // Deleting the data directory leaves its cluster stale: the next start elsewhere removes it.
+      const id = String(result.clusterDir?.split('/').at(-1));
+      rmSync(join(priv, 'data'), { recursive: true });
+      const other = await start(join(priv, 'other'));
+      assert.equal(other.ok, true, other.error);
+      assert.notEqual(other.clusterDir, result.clusterDir);
+      assert.equal(existsSync(join(shared, 'clusters', id)), false);
+      assert.equal(existsSync(join(shared, 'clusters', `${id}.owner`)), false);
     });
 
     it('starts as an unprivileged user with its cluster in its own data directory', async () => {

@@ -24,9 +24,11 @@ import {
   fchownSync,
   mkdirSync,
   openSync,
+  readdirSync,
   readFileSync,
   renameSync,
   rmSync,
+  writeFileSync,
   writeSync,
 } from 'node:fs';
 import { createServer } from 'node:net';
@@ -167,24 +169,51 @@ function reachableBinaries(native: { dir: string; version: string }, ids: Ids): 
 /**
  * PGDATA. Without root: <dataDir>/postgres. As root: <dataDir>/postgres when the database user
  * can traverse to the data directory (or a cluster is already there), otherwise
- * /var/lib/paddock/clusters/<sha256(dataDir)[:16]>, which belongs to this data directory: one
- * left from a data directory that was since deleted (no password file) is stale and removed.
+ * /var/lib/paddock/clusters/<sha256(dataDir)[:16]>, which belongs to that data directory
+ * (named in <id>.owner): a cluster whose data directory lost its password file (deleted or
+ * reset) is stale and removed, this one at its start, the others when any start sweeps.
  */
 function clusterLocation(root: string, passwordExisted: boolean, ids: Ids | null): string {
   const inPlace = join(root, 'postgres');
   if (!ids || existsSync(join(inPlace, 'PG_VERSION'))) return inPlace;
-  const shared = join(SHARED_ROOT, 'clusters', createHash('sha256').update(root).digest('hex').slice(0, 16));
+  const clusters = join(SHARED_ROOT, 'clusters');
+  const shared = join(clusters, createHash('sha256').update(root).digest('hex').slice(0, 16));
   if (existsSync(shared) && !passwordExisted) rmSync(shared, { recursive: true, force: true });
+  sweepStaleClusters(clusters, shared);
   if (existsSync(join(shared, 'PG_VERSION'))) return shared;
   if (run('/usr/bin/test', ['-x', root], ids).ok) return inPlace;
   try {
-    mkdirSync(join(SHARED_ROOT, 'clusters'), { recursive: true, mode: 0o711 });
+    mkdirSync(clusters, { recursive: true, mode: 0o711 });
+    writeFileSync(`${shared}.owner`, `${root}\n`, { mode: 0o600 });
   } catch (err) {
     throw new EmbeddedPostgresError(
       `the "${DB_USER}" user cannot reach ${root} and ${SHARED_ROOT} is not writable (${(err as Error).message}); set PADDOCK_DATA_DIR to a directory outside private ones, run as an ordinary user, or set DATABASE_URL`,
     );
   }
   return shared;
+}
+
+/** Removes clusters (not running) whose owning data directory no longer has its password file. */
+function sweepStaleClusters(clusters: string, keep: string): void {
+  let owners: string[];
+  try {
+    owners = readdirSync(clusters).filter((n) => n.endsWith('.owner'));
+  } catch {
+    return;
+  }
+  for (const file of owners) {
+    const cluster = join(clusters, file.slice(0, -'.owner'.length));
+    if (cluster === keep) continue;
+    try {
+      const owner = readFileSync(join(clusters, file), 'utf8').trim();
+      if (existsSync(join(owner, 'postgres.password')) || existsSync(join(cluster, 'postmaster.pid')))
+        continue;
+      rmSync(cluster, { recursive: true, force: true });
+      rmSync(join(clusters, file), { force: true });
+    } catch {
+      // another start is sweeping the same entry
+    }
+  }
 }
 
 /** Runs initdb with the password in a mode-600 file beside PGDATA, removed on every path. */
