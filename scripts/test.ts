@@ -1,8 +1,9 @@
 // `npm test`: starts a throw-away embedded PostgreSQL 17 (durability off for speed),
 // migrates one template database, then runs every node:test file. Each server test file
 // clones its own database from the template (apps/server/test/helpers/database.ts).
-// Test processes get a TMPDIR of the run's own; a test that leaves a `paddock-*` entry
-// there, or in the system temp directory, fails the run (tests clean up what they create).
+// Test processes get a TMPDIR of the run's own; a test that leaves anything there, or a
+// `paddock-*` entry in the system temp directory, fails the run (tests clean up what they
+// create).
 //   npm test                      every test file
 //   npm test -- path/a.test.ts    only the given files
 import { spawn } from 'node:child_process';
@@ -88,7 +89,8 @@ try {
     child.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))),
   );
   const left = [
-    ...leftovers(testTmp).map((name) => join(testTmp, name)),
+    // The run's own TMPDIR must be empty again: whatever is left there, a test left.
+    ...readdirSync(testTmp).map((name) => join(testTmp, name)),
     ...leftovers(systemTmp)
       .filter((name) => !before.has(name))
       .map((name) => join(systemTmp, name)),
@@ -100,6 +102,12 @@ try {
   }
 } finally {
   await pg.stop().catch(() => {});
-  rmSync(dir, { recursive: true, force: true });
+  try {
+    rmSync(dir, { recursive: true, force: true });
+  } catch (err) {
+    // Files a failed sandbox test left with a sandbox's user id cannot be removed by us.
+    console.error(`npm test: could not remove ${dir} (${(err as NodeJS.ErrnoException).code}); remove it by hand`);
+    code = code || 1;
+  }
 }
 process.exit(code);
