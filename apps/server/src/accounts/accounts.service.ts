@@ -175,6 +175,12 @@ function principalActor(p: Principal): AuditEntry['actor'] {
     : { kind: 'user', userId: p.userId, apiKeyId: null };
 }
 
+/** The database's clock (ISO), compared later with credentials_changed_at, which it also set. */
+async function databaseNow(db: Db): Promise<string> {
+  const { rows } = await sql<{ now: Date }>`SELECT now() AS now`.execute(db);
+  return rows[0]!.now.toISOString();
+}
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export function createAccountsService(deps: AccountsDeps): AccountsService {
@@ -513,7 +519,7 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
                 kind: 'email_change_confirm',
                 userId: user.id,
                 newEmail,
-                requestedAt: new Date().toISOString(),
+                requestedAt: await databaseNow(trx),
               },
         );
         await mailQueue.enqueue(trx, {
