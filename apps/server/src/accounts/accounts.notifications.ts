@@ -14,8 +14,9 @@
 // - The mails a caller can trigger (CAPPED) go to one address at most
 //   MAIL_PER_RECIPIENT_PER_HOUR times per rolling hour (a slot is claimed on the first
 //   attempt only); the rest are dropped here while the caller got the same answer.
-// - An email-change link requested before the account's last password reset or change is
-//   never minted (credentials_changed_at): a reset ends a takeover in progress.
+// - An email-change link requested before the account's last password reset or change, or
+//   for a suspended account, is never minted (credentials_changed_at): a reset ends a
+//   takeover in progress.
 import type { Task } from 'graphile-worker';
 import { z } from 'zod';
 import type { AuditService } from '../audit/audit.service.ts';
@@ -140,7 +141,7 @@ export function createAccountMailTask(deps: {
         template = { kind: 'password_reset', token: await mint('password_reset', PASSWORD_RESET_TTL_MS) };
         break;
       case 'email_change_confirm': {
-        if (!job.newEmail) return;
+        if (!job.newEmail || user.suspended_at !== null) return;
         const changedAt = await credentialsChangedAt(deps.db, user.id);
         if (changedAt && (!job.requestedAt || new Date(job.requestedAt) <= changedAt)) {
           log.info({ kind: job.kind, userId: user.id }, 'account mail dropped: credentials changed since');
