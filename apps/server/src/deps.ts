@@ -142,7 +142,7 @@ function createAccountsDeps(
     tenantKeys: secrets,
   });
   const jobTasks: TaskList = {
-    [ACCOUNT_MAIL_TASK]: createAccountMailTask({ db, config, mailer, mailQueue, logger }),
+    [ACCOUNT_MAIL_TASK]: createAccountMailTask({ db, config, mailer, mailQueue, audit, logger }),
   };
   return { accounts, apiKeys, sessions, mailer, mailQueue, jobTasks };
 }

@@ -8,8 +8,19 @@
 // - A failed send is retried by re-enqueueing the job with a delay of
 //   MAIL_RETRY_BASE_MS * 2^(attempt-1), capped at one hour, up to MAIL_MAX_ATTEMPTS sends;
 //   the current job then completes. (A crash between the two may send twice; never zero.)
+// - Mails asked for by address (verification, password reset) carry the address, not the
+//   user: the lookup happens here, so the request did the same work for any address. An
+//   unknown address ends the job silently; nothing logs the address.
+// - The mails a caller can trigger (CAPPED) go to one address at most
+//   MAIL_PER_RECIPIENT_PER_HOUR times per rolling hour (a slot is claimed on the first
+//   attempt only); the rest are dropped here while the caller got the same answer.
+// - An email-change link requested before the account's last password reset or change, or
+//   for a suspended account, is never minted (credentials_changed_at): a reset ends a
+//   takeover in progress.
 import type { Task } from 'graphile-worker';
 import { z } from 'zod';
+import type { AuditService } from '../audit/audit.service.ts';
+import { listActiveApiKeys } from '../auth/api-keys.repo.ts';
 import { generateSecret } from '../auth/tokens.ts';
 import type { Config } from '../config/config.ts';
 import type { Db } from '../db/database.ts';
@@ -19,12 +30,15 @@ import { type MailTemplate, renderMail } from '../mail/templates.ts';
 import type { Logger } from '../observability/logger.ts';
 import {
   claimWelcome,
+  credentialsChangedAt,
   deleteEmailToken,
+  findUserByEmail,
   findUserById,
   insertEmailToken,
   releaseWelcome,
 } from './accounts.repo.ts';
 import { EMAIL_CHANGE_TTL_MS, PASSWORD_RESET_TTL_MS, VERIFICATION_TTL_MS } from './accounts.service.ts';
+import { claimMailSlot } from './throttles.repo.ts';
 
 const MAX_RETRY_DELAY_MS = 60 * 60 * 1000;
 
@@ -35,14 +49,29 @@ const Payload = z.object({
     'password_reset',
     'email_change_confirm',
     'email_change_notice',
+    'email_taken_notice',
+    'password_changed',
     'suspended',
     'unsuspended',
   ]),
-  userId: z.string(),
+  userId: z.string().optional(),
+  email: z.string().optional(),
+  ip: z.string().nullable().optional(),
   newEmail: z.string().optional(),
+  requestedAt: z.iso.datetime().optional(),
+  via: z.enum(['reset', 'change']).optional(),
   to: z.string().optional(),
   attempt: z.number().int().positive().optional(),
 });
+
+/** The mails a caller can make us send: capped per recipient. */
+const CAPPED: ReadonlySet<AccountMailJob['kind']> = new Set([
+  'verification',
+  'password_reset',
+  'email_change_confirm',
+  'email_change_notice',
+  'email_taken_notice',
+]);
 
 export function retryDelayMs(baseMs: number, attempt: number): number {
   return Math.min(baseMs * 2 ** Math.max(0, attempt - 1), MAX_RETRY_DELAY_MS);
@@ -53,6 +82,7 @@ export function createAccountMailTask(deps: {
   config: Config;
   mailer: Mailer;
   mailQueue: MailQueue;
+  audit: AuditService;
   logger: Logger;
 }): Task {
   const log = deps.logger.child({ component: 'mail' });
@@ -65,8 +95,13 @@ export function createAccountMailTask(deps: {
       return;
     }
     const job: AccountMailJob = parsed.data;
-    const user = await findUserById(deps.db, job.userId);
+    const user = job.userId
+      ? await findUserById(deps.db, job.userId)
+      : job.email
+        ? await findUserByEmail(deps.db, job.email)
+        : undefined;
     if (!user) return;
+    const attempt = job.attempt ?? 1;
 
     let to = user.email;
     let template: MailTemplate;
@@ -95,10 +130,23 @@ export function createAccountMailTask(deps: {
         break;
       case 'password_reset':
         if (user.suspended_at !== null) return;
+        if (attempt === 1 && !job.userId) {
+          await deps.audit.record({
+            type: 'user.password_reset_requested',
+            tenantId: user.id,
+            actor: { kind: 'system', userId: null, apiKeyId: null },
+            ip: job.ip ?? null,
+          });
+        }
         template = { kind: 'password_reset', token: await mint('password_reset', PASSWORD_RESET_TTL_MS) };
         break;
-      case 'email_change_confirm':
-        if (!job.newEmail) return;
+      case 'email_change_confirm': {
+        if (!job.newEmail || user.suspended_at !== null) return;
+        const changedAt = await credentialsChangedAt(deps.db, user.id);
+        if (changedAt && (!job.requestedAt || new Date(job.requestedAt) <= changedAt)) {
+          log.info({ kind: job.kind, userId: user.id }, 'account mail dropped: credentials changed since');
+          return;
+        }
         to = job.newEmail;
         template = {
           kind: 'email_change_confirm',
@@ -106,10 +154,28 @@ export function createAccountMailTask(deps: {
           token: await mint('email_change', EMAIL_CHANGE_TTL_MS),
         };
         break;
+      }
       case 'email_change_notice':
         if (!job.newEmail) return;
         to = job.to ?? user.email;
         template = { kind: 'email_change_notice', newEmail: job.newEmail };
+        break;
+      case 'email_taken_notice':
+        if (!job.newEmail) return;
+        to = job.newEmail;
+        template = { kind: 'email_taken_notice' };
+        break;
+      case 'password_changed':
+        template = {
+          kind: 'password_changed',
+          via: job.via ?? 'change',
+          keys: (await listActiveApiKeys(deps.db, user.id)).map((k) => ({
+            name: k.name,
+            prefix: k.prefix,
+            createdAt: k.created_at,
+            lastUsedAt: k.last_used_at,
+          })),
+        };
         break;
       case 'suspended':
         if (user.suspended_at === null) return;
@@ -121,7 +187,16 @@ export function createAccountMailTask(deps: {
         break;
     }
 
-    const attempt = job.attempt ?? 1;
+    if (
+      CAPPED.has(job.kind) &&
+      attempt === 1 &&
+      !(await claimMailSlot(deps.db, to, deps.config.mail.perRecipientPerHour))
+    ) {
+      if (tokenId) await deleteEmailToken(deps.db, user.id, tokenId);
+      log.info({ kind: job.kind, userId: user.id }, 'account mail dropped: recipient reached its hourly cap');
+      return;
+    }
+
     try {
       await deps.mailer.send({ to, ...renderMail(template, ctx) });
       log.info({ kind: job.kind, userId: user.id, attempt }, 'account mail sent');

@@ -84,7 +84,17 @@ export async function setPasswordHash(db: Db, userId: string, hash: string): Pro
     .execute();
 }
 
-/** Returns false when the address is taken by another account. */
+/** SQLSTATE 23505: a concurrent writer took the same unique value first. */
+function isUniqueViolation(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === '23505';
+}
+
+/**
+ * Returns false when the address is taken by another account, including by a concurrent
+ * change that commits first (the unique violation is the answer, never a 500 whose detail
+ * would carry the address into a log line). After a false the caller must throw: the
+ * failed statement has aborted its transaction.
+ */
 export async function setEmail(db: Db, userId: string, email: string): Promise<boolean> {
   const taken = await db
     .selectFrom('users')
@@ -93,12 +103,35 @@ export async function setEmail(db: Db, userId: string, email: string): Promise<b
     .where('id', '!=', userId)
     .executeTakeFirst();
   if (taken) return false;
+  try {
+    await db
+      .updateTable('users')
+      .set({ email, updated_at: sql<Date>`now()` })
+      .where('id', '=', userId)
+      .execute();
+  } catch (err) {
+    if (isUniqueViolation(err)) return false;
+    throw err;
+  }
+  return true;
+}
+
+/** Records a password reset or change: email-change mails requested before it are dropped. */
+export async function markCredentialsChanged(db: Db, userId: string): Promise<void> {
   await db
     .updateTable('users')
-    .set({ email, updated_at: sql<Date>`now()` })
+    .set({ credentials_changed_at: sql<Date>`now()`, updated_at: sql<Date>`now()` })
     .where('id', '=', userId)
     .execute();
-  return true;
+}
+
+export async function credentialsChangedAt(db: Db, userId: string): Promise<Date | null> {
+  const row = await db
+    .selectFrom('users')
+    .select('credentials_changed_at')
+    .where('id', '=', userId)
+    .executeTakeFirst();
+  return row?.credentials_changed_at ?? null;
 }
 
 export async function setAdmin(db: Db, userId: string): Promise<boolean> {
@@ -202,15 +235,33 @@ export async function consumeEmailToken(
     .executeTakeFirst();
 }
 
-/** Invalidates a user's outstanding tokens of one purpose (after a reset, the others die). */
-export async function expireEmailTokens(db: Db, userId: string, purpose: EmailTokenPurpose): Promise<void> {
+/** Invalidates a user's outstanding tokens of these purposes (after a reset, the others die). */
+export async function expireEmailTokens(
+  db: Db,
+  userId: string,
+  purposes: readonly EmailTokenPurpose[],
+): Promise<void> {
   await db
     .updateTable('email_tokens')
     .set({ used_at: sql<Date>`now()` })
     .where('user_id', '=', userId)
-    .where('purpose', '=', purpose)
+    .where('purpose', 'in', purposes)
     .where('used_at', 'is', null)
     .execute();
+}
+
+/** A token in any state (used, expired or live), to tell a second click from a forged link. */
+export async function findEmailToken(
+  db: Db,
+  purpose: EmailTokenPurpose,
+  token: string,
+): Promise<{ user_id: string; new_email: string | null; live: boolean } | undefined> {
+  return await db
+    .selectFrom('email_tokens')
+    .select(['user_id', 'new_email', sql<boolean>`used_at IS NULL AND expires_at > now()`.as('live')])
+    .where('token_hash', '=', hashSecret(token))
+    .where('purpose', '=', purpose)
+    .executeTakeFirst();
 }
 
 // OAuth identities ----------------------------------------------------------------------

@@ -5,6 +5,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { principalOf } from '../auth/auth.plugin.ts';
 import type { Deps } from '../deps.ts';
+import { authRateLimit } from '../http/plugins/auth-rate-limit.ts';
 import {
   CreatedApiKey,
   Email,
@@ -13,6 +14,7 @@ import {
   Message,
   MeView,
   PasswordInput,
+  RevokeApiKeys,
   TokenInput,
   UserView,
 } from './accounts.schemas.ts';
@@ -28,18 +30,22 @@ export function accountsRoutes(deps: AccountsRouteDeps): FastifyPluginAsync {
   return async (root) => {
     const app = root.withTypeProvider<ZodTypeProvider>();
     const { accounts, sessions, audit, config } = deps;
-    // Per-IP limits on endpoints that check credentials or send mail, on top of the global one.
-    const limited = { rateLimit: { max: config.rateLimit.authMax, timeWindow: 60_000 } };
+    // Per-IP limits on endpoints that check credentials or send mail, on top of the global
+    // one (each route its own bucket, which its implicit HEAD shares).
+    const limited = () => [authRateLimit(root, config)];
     const tags = ['auth'];
+    // Account bodies refuse unknown fields with 422 naming them, as resource bodies do: a
+    // misspelled `revoke_api_keys` must not silently succeed as a plain password change.
+    const Body = z.strictObject;
 
     app.post(
       '/api/auth/register',
       {
-        config: limited,
+        onRequest: limited(),
         schema: {
           tags,
           summary: 'Create an account with email and password',
-          body: z.object({ email: Email, password: PasswordInput }),
+          body: Body({ email: Email, password: PasswordInput }),
           response: { 201: z.object({ user: UserView, can_sign_in_now: z.boolean(), message: z.string() }) },
         },
       },
@@ -59,11 +65,11 @@ export function accountsRoutes(deps: AccountsRouteDeps): FastifyPluginAsync {
     app.post(
       '/api/auth/verify',
       {
-        config: limited,
+        onRequest: limited(),
         schema: {
           tags,
           summary: 'Confirm an email address with the token from the verification email',
-          body: z.object({ token: TokenInput }),
+          body: Body({ token: TokenInput }),
           response: { 200: z.object({ user: UserView, message: z.string() }) },
         },
       },
@@ -77,15 +83,22 @@ export function accountsRoutes(deps: AccountsRouteDeps): FastifyPluginAsync {
     app.get(
       '/auth/verify',
       {
-        config: limited,
+        onRequest: limited(),
         schema: { hide: true, querystring: z.object({ token: z.string().max(512).optional() }) },
       },
       async (request, reply) => {
+        const { token } = request.query;
+        // Mail scanners probe links with HEAD: it never performs the action.
+        if (request.method === 'HEAD') return reply.code(200).send();
         try {
-          if (!request.query.token) throw new Error('missing token');
-          await accounts.verifyEmail(request.query.token, { ip: request.ip });
+          if (!token) throw new Error('missing token');
+          await accounts.verifyEmail(token, { ip: request.ip });
           return reply.redirect('/?flash=email_verified', 303);
         } catch {
+          // A second click (or a scanner's GET before the person's own) is not an error.
+          if (token && (await accounts.linkAlreadyUsed('verify_email', token))) {
+            return reply.redirect('/?flash=email_already_verified', 303);
+          }
           return reply.redirect('/?flash=verification_link_invalid', 303);
         }
       },
@@ -94,11 +107,11 @@ export function accountsRoutes(deps: AccountsRouteDeps): FastifyPluginAsync {
     app.post(
       '/api/auth/resend-verification',
       {
-        config: limited,
+        onRequest: limited(),
         schema: {
           tags,
           summary: 'Send a new verification link (same answer whether or not the address exists)',
-          body: z.object({ email: Email }),
+          body: Body({ email: Email }),
           response: { 202: Message },
         },
       },
@@ -112,11 +125,11 @@ export function accountsRoutes(deps: AccountsRouteDeps): FastifyPluginAsync {
     app.post(
       '/api/auth/login',
       {
-        config: limited,
+        onRequest: limited(),
         schema: {
           tags,
           summary: 'Sign in with email and password; sets the paddock_session cookie',
-          body: z.object({ email: z.string().max(254), password: PasswordInput }),
+          body: Body({ email: z.string().max(254), password: PasswordInput }),
           response: { 200: z.object({ user: UserView }) },
         },
       },
@@ -161,11 +174,11 @@ export function accountsRoutes(deps: AccountsRouteDeps): FastifyPluginAsync {
     app.post(
       '/api/auth/token',
       {
-        config: limited,
+        onRequest: limited(),
         schema: {
           tags,
           summary: 'Exchange email and password for a new API key (shown once)',
-          body: z.object({
+          body: Body({
             email: z.string().max(254),
             password: PasswordInput,
             name: KeyName.default('CLI'),
@@ -209,20 +222,36 @@ export function accountsRoutes(deps: AccountsRouteDeps): FastifyPluginAsync {
         onRequest: [app.requireAuth],
         schema: {
           tags,
-          summary: 'Change the password; ends every other session',
-          body: z.object({ current_password: PasswordInput, new_password: PasswordInput }),
-          response: { 200: z.object({ message: z.string(), sessions_ended: z.number().int() }) },
+          summary:
+            'Change the password; ends every other session and voids pending reset and email-change links',
+          body: Body({
+            current_password: PasswordInput,
+            new_password: PasswordInput,
+            revoke_api_keys: RevokeApiKeys,
+          }),
+          response: {
+            200: z.object({
+              message: z.string(),
+              sessions_ended: z.number().int(),
+              api_keys_revoked: z.number().int(),
+            }),
+          },
         },
       },
       async (request) => {
-        const { sessionsEnded } = await accounts.changePassword(
+        const { sessionsEnded, apiKeysRevoked } = await accounts.changePassword(
           principalOf(request),
-          { currentPassword: request.body.current_password, newPassword: request.body.new_password },
+          {
+            currentPassword: request.body.current_password,
+            newPassword: request.body.new_password,
+            revokeApiKeys: request.body.revoke_api_keys ?? false,
+          },
           { ip: request.ip },
         );
         return {
           message: 'Password changed. Other sessions were signed out.',
           sessions_ended: sessionsEnded,
+          api_keys_revoked: apiKeysRevoked,
         };
       },
     );
@@ -230,11 +259,11 @@ export function accountsRoutes(deps: AccountsRouteDeps): FastifyPluginAsync {
     app.post(
       '/api/auth/password-reset',
       {
-        config: limited,
+        onRequest: limited(),
         schema: {
           tags,
           summary: 'Send a password reset link (same answer whether or not the address exists)',
-          body: z.object({ email: Email }),
+          body: Body({ email: Email }),
           response: { 202: Message },
         },
       },
@@ -248,17 +277,28 @@ export function accountsRoutes(deps: AccountsRouteDeps): FastifyPluginAsync {
     app.post(
       '/api/auth/password-reset/confirm',
       {
-        config: limited,
+        onRequest: limited(),
         schema: {
           tags,
-          summary: 'Set a new password with a reset token (single use, one hour); ends all sessions',
-          body: z.object({ token: TokenInput, password: PasswordInput }),
-          response: { 200: Message },
+          summary:
+            'Set a new password with a reset token (single use, one hour); ends all sessions and voids pending email-change links',
+          body: Body({ token: TokenInput, password: PasswordInput, revoke_api_keys: RevokeApiKeys }),
+          response: { 200: z.object({ message: z.string(), api_keys_revoked: z.number().int() }) },
         },
       },
       async (request) => {
-        await accounts.confirmPasswordReset(request.body, { ip: request.ip });
-        return { message: 'Password changed. Sign in with your new password.' };
+        const { apiKeysRevoked } = await accounts.confirmPasswordReset(
+          {
+            token: request.body.token,
+            password: request.body.password,
+            revokeApiKeys: request.body.revoke_api_keys ?? false,
+          },
+          { ip: request.ip },
+        );
+        return {
+          message: 'Password changed. Sign in with your new password.',
+          api_keys_revoked: apiKeysRevoked,
+        };
       },
     );
 
@@ -268,8 +308,9 @@ export function accountsRoutes(deps: AccountsRouteDeps): FastifyPluginAsync {
         onRequest: [app.requireAuth],
         schema: {
           tags,
-          summary: 'Change the sign-in email; sends a confirmation link to the new address',
-          body: z.object({ current_password: PasswordInput, new_email: Email }),
+          summary:
+            'Change the sign-in email; sends a confirmation link to the new address (the same 202 whether or not it is registered)',
+          body: Body({ current_password: PasswordInput, new_email: Email }),
           response: {
             202: z.object({ status: z.enum(['confirmation_sent', 'changed']), message: z.string() }),
           },
@@ -295,11 +336,11 @@ export function accountsRoutes(deps: AccountsRouteDeps): FastifyPluginAsync {
     app.post(
       '/api/auth/email/confirm',
       {
-        config: limited,
+        onRequest: limited(),
         schema: {
           tags,
           summary: 'Confirm an email change with the token sent to the new address',
-          body: z.object({ token: TokenInput }),
+          body: Body({ token: TokenInput }),
           response: { 200: z.object({ user: UserView, message: z.string() }) },
         },
       },
@@ -312,15 +353,21 @@ export function accountsRoutes(deps: AccountsRouteDeps): FastifyPluginAsync {
     app.get(
       '/auth/confirm-email',
       {
-        config: limited,
+        onRequest: limited(),
         schema: { hide: true, querystring: z.object({ token: z.string().max(512).optional() }) },
       },
       async (request, reply) => {
+        const { token } = request.query;
+        // Mail scanners probe links with HEAD: it never performs the action.
+        if (request.method === 'HEAD') return reply.code(200).send();
         try {
-          if (!request.query.token) throw new Error('missing token');
-          await accounts.confirmEmailChange(request.query.token, { ip: request.ip });
+          if (!token) throw new Error('missing token');
+          await accounts.confirmEmailChange(token, { ip: request.ip });
           return reply.redirect('/?flash=email_changed', 303);
         } catch {
+          if (token && (await accounts.linkAlreadyUsed('email_change', token))) {
+            return reply.redirect('/?flash=email_already_changed', 303);
+          }
           return reply.redirect('/?flash=email_change_link_invalid', 303);
         }
       },

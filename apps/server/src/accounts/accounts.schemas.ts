@@ -5,6 +5,8 @@ export const Email = z.email().max(254);
 /** The policy (8..256 characters, not common) is enforced by the service with a 422; this bound only stops abuse. */
 export const PasswordInput = z.string().min(1).max(1024);
 export const TokenInput = z.string().min(1).max(512);
+/** Password reset and change: also revoke every API key (by default keys, being integrations, survive). */
+export const RevokeApiKeys = z.boolean().optional();
 
 export const UserView = z.object({
   id: z.uuid(),

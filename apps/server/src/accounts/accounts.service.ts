@@ -14,6 +14,18 @@
 //   actor and via 'first_user_admin'.
 // - Email tokens are single-use (atomic consume) and expire: verification 48 h, password
 //   reset 1 h, email change 24 h. Mail is enqueued in the same transaction as the change.
+// Account security (docs/security.md; accounts.security.test.ts):
+// - A password reset or change ends every session (a change keeps the caller's own), voids
+//   every pending reset and email-change token and stamps credentials_changed_at, so an
+//   email-change mail still queued from before is never sent. API keys survive unless the
+//   caller sends revoke_api_keys; the "password changed" mail lists the keys still active.
+//   Confirming an email change voids the user's other pending email-change tokens.
+// - password-reset and resend-verification do one thing in the request whatever the
+//   address: enqueue one job naming it. The job finds out whether the account exists.
+// - An email change answers the same 202 whether or not the new address is registered; the
+//   registered address's owner is told by mail instead of the caller by the response.
+// - Failed sign-ins are counted per address (registered or not) in PostgreSQL; over
+//   LOGIN_FAILURE_MAX in the window the address answers 429 without checking the password.
 import { sql } from 'kysely';
 import type { AuditEntry, AuditService } from '../audit/audit.service.ts';
 import type { ApiKeysService, CreatedApiKey } from '../auth/api-keys.service.ts';
@@ -29,12 +41,14 @@ import {
   clearPasswordHash,
   consumeEmailToken,
   expireEmailTokens,
+  findEmailToken,
   findIdentity,
   findUserByEmail,
   findUserById,
   insertIdentity,
   insertUser,
   listUsers,
+  markCredentialsChanged,
   markVerified,
   setAdmin,
   setEmail,
@@ -42,7 +56,9 @@ import {
   setSuspended,
   type UserRow,
 } from './accounts.repo.ts';
+import type { EmailTokenPurpose } from './accounts.tables.ts';
 import { hashPassword, passwordProblems, verifyPassword } from './password.ts';
+import { clearLoginFailures, loginBlockedForSeconds, recordLoginFailure } from './throttles.repo.ts';
 
 export const VERIFICATION_TTL_MS = 48 * 60 * 60 * 1000;
 export const PASSWORD_RESET_TTL_MS = 60 * 60 * 1000;
@@ -82,6 +98,15 @@ export interface AccountsService {
   ): Promise<{ user: UserView; canSignInNow: boolean }>;
   verifyEmail(token: string, ctx: RequestContext): Promise<UserView>;
   resendVerification(email: string): Promise<void>;
+  /**
+   * Whether a mailed link that no longer works was for an action already done for its
+   * account (the address is verified, the email change happened): a second click, or a
+   * mail scanner's click before the person's own.
+   */
+  linkAlreadyUsed(
+    purpose: Extract<EmailTokenPurpose, 'verify_email' | 'email_change'>,
+    token: string,
+  ): Promise<boolean>;
   /** Checks email + password and the account state; returns the user allowed to sign in. */
   authenticate(input: { email: string; password: string }, ctx: RequestContext): Promise<UserRow>;
   mintKeyWithPassword(
@@ -90,11 +115,14 @@ export interface AccountsService {
   ): Promise<CreatedApiKey>;
   changePassword(
     principal: Principal,
-    input: { currentPassword: string; newPassword: string },
+    input: { currentPassword: string; newPassword: string; revokeApiKeys?: boolean },
     ctx: RequestContext,
-  ): Promise<{ sessionsEnded: number }>;
+  ): Promise<{ sessionsEnded: number; apiKeysRevoked: number }>;
   requestPasswordReset(email: string, ctx: RequestContext): Promise<void>;
-  confirmPasswordReset(input: { token: string; password: string }, ctx: RequestContext): Promise<void>;
+  confirmPasswordReset(
+    input: { token: string; password: string; revokeApiKeys?: boolean },
+    ctx: RequestContext,
+  ): Promise<{ apiKeysRevoked: number }>;
   requestEmailChange(
     principal: Principal,
     input: { currentPassword: string; newEmail: string },
@@ -128,8 +156,8 @@ export interface AccountsDeps {
   audit: AuditService;
   mailQueue: MailQueue;
   sessions: Pick<SessionsService, 'endAllForUser'>;
-  apiKeys: Pick<ApiKeysService, 'create'>;
-  /** Told after a suspension commits, so this replica stops honouring the user's keys at once. */
+  apiKeys: Pick<ApiKeysService, 'create' | 'revokeAllForUser'>;
+  /** Told after a suspension or a key revocation commits, so this replica stops honouring the keys at once. */
   principals: Pick<PrincipalCache, 'forget'>;
   /** Creates the tenant's data encryption key; called in the registration transaction. */
   tenantKeys: { ensureTenantKey(tenantId: string, db?: Db): Promise<void> };
@@ -145,6 +173,12 @@ function principalActor(p: Principal): AuditEntry['actor'] {
   return p.via === 'api_key'
     ? { kind: 'api_key', userId: p.userId, apiKeyId: p.apiKeyId }
     : { kind: 'user', userId: p.userId, apiKeyId: null };
+}
+
+/** The database's clock (ISO), compared later with credentials_changed_at, which it also set. */
+async function databaseNow(db: Db): Promise<string> {
+  const { rows } = await sql<{ now: Date }>`SELECT now() AS now`.execute(db);
+  return rows[0]!.now.toISOString();
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -196,14 +230,59 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
     return result;
   }
 
+  /**
+   * What a password reset and a password change both revoke, inside their transaction:
+   * pending reset and email-change links (and, through credentials_changed_at, any
+   * email-change mail still queued), sessions but `keepSessionId`, and on request every
+   * API key. Queues the "password changed" mail, which lists the keys still active.
+   */
+  async function afterCredentialsChanged(
+    trx: Db,
+    userId: string,
+    opts: {
+      keepSessionId: string | null;
+      revokeApiKeys: boolean;
+      actor: AuditEntry['actor'];
+      ip: string | null;
+      via: 'reset' | 'change';
+    },
+  ): Promise<{ sessionsEnded: number; apiKeysRevoked: number }> {
+    await markCredentialsChanged(trx, userId);
+    await expireEmailTokens(trx, userId, ['password_reset', 'email_change']);
+    const sessionsEnded = await deps.sessions.endAllForUser(userId, opts.keepSessionId, trx);
+    const apiKeysRevoked = opts.revokeApiKeys
+      ? await deps.apiKeys.revokeAllForUser(
+          userId,
+          { actor: opts.actor, ip: opts.ip, via: `password_${opts.via}` },
+          trx,
+        )
+      : 0;
+    await mailQueue.enqueue(trx, { kind: 'password_changed', userId, via: opts.via });
+    return { sessionsEnded, apiKeysRevoked };
+  }
+
   async function checkPasswordAndState(
     email: string,
     password: string,
     ctx: RequestContext,
   ): Promise<UserRow> {
+    const throttle = {
+      max: config.rateLimit.loginFailureMax,
+      windowSeconds: config.rateLimit.loginFailureWindowSeconds,
+    };
+    // Checked before the account is looked up, and the same for any address: no oracle.
+    const blockedFor = await loginBlockedForSeconds(db, email, throttle);
+    if (blockedFor > 0) {
+      throw new AppError(
+        'rate_limited',
+        `too many failed sign-ins for this address; retry in ${blockedFor} s or reset the password`,
+        { headers: { 'retry-after': String(blockedFor) } },
+      );
+    }
     const user = await findUserByEmail(db, email);
     const ok = await verifyPassword(user?.password_hash ?? null, password);
     if (!ok || !user) {
+      await recordLoginFailure(db, email, throttle.windowSeconds);
       // Recorded for unknown users too (tenant null) so both paths do the same work.
       await audit.record({
         type: 'auth.login.failed',
@@ -214,6 +293,7 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
       });
       throw invalidCredentials();
     }
+    await clearLoginFailures(db, email);
     if (user.suspended_at !== null) {
       await deps.sessions.endAllForUser(user.id);
       throw new AppError('account_unavailable', 'this account cannot sign in; contact support');
@@ -275,9 +355,17 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
     },
 
     async resendVerification(email) {
-      const user = await findUserByEmail(db, email.trim());
-      if (!user || user.email_verified_at !== null || user.suspended_at !== null) return;
-      await mailQueue.enqueue(db, { kind: 'verification', userId: user.id });
+      // The job looks the address up: the request does the same work for any address.
+      await mailQueue.enqueue(db, { kind: 'verification', email: email.trim() });
+    },
+
+    async linkAlreadyUsed(purpose, token) {
+      const row = await findEmailToken(db, purpose, token);
+      if (!row) return false;
+      const user = await findUserById(db, row.user_id);
+      if (!user) return false;
+      if (purpose === 'verify_email') return user.email_verified_at !== null;
+      return row.new_email !== null && row.new_email.toLowerCase() === user.email.toLowerCase();
     },
 
     async authenticate(input, ctx) {
@@ -301,62 +389,80 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
       }
       assertPasswordPolicy(input.newPassword, 'new_password', user.email);
       const hash = await hashPassword(input.newPassword);
-      return await db.transaction().execute(async (trx) => {
+      const actor = principalActor(principal);
+      const result = await db.transaction().execute(async (trx) => {
         await setPasswordHash(trx, user.id, hash);
-        const ended = await deps.sessions.endAllForUser(user.id, principal.sessionId, trx);
+        // The caller just proved the current password: their own session stays signed in.
+        const revoked = await afterCredentialsChanged(trx, user.id, {
+          keepSessionId: principal.sessionId,
+          revokeApiKeys: input.revokeApiKeys === true,
+          actor,
+          ip: ctx.ip,
+          via: 'change',
+        });
         await audit.record(
           {
             type: 'user.password_changed',
             tenantId: user.id,
-            actor: principalActor(principal),
+            actor,
             ip: ctx.ip,
-            metadata: { sessions_ended: ended },
+            metadata: { sessions_ended: revoked.sessionsEnded, api_keys_revoked: revoked.apiKeysRevoked },
           },
           trx,
         );
-        return { sessionsEnded: ended };
+        return revoked;
       });
+      if (result.apiKeysRevoked > 0) deps.principals.forget((p) => p.userId === user.id);
+      return result;
     },
 
     async requestPasswordReset(email, ctx) {
-      const user = await findUserByEmail(db, email.trim());
-      if (!user || user.suspended_at !== null) return;
-      await db.transaction().execute(async (trx) => {
-        await audit.record(
-          { type: 'user.password_reset_requested', tenantId: user.id, actor: SYSTEM, ip: ctx.ip },
-          trx,
-        );
-        await mailQueue.enqueue(trx, { kind: 'password_reset', userId: user.id });
-      });
+      // The job looks the address up (and audits the request): the request does the same
+      // work for any address, so its timing tells nothing.
+      await mailQueue.enqueue(db, { kind: 'password_reset', email: email.trim(), ip: ctx.ip });
     },
 
     async confirmPasswordReset(input, ctx) {
-      assertPasswordPolicy(input.password, 'password');
+      const invalidToken = () => AppError.validation({ token: ['is invalid, already used or expired'] });
+      // The policy needs the account's address; read it through the token without using it.
+      const peek = await findEmailToken(db, 'password_reset', input.token);
+      const owner = peek?.live ? await findUserById(db, peek.user_id) : undefined;
+      assertPasswordPolicy(input.password, 'password', owner?.email);
       const hash = await hashPassword(input.password);
-      await db.transaction().execute(async (trx) => {
+      const result = await db.transaction().execute(async (trx) => {
         const claimed = await consumeEmailToken(trx, 'password_reset', input.token);
-        if (!claimed) throw AppError.validation({ token: ['is invalid, already used or expired'] });
+        if (!claimed) throw invalidToken();
         const user = await findUserById(trx, claimed.user_id);
-        if (!user || user.suspended_at !== null) {
-          throw AppError.validation({ token: ['is invalid, already used or expired'] });
-        }
+        if (!user || user.suspended_at !== null) throw invalidToken();
+        // The address may have changed since the peek: the rule holds for the current one.
+        assertPasswordPolicy(input.password, 'password', user.email);
         await setPasswordHash(trx, user.id, hash);
-        await expireEmailTokens(trx, user.id, 'password_reset');
-        const ended = await deps.sessions.endAllForUser(user.id, null, trx);
+        const revoked = await afterCredentialsChanged(trx, user.id, {
+          keepSessionId: null,
+          revokeApiKeys: input.revokeApiKeys === true,
+          actor: userActor(user.id),
+          ip: ctx.ip,
+          via: 'reset',
+        });
+        // Proving the mailbox is the way out of a sign-in throttle on it.
+        await clearLoginFailures(trx, user.email);
         await audit.record(
           {
             type: 'user.password_reset',
             tenantId: user.id,
             actor: userActor(user.id),
             ip: ctx.ip,
-            metadata: { sessions_ended: ended },
+            metadata: { sessions_ended: revoked.sessionsEnded, api_keys_revoked: revoked.apiKeysRevoked },
           },
           trx,
         );
         // The reset link proves control of the mailbox, which is what verification proves.
         const verified = await markVerified(trx, user.id);
         if (verified) await afterVerified(trx, verified, ctx, 'password_reset');
+        return { userId: user.id, apiKeysRevoked: revoked.apiKeysRevoked };
       });
+      if (result.apiKeysRevoked > 0) deps.principals.forget((p) => p.userId === result.userId);
+      return { apiKeysRevoked: result.apiKeysRevoked };
     },
 
     async requestEmailChange(principal, input, ctx) {
@@ -372,14 +478,13 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
       if (!domainAllowed(newEmail)) {
         throw AppError.validation({ new_email: ['this email domain is not allowed here'] });
       }
-      if (await findUserByEmail(db, newEmail)) {
-        throw AppError.validation({ new_email: ['is already registered'] });
-      }
+      const taken = (await findUserByEmail(db, newEmail)) !== undefined;
       return await db.transaction().execute(async (trx) => {
         const actor = principalActor(principal);
         if (!mailQueue.enabled) {
-          // EMAIL_DELIVERY=none: no link can be sent; addresses are trusted as at registration.
-          if (!(await setEmail(trx, user.id, newEmail))) {
+          // EMAIL_DELIVERY=none: no link can be sent and nobody can be told by mail, so a
+          // taken address is refused in the answer, as registration does in this mode.
+          if (taken || !(await setEmail(trx, user.id, newEmail))) {
             throw AppError.validation({ new_email: ['is already registered'] });
           }
           await audit.record(
@@ -404,7 +509,19 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
           },
           trx,
         );
-        await mailQueue.enqueue(trx, { kind: 'email_change_confirm', userId: user.id, newEmail });
+        // Same answer and same work either way: the owner of a registered address is told by
+        // mail (and gets no link); the caller learns nothing about who is registered.
+        await mailQueue.enqueue(
+          trx,
+          taken
+            ? { kind: 'email_taken_notice', userId: user.id, newEmail }
+            : {
+                kind: 'email_change_confirm',
+                userId: user.id,
+                newEmail,
+                requestedAt: await databaseNow(trx),
+              },
+        );
         await mailQueue.enqueue(trx, {
           kind: 'email_change_notice',
           userId: user.id,
@@ -425,6 +542,8 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
         if (!(await setEmail(trx, before.id, claimed.new_email))) {
           throw AppError.validation({ new_email: ['is already registered'] });
         }
+        // One change wins; the other pending links of this account die with it.
+        await expireEmailTokens(trx, before.id, ['email_change']);
         await audit.record(
           {
             type: 'user.email_changed',
@@ -482,7 +601,10 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
         const user = await findUserById(trx, userId);
         if (!user) throw AppError.notFound('user');
         if (await setSuspended(trx, userId, suspended)) {
-          if (suspended) await deps.sessions.endAllForUser(userId, null, trx);
+          if (suspended) {
+            await deps.sessions.endAllForUser(userId, null, trx);
+            await expireEmailTokens(trx, userId, ['password_reset', 'email_change']);
+          }
           await audit.record(
             {
               type: suspended ? 'admin.user.suspended' : 'admin.user.unsuspended',

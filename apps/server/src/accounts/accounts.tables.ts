@@ -14,6 +14,8 @@ export interface UsersTable {
   created_at: Timestamp;
   updated_at: Timestamp;
   welcome_sent_at: NullableTimestamp;
+  /** Last password reset or change: email-change mails requested before it are not sent. */
+  credentials_changed_at: NullableTimestamp;
 }
 
 export interface ApiKeysTable {
@@ -63,10 +65,26 @@ export interface OAuthIdentitiesTable {
   created_at: Timestamp;
 }
 
+/** Failed sign-ins per address; email_key = SHA-256 of the lower-cased address. */
+export interface LoginFailuresTable {
+  email_key: Buffer;
+  failures: number;
+  window_started_at: Timestamp;
+}
+
+/** One row per capped account mail sent; recipient_key = SHA-256 of the lower-cased address. */
+export interface MailSendsTable {
+  id: Generated<string>;
+  recipient_key: Buffer;
+  sent_at: Timestamp;
+}
+
 export interface AccountsTables {
   users: UsersTable;
   api_keys: ApiKeysTable;
   sessions: SessionsTable;
   email_tokens: EmailTokensTable;
   oauth_identities: OAuthIdentitiesTable;
+  login_failures: LoginFailuresTable;
+  mail_sends: MailSendsTable;
 }

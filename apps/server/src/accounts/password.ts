@@ -1,7 +1,8 @@
 // Password policy and hashing. Invariants (password.test.ts, accounts.http.test.ts):
 // - Policy after OWASP ASVS v4 2.1: at least 8 and at most 256 characters (code points),
 //   no composition rules, every printable Unicode character allowed, and a list of
-//   ~18 000 common passwords (zxcvbn's frequency list, entries of 8+ characters) refused.
+//   ~18 000 common passwords (zxcvbn's frequency list, entries of 8+ characters) refused,
+//   and so are the account's email address and its local part (case-insensitively).
 // - Hashes are argon2id (node:crypto) with OWASP parameters m=19 MiB, t=2, p=1, a 16-byte
 //   random salt, stored as a PHC string so parameters can be raised later; verification
 //   reads the parameters from the stored string.
@@ -24,7 +25,12 @@ export function passwordProblems(password: string, context: { email?: string } =
   if (length > PASSWORD_MAX) return [`must be at most ${PASSWORD_MAX} characters`];
   const lower = password.toLowerCase();
   if (COMMON.has(lower)) return ['is too common; choose a less guessable password'];
-  if (context.email && lower === context.email.toLowerCase()) return ['must not be your email address'];
+  if (context.email) {
+    const email = context.email.trim().toLowerCase();
+    if (lower === email) return ['must not be your email address'];
+    const at = email.lastIndexOf('@');
+    if (at > 0 && lower === email.slice(0, at)) return ['must not be the name part of your email address'];
+  }
   return [];
 }
 

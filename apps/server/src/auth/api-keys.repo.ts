@@ -84,3 +84,26 @@ export async function revokeKeysOfConversation(db: Db, conversationId: string): 
     .executeTakeFirst();
   return Number(res.numUpdatedRows);
 }
+
+/** Revokes every key of a user (a reset or change with revoke_api_keys); returns the revoked ones. */
+export async function revokeAllApiKeys(db: Db, userId: string): Promise<ApiKeyRow[]> {
+  return await db
+    .updateTable('api_keys')
+    .set({ revoked_at: sql<Date>`now()` })
+    .where('user_id', '=', userId)
+    .where('revoked_at', 'is', null)
+    .returning(COLUMNS)
+    .execute();
+}
+
+/** Keys that authenticate right now (not revoked, not expired), oldest first. */
+export async function listActiveApiKeys(db: Db, userId: string): Promise<ApiKeyRow[]> {
+  return await db
+    .selectFrom('api_keys')
+    .select(COLUMNS)
+    .where('user_id', '=', userId)
+    .where('revoked_at', 'is', null)
+    .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', sql<Date>`now()`)]))
+    .orderBy('id', 'asc')
+    .execute();
+}

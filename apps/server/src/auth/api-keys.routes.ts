@@ -33,7 +33,7 @@ export function apiKeysRoutes(deps: Pick<Deps, 'apiKeys'>): FastifyPluginAsync {
         schema: {
           tags,
           summary: 'Create an API key; the plaintext `key` is returned only in this response',
-          body: z.object({ name: KeyName, expires_in_days: ExpiresInDays }),
+          body: z.strictObject({ name: KeyName, expires_in_days: ExpiresInDays }),
           response: { 201: CreatedApiKey },
         },
       },

@@ -14,6 +14,7 @@ import {
   type ApiKeyRow,
   insertApiKey,
   listApiKeys,
+  revokeAllApiKeys,
   revokeApiKey,
   revokeKeysOfConversation,
 } from './api-keys.repo.ts';
@@ -50,6 +51,15 @@ export interface ApiKeysService {
     keyId: string,
     audit: { actor: AuditEntry['actor']; ip: string | null },
   ): Promise<void>;
+  /**
+   * Revokes every key of a user inside the caller's transaction, one audit row each.
+   * The caller tells the principal cache after its transaction commits.
+   */
+  revokeAllForUser(
+    userId: string,
+    audit: { actor: AuditEntry['actor']; ip: string | null; via: string },
+    db: Db,
+  ): Promise<number>;
   mintConversationKey(userId: string, conversationId: string): Promise<CreatedApiKey>;
   revokeConversationKeys(conversationId: string): Promise<number>;
 }
@@ -121,6 +131,22 @@ export function createApiKeysService(deps: {
       deps.principals.forget((p) => p.apiKeyId === keyId);
     },
 
+    async revokeAllForUser(userId, ctx, db) {
+      const rows = await revokeAllApiKeys(db, userId);
+      for (const row of rows) {
+        await deps.audit.record(
+          {
+            type: 'api_key.revoked',
+            tenantId: userId,
+            actor: ctx.actor,
+            ip: ctx.ip,
+            metadata: { key_id: row.id, name: row.name, prefix: row.prefix, via: ctx.via },
+          },
+          db,
+        );
+      }
+      return rows.length;
+    },
     async mintConversationKey(userId, conversationId) {
       const { key, prefix, hash } = generateApiKey();
       const row = await insertApiKey(deps.db, userId, {

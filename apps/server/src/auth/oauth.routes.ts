@@ -11,6 +11,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Deps } from '../deps.ts';
 import { AppError } from '../http/errors.ts';
+import { authRateLimit } from '../http/plugins/auth-rate-limit.ts';
 import { fetchGithubIdentity, githubAuthorizeUrl } from './oauth.github.ts';
 import { generateSecret, hashSecret } from './tokens.ts';
 
@@ -29,18 +30,23 @@ export function oauthRoutes(
       secure: config.httpsOnly,
       path: '/auth/oauth',
     };
-    const limited = { rateLimit: { max: config.rateLimit.authMax, timeWindow: 60_000 } };
+    // Per-IP budget on top of the global limit (http/plugins/auth-rate-limit.ts).
+    const limited = () => [authRateLimit(root, config)];
 
-    app.get('/auth/oauth/github', { config: limited, schema: { hide: true } }, async (_request, reply) => {
-      const state = generateSecret();
-      reply.setCookie(OAUTH_STATE_COOKIE, state, { ...stateCookie, maxAge: 600 });
-      return reply.redirect(githubAuthorizeUrl(config, state), 302);
-    });
+    app.get(
+      '/auth/oauth/github',
+      { onRequest: limited(), schema: { hide: true } },
+      async (_request, reply) => {
+        const state = generateSecret();
+        reply.setCookie(OAUTH_STATE_COOKIE, state, { ...stateCookie, maxAge: 600 });
+        return reply.redirect(githubAuthorizeUrl(config, state), 302);
+      },
+    );
 
     app.get(
       '/auth/oauth/github/callback',
       {
-        config: limited,
+        onRequest: limited(),
         schema: {
           hide: true,
           querystring: z.object({

@@ -229,6 +229,25 @@ describe('configuration', () => {
     refuses({ AUTH_RATE_LIMIT_MAX: '0' }, 'AUTH_RATE_LIMIT_MAX');
   });
 
+  it('parses the per-address sign-in throttle and the per-recipient mail cap (blank = default)', () => {
+    const defaults = parseConfig({}).config;
+    assert.equal(defaults.rateLimit.loginFailureMax, 10);
+    assert.equal(defaults.rateLimit.loginFailureWindowSeconds, 900);
+    assert.equal(defaults.mail.perRecipientPerHour, 5);
+    const set = parseConfig({
+      LOGIN_FAILURE_MAX: '4',
+      LOGIN_FAILURE_WINDOW_SECONDS: '60',
+      MAIL_PER_RECIPIENT_PER_HOUR: '2',
+    }).config;
+    assert.equal(set.rateLimit.loginFailureMax, 4);
+    assert.equal(set.rateLimit.loginFailureWindowSeconds, 60);
+    assert.equal(set.mail.perRecipientPerHour, 2);
+    assert.equal(parseConfig({ LOGIN_FAILURE_MAX: '  ' }).config.rateLimit.loginFailureMax, 10);
+    refuses({ LOGIN_FAILURE_MAX: '0' }, 'LOGIN_FAILURE_MAX');
+    refuses({ LOGIN_FAILURE_WINDOW_SECONDS: '15m' }, 'LOGIN_FAILURE_WINDOW_SECONDS');
+    refuses({ MAIL_PER_RECIPIENT_PER_HOUR: '-1' }, 'MAIL_PER_RECIPIENT_PER_HOUR');
+  });
+
   it('reports every problem at once', () => {
     const problems = problemsOf({ PORT: 'x', SANDBOX_MAX_LIFETIME_HOURS: 'abc', FIRST_USER_ADMIN: 'y' });
     assert.equal(problems.length, 3);

@@ -48,6 +48,8 @@ export interface Config {
     readonly supportEmail?: string;
     /** Mail job retries: delay = min(baseMs * 2^(attempt-1), 1 h), at most maxAttempts sends. */
     readonly retry: { readonly baseMs: number; readonly maxAttempts: number };
+    /** Caller-triggered account mails (links, notices) sent to one address per rolling hour; more are dropped. */
+    readonly perRecipientPerHour: number;
   };
   readonly oauth: {
     readonly github?: {
@@ -90,6 +92,9 @@ export interface Config {
     readonly windowSeconds: number;
     /** Per-IP budget per minute of each credential or mail-sending endpoint (login, token, register, resend, reset). */
     readonly authMax: number;
+    /** Failed sign-ins per email address (known or not) per window before 429; PostgreSQL-backed, shared by replicas. */
+    readonly loginFailureMax: number;
+    readonly loginFailureWindowSeconds: number;
   };
   readonly shutdownGraceSeconds: number;
 }
@@ -475,6 +480,7 @@ export function parseConfig(env: Env): ParseResult {
         baseMs: positiveInt('MAIL_RETRY_BASE_MS', 5_000),
         maxAttempts: positiveInt('MAIL_MAX_ATTEMPTS', 20),
       },
+      perRecipientPerHour: positiveInt('MAIL_PER_RECIPIENT_PER_HOUR', 5),
     },
     oauth: { ...(github ? { github } : {}) },
     firstUserAdmin: bool('FIRST_USER_ADMIN', false),
@@ -505,6 +511,8 @@ export function parseConfig(env: Env): ParseResult {
       max: positiveInt('RATE_LIMIT_MAX', 300),
       windowSeconds: positiveInt('RATE_LIMIT_WINDOW_SECONDS', 60),
       authMax: positiveInt('AUTH_RATE_LIMIT_MAX', 10),
+      loginFailureMax: positiveInt('LOGIN_FAILURE_MAX', 10),
+      loginFailureWindowSeconds: positiveInt('LOGIN_FAILURE_WINDOW_SECONDS', 900),
     },
     shutdownGraceSeconds: positiveInt('SHUTDOWN_GRACE_SECONDS', 120),
   };

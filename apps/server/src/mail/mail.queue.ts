@@ -12,6 +12,8 @@ export type AccountMailKind =
   | 'password_reset'
   | 'email_change_confirm'
   | 'email_change_notice'
+  | 'email_taken_notice'
+  | 'password_changed'
   | 'suspended'
   | 'unsuspended';
 
@@ -21,9 +23,21 @@ export type AccountMailKind =
  */
 export interface AccountMailJob {
   kind: AccountMailKind;
-  userId: string;
-  /** email_change_confirm / email_change_notice: the requested new address. */
+  /** The account; or, for the mails a caller asks for by address, `email` instead. */
+  userId?: string;
+  /**
+   * verification / password_reset requested by address: the job, not the request, finds
+   * out whether an account has it, so the request does the same work for any address.
+   */
+  email?: string;
+  /** password_reset requested by address: the caller's IP, for the audit row. */
+  ip?: string | null;
+  /** email_change_confirm / email_change_notice / email_taken_notice: the requested new address. */
   newEmail?: string;
+  /** email_change_confirm: when it was requested (ISO); dropped if credentials changed since. */
+  requestedAt?: string;
+  /** password_changed: what changed it. */
+  via?: 'reset' | 'change';
   /** email_change_notice: the old address, which is no longer on the account once confirmed. */
   to?: string;
   /** 1-based send attempt; set by the retry path. */

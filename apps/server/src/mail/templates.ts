@@ -7,8 +7,17 @@ export type MailTemplate =
   | { kind: 'password_reset'; token: string }
   | { kind: 'email_change_confirm'; token: string; newEmail: string }
   | { kind: 'email_change_notice'; newEmail: string }
+  | { kind: 'email_taken_notice' }
+  | { kind: 'password_changed'; via: 'reset' | 'change'; keys: MailApiKey[] }
   | { kind: 'suspended' }
   | { kind: 'unsuspended' };
+
+export interface MailApiKey {
+  name: string;
+  prefix: string;
+  createdAt: Date;
+  lastUsedAt: Date | null;
+}
 
 export interface RenderContext {
   publicUrl: URL;
@@ -87,6 +96,39 @@ function body(t: MailTemplate, ctx: RenderContext): Body {
           'If this was not you, change your password now and contact support.',
         ],
       };
+    case 'email_taken_notice':
+      return {
+        subject: 'Someone tried to move a Paddock account to your address',
+        paragraphs: [
+          'A signed-in Paddock user asked to make this address the sign-in address of their account, but this address already belongs to a Paddock account, so nothing was changed.',
+          `If that was you, sign in at ${base} with this address instead. If it was not, you need not do anything.`,
+        ],
+      };
+    case 'password_changed': {
+      const keys =
+        t.keys.length === 0
+          ? ['Your account has no active API keys.']
+          : [
+              `These API keys still work (they are integrations and survive a password ${t.via}):`,
+              ...t.keys.map(
+                (k) =>
+                  `${k.name} (${k.prefix}…), created ${k.createdAt.toISOString().slice(0, 10)}, ${
+                    k.lastUsedAt ? `last used ${k.lastUsedAt.toISOString().slice(0, 10)}` : 'never used'
+                  }`,
+              ),
+              `Revoke any you do not recognise at ${base}, or send revoke_api_keys: true with your next password change.`,
+            ];
+      return {
+        subject: 'Your Paddock password was changed',
+        paragraphs: [
+          t.via === 'reset'
+            ? 'The password of your Paddock account was reset with a link sent to this address. Every session was signed out and pending email-change links no longer work.'
+            : 'The password of your Paddock account was changed. Every other session was signed out and pending email-change and reset links no longer work.',
+          ...keys,
+          'If this was not you, reset your password now and contact support.',
+        ],
+      };
+    }
     case 'suspended':
       return {
         subject: 'Your Paddock account has been suspended',

@@ -29,6 +29,8 @@ export function testEnv(overrides: Env = {}): Env {
     EMAIL_DELIVERY: 'none',
     RATE_LIMIT_MAX: '100000',
     AUTH_RATE_LIMIT_MAX: '100000',
+    LOGIN_FAILURE_MAX: '100000',
+    MAIL_PER_RECIPIENT_PER_HOUR: '100000',
     ...overrides,
   };
 }
