@@ -106,7 +106,9 @@ try {
     rmSync(dir, { recursive: true, force: true });
   } catch (err) {
     // Files a failed sandbox test left with a sandbox's user id cannot be removed by us.
-    console.error(`npm test: could not remove ${dir} (${(err as NodeJS.ErrnoException).code}); remove it by hand`);
+    console.error(
+      `npm test: could not remove ${dir} (${(err as NodeJS.ErrnoException).code}); remove it by hand`,
+    );
     code = code || 1;
   }
 }
