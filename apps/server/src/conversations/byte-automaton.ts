@@ -161,18 +161,9 @@ export function buildByteAutomaton(
     rows[i] = t < dense && out[t] === 0 ? t * classes : -(t + 1);
   }
 
-  const deepStep = (s: number, c: number): number => {
-    for (;;) {
-      if (s < dense) {
-        const n = rows[s * classes + c]!;
-        return n >= 0 ? n / classes : -n - 1;
-      }
-      const k = childOn(s, c);
-      if (k !== -1) return k;
-      s = fail[s]!;
-    }
-  };
-
+  // The scan reads only constants of this scope (V8 keeps them in registers in the hot loop).
+  const shallow = dense;
+  const width = classes;
   return {
     longest,
     states: nodes,
@@ -182,22 +173,36 @@ export function buildByteAutomaton(
       let s = state;
       let i = from;
       while (i < to) {
-        if (s < dense) {
+        if (s < shallow) {
           // Hot loop: shallow states without an output.
-          let r = s * classes;
-          let special = -1;
-          while (i < to) {
-            const n = rows[r + classOf[buf[i++]!]!]!;
-            if (n >= 0) r = n;
-            else {
-              special = -n - 1;
+          let r = s * width;
+          let n = 0;
+          do {
+            n = rows[r + classOf[buf[i++]!]!]!;
+            if (n < 0) break;
+            r = n;
+          } while (i < to);
+          if (n >= 0) return r / width;
+          s = -n - 1;
+        } else {
+          // A deep state: its children, else its failure link, down to a shallow state.
+          const c = classOf[buf[i++]!]!;
+          for (;;) {
+            if (s < shallow) {
+              const n = rows[s * width + c]!;
+              s = n >= 0 ? n / width : -n - 1;
               break;
             }
+            const first = childStart[s]!;
+            const last = first + childCount[s]!;
+            let k = first;
+            while (k < last && inClass[k] !== c) k++;
+            if (k < last) {
+              s = k;
+              break;
+            }
+            s = fail[s]!;
           }
-          if (special === -1) return r / classes;
-          s = special;
-        } else {
-          s = deepStep(s, classOf[buf[i++]!]!);
         }
         const length = out[s]!;
         if (length !== 0) found.push(offset + i, length);

@@ -54,7 +54,11 @@ export interface SecretRegistry {
 }
 
 export interface StreamRedactor {
-  /** Feeds the next chunk; returns the redacted bytes that are decided (possibly empty). */
+  /**
+   * Feeds the next chunk; returns the redacted bytes that are decided (possibly empty). The
+   * result may be a view of `chunk` (no copy when nothing is held back or replaced): do not
+   * modify a chunk after writing it.
+   */
   write(chunk: Uint8Array): Buffer;
   /** Emits everything held back (end of a turn, end of the stream). */
   flush(): Buffer;
@@ -220,6 +224,11 @@ export function createStreamRedactor(registry: Pick<SecretRegistry, 'matcher'>):
     kept.push(chunk.subarray(Math.max(keepFrom, chunkStart) - chunkStart));
     held = Buffer.concat(kept);
     heldStart = keepFrom;
+    // One piece (the common case): a view of the chunk, no copy (see StreamRedactor.write).
+    if (pieces.length === 1 && pieces[0] !== MARKER) {
+      const only = pieces[0]!;
+      return Buffer.from(only.buffer, only.byteOffset, only.byteLength);
+    }
     return Buffer.concat(pieces);
   };
 
