@@ -10,7 +10,8 @@
 //    property: random chunking of random text never lets a secret or its base64 through".
 // 2. Overlapping or nested occurrences merge into ONE marker covering their union: no byte of
 //    any occurrence survives, and a run like "aaaaaaaa" for the value "aaaa" is one marker, held
-//    in constant memory. Test: "overlapping and nested secrets become one marker".
+//    in constant memory. Tests: "merges overlapping and nested secrets into one marker",
+//    "replaces an endless run of a periodic secret by one marker, holding back little".
 // 3. Everything else passes byte for byte: output without occurrences equals the input, and
 //    the concatenated output is the input with each occurrence region replaced. Test: the
 //    property test, also on invalid UTF-8.
@@ -18,12 +19,16 @@
 //    − 1, 3): those that may still begin an occurrence (the automaton's lookback) and, when the
 //    input is valid UTF-8, the head of a character cut by the chunk boundary. Every emitted
 //    chunk of valid UTF-8 input is itself valid UTF-8 (never a split character). flush() emits
-//    the rest. Tests: "holds back at most the longest form minus one byte", "multi-byte".
-// 5. A value registered mid-stream applies to every byte not yet emitted (the held-back bytes
-//    are rescanned with the new automaton). Test: "a value registered mid-stream".
+//    the rest. Tests: "holds back at most the longest form minus one byte", "keeps multi-byte
+//    UTF-8 characters whole around and inside secrets".
+// 5. A value registered mid-stream applies to every occurrence that begins in a byte not yet
+//    emitted (the held-back bytes are rescanned with the new automaton); one that began in
+//    bytes already out is not recalled. Test: "applies a value registered mid-stream to every
+//    byte not yet emitted".
 // 6. Output that already left is never recalled: an occurrence that straddles an explicit
 //    flush() is redacted from the flush on (its head went out before it). Flush only where
-//    output must be complete (end of a turn, end of the stream).
+//    output must be complete (end of a turn, end of the stream). Test: "redacts the rest of a
+//    secret that straddles an explicit flush".
 // Values are kept in memory only (spec: the redaction registry is not durable), never logged.
 import { type ByteAutomaton, buildByteAutomaton } from './byte-automaton.ts';
 import { MIN_SECRET_BYTES, secretForms } from './secret-forms.ts';
