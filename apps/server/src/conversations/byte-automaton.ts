@@ -7,8 +7,9 @@
 //   others), so a transition row has `classes` entries instead of 256.
 // - States are numbered in breadth-first order. The shallow states (where a scan spends nearly
 //   all its time) get a full transition row in one Int32Array (`rows`), each entry already the
-//   offset of the target's row, so the hot loop is two loads and a sign test per byte. An entry
-//   is negative (-(target + 1)) when the target ends a pattern or is a deep state: the slow path.
+//   offset of the target's row, so the hot loop is three loads (byte, class, entry) and a sign
+//   test per byte. An entry is negative (-(target + 1)) when the target ends a pattern or is a
+//   deep state: the slow path.
 // - Deep states keep only their trie children (contiguous ids, thanks to the BFS numbering)
 //   and a failure link, so memory stays proportional to the total length of the patterns.
 // What must hold:
@@ -31,7 +32,7 @@ export interface ByteAutomaton {
    * Returns the state after the last byte.
    */
   scan(buf: Uint8Array, from: number, to: number, state: number, offset: number, found: number[]): number;
-  /** How many of the last bytes fed may still begin an occurrence (< longest). */
+  /** How many of the last bytes fed may still begin an occurrence (< longest; 0 without patterns). */
   lookback(state: number): number;
 }
 
@@ -161,7 +162,7 @@ export function buildByteAutomaton(
     rows[i] = t < dense && out[t] === 0 ? t * classes : -(t + 1);
   }
 
-  // The scan reads only constants of this scope (V8 keeps them in registers in the hot loop).
+  // The scan reads only constants of this scope, so V8 can keep them in registers.
   const shallow = dense;
   const width = classes;
   return {
