@@ -1,7 +1,7 @@
 // `npm run bench`: every benchmark, each reporting its figures and their ratio to a
 // baseline measured in the same run (absolute numbers drift between machines).
 //   npm run bench              all
-//   npm run bench -- http      only the HTTP benchmark (names: http, sandbox, login, mail-oracle)
+//   npm run bench -- http      only the HTTP benchmark (names: http, sandbox, login, mail-oracle, redaction)
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -12,6 +12,7 @@ const BENCHES: Record<string, string> = {
   sandbox: 'scripts/bench-sandbox.ts',
   login: 'scripts/bench-login.ts',
   'mail-oracle': 'scripts/bench-mail-oracle.ts',
+  redaction: 'scripts/bench-redaction.ts',
 };
 
 const wanted = process.argv.slice(2).filter((a) => !a.startsWith('-'));

@@ -1,0 +1,87 @@
+// The Aho-Corasick scanner against a naive search, on random patterns over small alphabets
+// (many shared prefixes and suffixes, so failure links and nested outputs are exercised), with
+// the dense rows at their default budget and with none beyond depth 1 (the sparse states).
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { buildByteAutomaton } from './byte-automaton.ts';
+
+/** mulberry32: a small seeded PRNG, so failures reproduce. */
+function prng(seed: number): (n: number) => number {
+  let a = seed >>> 0;
+  return (n) => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * n);
+  };
+}
+
+const bytesOf = (random: (n: number) => number, alphabet: number[], length: number): Buffer =>
+  Buffer.from(Array.from({ length }, () => alphabet[random(alphabet.length)]!));
+
+/** For each end offset with an occurrence: the longest pattern ending there. */
+function naive(patterns: Buffer[], text: Buffer): number[] {
+  const longestAt = new Map<number, number>();
+  for (const p of patterns) {
+    for (let at = text.indexOf(p); at !== -1; at = text.indexOf(p, at + 1)) {
+      const end = at + p.length;
+      longestAt.set(end, Math.max(longestAt.get(end) ?? 0, p.length));
+    }
+  }
+  return [...longestAt.entries()].sort((a, b) => a[0] - b[0]).flat();
+}
+
+describe('byte automaton', () => {
+  for (const denseEntries of [undefined, 0]) {
+    it(`finds the longest pattern ending at every offset, like a naive search (dense budget ${denseEntries ?? 'default'})`, () => {
+      const random = prng(denseEntries === 0 ? 7 : 11);
+      for (let round = 0; round < 200; round++) {
+        const alphabet = Array.from(
+          { length: 2 + random(4) },
+          (_, i) => [0x61, 0x62, 0x00, 0xff, 0xe2, 0x80][i]!,
+        );
+        const patterns = Array.from({ length: 1 + random(12) }, () =>
+          bytesOf(random, alphabet, 1 + random(7)),
+        );
+        const text = bytesOf(random, alphabet, random(300));
+        const automaton = buildByteAutomaton(patterns, { denseEntries });
+        const found: number[] = [];
+        automaton.scan(text, 0, text.length, automaton.start, 0, found);
+        assert.deepEqual(found, naive(patterns, text), `round ${round}`);
+
+        // Chunked, with the state carried over: the same occurrences, and after each byte no
+        // occurrence still to complete starts before (offset − lookback).
+        const chunked: number[] = [];
+        let state = automaton.start;
+        for (let at = 0; at < text.length; at++) {
+          state = automaton.scan(text, at, at + 1, state, 0, chunked);
+          const lookback = automaton.lookback(state);
+          assert.ok(lookback < automaton.longest || automaton.longest === 0);
+          for (const p of patterns) {
+            for (let start = Math.max(0, at + 1 - p.length + 1); start < at + 1 - lookback; start++) {
+              const head = text.subarray(start, at + 1);
+              assert.ok(
+                !(head.length < p.length && p.subarray(0, head.length).equals(head)),
+                `round ${round}: an occurrence may start at ${start}, before the lookback`,
+              );
+            }
+          }
+        }
+        assert.deepEqual(chunked, found, `round ${round} chunked`);
+      }
+    });
+  }
+
+  it('reports stream offsets from the given base and nothing without patterns', () => {
+    const automaton = buildByteAutomaton([Buffer.from('needle')]);
+    const found: number[] = [];
+    automaton.scan(Buffer.from('xxneedlexx'), 0, 10, automaton.start, 1000, found);
+    assert.deepEqual(found, [1008, 6]);
+    const none = buildByteAutomaton([]);
+    const nothing: number[] = [];
+    assert.equal(none.scan(Buffer.from('anything'), 0, 8, none.start, 0, nothing), none.start);
+    assert.deepEqual(nothing, []);
+    assert.equal(none.longest, 0);
+  });
+});
