@@ -1,5 +1,6 @@
 /**
- * Sandbox lifecycle: create, list, destroy, exec, file writes, network policy, checkpoints.
+ * Sandbox lifecycle: create, list, destroy, exec, file writes, network policy; checkpoints are in
+ * checkpoints.service.ts.
  *
  * State on disk (survives a sandboxd restart):
  *   <data>/tenants/<tenant>/sandboxes/<name>/sandbox.json   record: name, created_at, policy, init pid
@@ -17,24 +18,15 @@
  * - A running sandbox whose init died (OOM, host reboot, sandboxd restart with a dead init) is started
  *   again on demand over the same writable layer.
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
-import {
-  chownSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  readlinkSync,
-  renameSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { chownSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import type net from 'node:net';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { promisify } from 'node:util';
+import { createCheckpointsService } from './checkpoints.service.ts';
 import type { SandboxdOptions } from './config.ts';
 import { AppError } from './errors.ts';
 import { FifoPool } from './exec/procs.ts';
@@ -51,13 +43,11 @@ import {
   isAlive,
   type NamespaceRuntime,
 } from './runtime/namespaces.ts';
-
-const execFileP = promisify(execFile);
+import { removeTree, writeJsonAtomic } from './state-files.ts';
 
 export const PROXY_PORT = 3128;
 export const PAGE_SIZE = 50;
 const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$/;
-const CHECKPOINT_RE = /^ckpt-[0-9a-f]{16}$/;
 
 interface SandboxRecord {
   name: string;
@@ -65,12 +55,6 @@ interface SandboxRecord {
   policy: PolicyRule[];
   init: InitHandle | null;
 }
-
-export interface NdjsonLine {
-  type: 'info' | 'stdout' | 'stderr' | 'error';
-  [k: string]: unknown;
-}
-export type Emit = (line: NdjsonLine) => void;
 
 export interface ExecParams extends Omit<ExecSpec, 'argv' | 'env'> {
   cmd: string[];
@@ -135,12 +119,6 @@ export function tenantOf(token: string): string {
   return createHash('sha256').update(token).digest('hex').slice(0, 16);
 }
 
-function writeJsonAtomic(file: string, value: unknown): void {
-  const tmp = `${file}.tmp-${process.pid}`;
-  writeFileSync(tmp, `${JSON.stringify(value, null, 2)}\n`);
-  renameSync(tmp, file);
-}
-
 /** writeJsonAtomic that survives a power loss too: file, rename and directory entries fsync'ed. */
 async function writeJsonDurable(file: string, value: unknown, alsoSync: string[] = []): Promise<void> {
   const tmp = `${file}.tmp-${process.pid}`;
@@ -162,20 +140,6 @@ async function writeJsonDurable(file: string, value: unknown, alsoSync: string[]
   }
 }
 
-/**
- * fs.rm of a sandbox directory. The kernel creates overlay work dirs (`work/<d>/work`) with mode 000: root
- * removes them anyway, a rootless sandboxd must make its tree accessible first.
- */
-async function removeTree(p: string): Promise<void> {
-  try {
-    await fs.rm(p, { recursive: true, force: true });
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EACCES') throw err;
-    await execFileP('chmod', ['-R', 'u+rwx', '--', p]).catch(() => {});
-    await fs.rm(p, { recursive: true, force: true });
-  }
-}
-
 function errorMessage(err: unknown): string {
   return (err instanceof Error ? err.message : String(err)).slice(0, 2000);
 }
@@ -188,6 +152,15 @@ export function createSandboxesService(deps: ServiceDeps) {
   const cgroupKey = (sb: Sandbox) => `${sb.tenant}-${sb.rec.name}`;
   /** FIFOs for exec stdio (see exec/procs.ts). */
   const fifos = new FifoPool(path.join(opts.dataDir, 'fifos'));
+  const checkpoints = createCheckpointsService<Sandbox>({
+    tenantsDir,
+    log,
+    rootless: runtime.opts.rootless,
+    find,
+    prepareLayer: layerDirs,
+    stop: stopLocked,
+    start: startLocked,
+  });
 
   function newSandbox(rec: SandboxRecord, tenant: string): Sandbox {
     const dir = path.join(tenantsDir, tenant, 'sandboxes', rec.name);
@@ -660,103 +633,10 @@ export function createSandboxesService(deps: ServiceDeps) {
       return { rules: find(tenant, name).rec.policy };
     },
 
-    listCheckpoints(tenant: string, name: string) {
-      find(tenant, name);
-      const dir = path.join(tenantsDir, tenant, 'checkpoints');
-      let ids: string[] = [];
-      try {
-        ids = readdirSync(dir).filter((d) => CHECKPOINT_RE.test(d));
-      } catch {}
-      const out = [];
-      for (const id of ids) {
-        try {
-          out.push(JSON.parse(readFileSync(path.join(dir, id, 'checkpoint.json'), 'utf8')));
-        } catch {}
-      }
-      return { checkpoints: out.sort((a, b) => String(a.create_time).localeCompare(String(b.create_time))) };
-    },
-
-    async checkpoint(tenant: string, name: string, emit: Emit): Promise<void> {
-      const sb = find(tenant, name);
-      await sb.locked(async () => {
-        const id = `ckpt-${randomBytes(8).toString('hex')}`;
-        const dir = path.join(tenantsDir, tenant, 'checkpoints', id);
-        const t0 = performance.now();
-        emit({ type: 'info', data: 'Creating checkpoint...', time: new Date().toISOString() });
-        const paused = pause(sb);
-        emit({ type: 'info', data: `Processes ${paused.how}`, time: new Date().toISOString() });
-        try {
-          layerDirs(sb); // a checkpoint taken before the background setup ran
-          await fs.mkdir(dir, { recursive: true });
-          await copyTree(sb.layer, path.join(dir, 'layer'));
-        } catch (err) {
-          await removeTree(dir);
-          throw err;
-        } finally {
-          paused.resume();
-        }
-        const meta = { id, create_time: new Date().toISOString(), source_sandbox: name };
-        writeJsonAtomic(path.join(dir, 'checkpoint.json'), meta);
-        const ms = Math.round(performance.now() - t0);
-        log.info('checkpoint created', { sandbox: name, checkpoint: id, ms });
-        emit({
-          type: 'info',
-          data: `Checkpoint ${id} created`,
-          checkpoint_id: id,
-          id,
-          time: new Date().toISOString(),
-        });
-      });
-    },
-
-    /** Throws checkpoint_not_found before any streaming starts. */
-    assertCheckpoint(tenant: string, id: string): void {
-      if (!CHECKPOINT_RE.test(id))
-        throw new AppError('checkpoint_not_found', `checkpoint ${JSON.stringify(id)} not found`);
-      try {
-        readFileSync(path.join(tenantsDir, tenant, 'checkpoints', id, 'checkpoint.json'));
-      } catch {
-        throw new AppError('checkpoint_not_found', `checkpoint ${JSON.stringify(id)} not found`);
-      }
-    },
-
-    async restore(tenant: string, name: string, id: string, emit: Emit): Promise<void> {
-      const sb = find(tenant, name);
-      const src = path.join(tenantsDir, tenant, 'checkpoints', id, 'layer');
-      await sb.locked(async () => {
-        const t0 = performance.now();
-        emit({
-          type: 'info',
-          data: `Restoring checkpoint ${id}...`,
-          checkpoint_id: id,
-          time: new Date().toISOString(),
-        });
-        await stopLocked(sb);
-        emit({ type: 'info', data: 'Sandbox processes stopped', time: new Date().toISOString() });
-        const staged = `${sb.layer}.restore-${randomBytes(4).toString('hex')}`;
-        await copyTree(src, staged);
-        const trash = path.join(sb.dir, `trash-${randomBytes(4).toString('hex')}`);
-        await fs.mkdir(trash);
-        await fs.rename(sb.layer, path.join(trash, 'layer'));
-        await fs.rename(sb.work, path.join(trash, 'work')).catch(() => {});
-        await fs.rename(staged, sb.layer);
-        void removeTree(trash).catch((err: unknown) =>
-          log.warn('cannot remove the replaced layer', { sandbox: name, err }),
-        );
-        await startLocked(sb);
-        log.info('checkpoint restored', {
-          sandbox: name,
-          checkpoint: id,
-          ms: Math.round(performance.now() - t0),
-        });
-        emit({
-          type: 'info',
-          data: `Checkpoint ${id} restored`,
-          checkpoint_id: id,
-          time: new Date().toISOString(),
-        });
-      });
-    },
+    listCheckpoints: checkpoints.list,
+    checkpoint: checkpoints.create,
+    assertCheckpoint: checkpoints.assertExists,
+    restore: checkpoints.restore,
 
     /** Stops sandboxd's side (listeners, sessions); sandbox inits keep running. */
     shutdown(): void {
@@ -767,66 +647,9 @@ export function createSandboxesService(deps: ServiceDeps) {
     },
   };
 
-  /**
-   * cp -a of a writable layer. Rootless, in a user namespace that maps sandboxd's uid to root: its
-   * CAP_DAC_OVERRIDE covers the layer's files (all owned by that uid), so files and directories the sandbox
-   * made unreadable (chmod 000) are copied too.
-   */
-  function copyTree(src: string, dst: string): Promise<unknown> {
-    const cp = ['cp', '-a', '--', src, dst];
-    return runtime.opts.rootless
-      ? execFileP('unshare', ['--user', '--map-root-user', '--', ...cp])
-      : execFileP(cp[0]!, cp.slice(1));
-  }
-
   function cgroupArgv(sb: Sandbox, argv: string[]): string[] {
     const files = sb.cgroup?.procsFiles ?? [];
     return files.length === 0 ? argv : cgroupWrap(files, argv);
-  }
-
-  /** Freezes the sandbox (cgroup freezer) or, failing that, SIGSTOPs its processes. */
-  function pause(sb: Sandbox): { how: string; resume(): void } {
-    const h = sb.rec.init;
-    if (!h || !isAlive(h)) return { how: 'not running (sandbox stopped)', resume: () => {} };
-    if (sb.cgroup?.freeze(true))
-      return { how: 'frozen (cgroup freezer)', resume: () => sb.cgroup?.freeze(false) };
-    const pids = pidsInNamespace(h.pid);
-    for (const pid of pids) signal(pid, 'SIGSTOP');
-    return {
-      how: `paused (SIGSTOP, ${pids.length} processes)`,
-      resume: () => {
-        for (const pid of pids) signal(pid, 'SIGCONT');
-      },
-    };
-  }
-}
-
-function signal(pid: number, sig: NodeJS.Signals): void {
-  try {
-    process.kill(pid, sig);
-  } catch {}
-}
-
-function pidsInNamespace(initPid: number): number[] {
-  let target: string;
-  try {
-    target = readlinkSyncSafe(`/proc/${initPid}/ns/pid`);
-  } catch {
-    return [];
-  }
-  const out: number[] = [];
-  for (const e of readdirSync('/proc')) {
-    if (!/^\d+$/.test(e)) continue;
-    if (readlinkSyncSafe(`/proc/${e}/ns/pid`) === target) out.push(Number(e));
-  }
-  return out;
-}
-
-function readlinkSyncSafe(p: string): string {
-  try {
-    return readlinkSync(p);
-  } catch {
-    return '';
   }
 }
 

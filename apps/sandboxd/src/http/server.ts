@@ -7,9 +7,10 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
+import type { NdjsonLine } from '../checkpoints.service.ts';
 import { AppError, errorBody } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { type NdjsonLine, type SandboxesService, tenantOf } from '../sandboxes.service.ts';
+import { type SandboxesService, tenantOf } from '../sandboxes.service.ts';
 
 const JSON_LIMIT = 1024 * 1024;
 
