@@ -13,6 +13,11 @@ export interface Limits {
   pidsMax: number;
   /** CPU cores (fractional allowed); 0 = no limit */
   cpus: number;
+  /**
+   * bytes of disk per sandbox (its writable layer, on its own filesystem image; root mode only, see
+   * runtime/disks.ts); 0 = no limit
+   */
+  diskBytes: number;
 }
 
 export interface SandboxdOptions {
@@ -34,9 +39,13 @@ export interface SandboxdOptions {
   logFormat?: 'json' | 'pretty' | 'auto';
   /** First host uid/gid of the 65536-id range sandboxes map into when sandboxd runs as root. */
   idBase: number;
+  /** Checkpoints kept per sandbox; creating one more removes the oldest. */
+  checkpointsMax: number;
 }
 
 export class ConfigError extends Error {}
+
+export const MIN_DISK_BYTES = 32 * 1024 * 1024;
 
 export const DEFAULTS = {
   addr: '127.0.0.1:7070',
@@ -44,8 +53,10 @@ export const DEFAULTS = {
   memory: '4g',
   pids: 2048,
   cpus: 2,
+  disk: '10g',
   sessionBufferMb: 16,
   idBase: 100000,
+  checkpointsMax: 5,
 } as const;
 
 function blank(v: string | undefined): v is undefined {
@@ -121,7 +132,18 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Sandbox
     cpus: blank(env['SANDBOXD_CPUS'])
       ? DEFAULTS.cpus
       : parseNonNegNumber('SANDBOXD_CPUS', env['SANDBOXD_CPUS']),
+    diskBytes: parseBytes(
+      'SANDBOXD_DISK_MAX',
+      blank(env['SANDBOXD_DISK_MAX']) ? DEFAULTS.disk : env['SANDBOXD_DISK_MAX'],
+    ),
   };
+  // mkfs.ext4 needs room for its journal and metadata; below this a sandbox could not even start.
+  if (limits.diskBytes > 0 && limits.diskBytes < MIN_DISK_BYTES)
+    throw new ConfigError('SANDBOXD_DISK_MAX must be 0 (no limit) or at least 32m');
+  const checkpointsMax = blank(env['SANDBOXD_CHECKPOINTS_MAX'])
+    ? DEFAULTS.checkpointsMax
+    : parseNonNegInt('SANDBOXD_CHECKPOINTS_MAX', env['SANDBOXD_CHECKPOINTS_MAX']);
+  if (checkpointsMax < 1) throw new ConfigError('SANDBOXD_CHECKPOINTS_MAX must be at least 1');
   const bufMb = blank(env['SANDBOXD_SESSION_BUFFER_MB'])
     ? DEFAULTS.sessionBufferMb
     : parseNonNegInt('SANDBOXD_SESSION_BUFFER_MB', env['SANDBOXD_SESSION_BUFFER_MB']);
@@ -160,5 +182,6 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Sandbox
     logLevel: levelRaw as Level,
     logFormat: formatRaw,
     idBase,
+    checkpointsMax,
   };
 }

@@ -7,6 +7,7 @@ export const ERROR_STATUS = {
   checkpoint_not_found: 404,
   session_not_found: 404,
   sandbox_exists: 409,
+  checkpoint_incompatible: 409,
   payload_too_large: 413,
   write_failed: 400,
   internal_error: 500,

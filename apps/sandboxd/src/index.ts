@@ -12,6 +12,7 @@ import { createHttpServer } from './http/server.ts';
 import { createLogger, type Logger } from './log.ts';
 import { ensureBase, ensureDevTemplate, type IdMap } from './runtime/base.ts';
 import { detectCgroups } from './runtime/cgroups.ts';
+import { createDisks } from './runtime/disks.ts';
 import { NamespaceRuntime } from './runtime/namespaces.ts';
 import { createSandboxesService } from './sandboxes.service.ts';
 
@@ -59,11 +60,18 @@ export async function startSandboxd(input: StartOptions): Promise<RunningSandbox
     tokens: input.tokens,
     dataDir: input.dataDir ?? DEFAULTS.dataDir,
     ...(input.rootfs ? { rootfs: input.rootfs } : {}),
-    limits: { memoryBytes: 4 * 1024 ** 3, pidsMax: DEFAULTS.pids, cpus: DEFAULTS.cpus, ...input.limits },
+    limits: {
+      memoryBytes: 4 * 1024 ** 3,
+      pidsMax: DEFAULTS.pids,
+      cpus: DEFAULTS.cpus,
+      diskBytes: 10 * 1024 ** 3,
+      ...input.limits,
+    },
     sessionBufferBytes: input.sessionBufferBytes ?? DEFAULTS.sessionBufferMb * 1024 * 1024,
     hostsOverride: input.hostsOverride ?? new Map(),
     logLevel: input.logLevel ?? 'info',
     idBase: input.idBase ?? DEFAULTS.idBase,
+    checkpointsMax: input.checkpointsMax ?? DEFAULTS.checkpointsMax,
   };
   const log = input.logger ?? createLogger(opts.logLevel);
   mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
@@ -80,7 +88,20 @@ export async function startSandboxd(input: StartOptions): Promise<RunningSandbox
   const instance = createHash('sha256').update(opts.dataDir).digest('hex').slice(0, 12);
   const cgroups = detectCgroups(opts.limits, instance, log);
   const runtime = new NamespaceRuntime({ base, devTemplate: ensureDevTemplate(opts.dataDir), ids, rootless });
-  const service = createSandboxesService({ opts, log, cgroups, runtime, ids, hostDirs: base.hostDirs });
+  const disks = createDisks({ dataDir: opts.dataDir, bytes: opts.limits.diskBytes, rootless, log });
+  if (rootless && opts.limits.diskBytes > 0)
+    log.warn(
+      'disk limit not enforced: rootless sandboxd cannot mount disk images (docs/sandboxd.md, "Disk")',
+    );
+  const service = createSandboxesService({
+    opts,
+    log,
+    cgroups,
+    runtime,
+    ids,
+    hostDirs: base.hostDirs,
+    disks,
+  });
   await service.load();
   const server = createHttpServer({ service, tokens: opts.tokens, log });
   await new Promise<void>((resolve, reject) => {

@@ -4,8 +4,10 @@
  *
  * State on disk (survives a sandboxd restart):
  *   <data>/tenants/<tenant>/sandboxes/<name>/sandbox.json   record: name, created_at, policy, init pid
- *   <data>/tenants/<tenant>/sandboxes/<name>/layer/{root,usr,...}  the writable layer (overlay upper dirs)
- *   <data>/tenants/<tenant>/checkpoints/<id>/{checkpoint.json,layer/}
+ *   <data>/tenants/<tenant>/sandboxes/<name>/layer/{root,usr,...}  the writable layer (overlay upper dirs), or
+ *   <data>/tenants/<tenant>/sandboxes/<name>/disk.img, mounted at disk/, holding layer/ and work/ (root mode
+ *     with a disk limit, runtime/disks.ts)
+ *   <data>/tenants/<tenant>/checkpoints/<id>/   see checkpoints.service.ts
  * A tenant is the SHA-256 (16 hex) of the bearer token: names are unique per token.
  *
  * Invariants:
@@ -27,7 +29,7 @@ import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { createCheckpointsService } from './checkpoints.service.ts';
-import type { SandboxdOptions } from './config.ts';
+import { parseBytes, type SandboxdOptions } from './config.ts';
 import { AppError } from './errors.ts';
 import { FifoPool } from './exec/procs.ts';
 import { type ExecSpec, type Session, SessionTable } from './exec/sessions.ts';
@@ -36,12 +38,15 @@ import { type PolicyRule, parseRules } from './proxy/policy.ts';
 import { EgressProxy } from './proxy/proxy.ts';
 import { type IdMap, SANDBOX_HOME } from './runtime/base.ts';
 import type { Cgroups, SandboxCgroup } from './runtime/cgroups.ts';
+import type { Disks } from './runtime/disks.ts';
 import {
   cgroupWrap,
   holderAlive,
   type InitHandle,
   isAlive,
   type NamespaceRuntime,
+  RUN_SIZE,
+  SHM_SIZE,
 } from './runtime/namespaces.ts';
 import { removeTree, writeJsonAtomic } from './state-files.ts';
 
@@ -54,6 +59,8 @@ interface SandboxRecord {
   created_at: string;
   policy: PolicyRule[];
   init: InitHandle | null;
+  /** "image": the writable layer is on the sandbox's own disk image (runtime/disks.ts); absent: a directory. */
+  disk?: 'image';
 }
 
 export interface ExecParams extends Omit<ExecSpec, 'argv' | 'env'> {
@@ -98,11 +105,15 @@ class Sandbox {
     return next;
   }
 
+  /** Where the writable layer and the overlay work dirs live: the mounted disk image, or the sandbox dir. */
+  get storage(): string {
+    return this.rec.disk === 'image' ? path.join(this.dir, 'disk') : this.dir;
+  }
   get layer(): string {
-    return path.join(this.dir, 'layer');
+    return path.join(this.storage, 'layer');
   }
   get work(): string {
-    return path.join(this.dir, 'work');
+    return path.join(this.storage, 'work');
   }
 }
 
@@ -113,6 +124,7 @@ export interface ServiceDeps {
   runtime: NamespaceRuntime;
   ids: IdMap;
   hostDirs: string[];
+  disks: Disks;
 }
 
 export function tenantOf(token: string): string {
@@ -145,7 +157,7 @@ function errorMessage(err: unknown): string {
 }
 
 export function createSandboxesService(deps: ServiceDeps) {
-  const { opts, log, cgroups, runtime } = deps;
+  const { opts, log, cgroups, runtime, disks } = deps;
   const sandboxes = new Map<string, Sandbox>();
   const tenantsDir = path.join(opts.dataDir, 'tenants');
   const key = (tenant: string, name: string) => `${tenant}/${name}`;
@@ -156,8 +168,11 @@ export function createSandboxesService(deps: ServiceDeps) {
     tenantsDir,
     log,
     rootless: runtime.opts.rootless,
+    disks,
+    checkpointsMax: opts.checkpointsMax,
     find,
-    prepareLayer: layerDirs,
+    prepareStorage,
+    persist,
     stop: stopLocked,
     start: startLocked,
   });
@@ -188,6 +203,12 @@ export function createSandboxesService(deps: ServiceDeps) {
     chownSync(path.join(sb.layer, 'root'), deps.ids.rootHostId, deps.ids.hostGid ?? deps.ids.rootHostId);
   }
 
+  /** Mounts the sandbox's disk image, if it has one, and creates the layer's directories (under the lock). */
+  async function prepareStorage(sb: Sandbox): Promise<void> {
+    if (sb.rec.disk === 'image') await disks.mount(sb.dir);
+    layerDirs(sb);
+  }
+
   function find(tenant: string, name: string): Sandbox {
     const sb = sandboxes.get(key(tenant, name));
     if (!sb || sb.destroyed)
@@ -213,6 +234,9 @@ export function createSandboxesService(deps: ServiceDeps) {
         memory_bytes: cgroups.enforced.memory && opts.limits.memoryBytes > 0 ? opts.limits.memoryBytes : null,
         pids_max: cgroups.enforced.pids && opts.limits.pidsMax > 0 ? opts.limits.pidsMax : null,
         cpus: cgroups.enforced.cpu && opts.limits.cpus > 0 ? opts.limits.cpus : null,
+        disk_bytes: sb.rec.disk === 'image' ? disks.bytes || null : null,
+        shm_bytes: parseBytes('shm', SHM_SIZE),
+        run_bytes: parseBytes('run', RUN_SIZE),
       },
       network_policy: { rules: sb.rec.policy },
     };
@@ -284,7 +308,7 @@ export function createSandboxesService(deps: ServiceDeps) {
     let h = sb.rec.init;
     if (!h || !isAlive(h)) {
       closeListener(sb);
-      layerDirs(sb);
+      await prepareStorage(sb);
       const t0 = performance.now();
       // The proxy listener is opened while the init mounts the filesystem (its network namespace is ready
       // first); the sandbox is running once both are.
@@ -443,7 +467,13 @@ export function createSandboxesService(deps: ServiceDeps) {
       }
       if (sandboxes.has(key(tenant, name)))
         throw new AppError('sandbox_exists', `sandbox ${JSON.stringify(name)} already exists`);
-      const rec: SandboxRecord = { name, created_at: new Date().toISOString(), policy: [], init: null };
+      const rec: SandboxRecord = {
+        name,
+        created_at: new Date().toISOString(),
+        policy: [],
+        init: null,
+        ...(disks.enabled ? { disk: 'image' as const } : {}),
+      };
       const sb = newSandbox(rec, tenant);
       sandboxes.set(key(tenant, name), sb);
       sb.starting++; // until its background setup (below) has run
@@ -495,6 +525,7 @@ export function createSandboxesService(deps: ServiceDeps) {
         sb.destroyed = true;
         sandboxes.delete(key(tenant, name));
         await stopLocked(sb);
+        if (sb.rec.disk === 'image') await disks.unmount(sb.dir);
         sb.cgroup?.remove();
         if (!sb.cgroup) cgroups.create(cgroupKey(sb))?.remove();
         await removeTree(sb.dir);
@@ -637,6 +668,7 @@ export function createSandboxesService(deps: ServiceDeps) {
     checkpoint: checkpoints.create,
     assertCheckpoint: checkpoints.assertExists,
     restore: checkpoints.restore,
+    deleteCheckpoint: checkpoints.delete,
 
     /** Stops sandboxd's side (listeners, sessions); sandbox inits keep running. */
     shutdown(): void {

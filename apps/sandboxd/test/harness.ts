@@ -99,6 +99,28 @@ export function sessionShims(dataDir?: string): number[] {
   return out;
 }
 
+/** Unmounts what sandboxd mounted under the data dir (the sandboxes' disk images, root mode), deepest first. */
+function unmountUnder(dataDir: string): void {
+  const points = readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((l) =>
+      (l.split(' ')[4] ?? '').replace(/\\([0-7]{3})/g, (_m, o: string) =>
+        String.fromCharCode(parseInt(o, 8)),
+      ),
+    )
+    .filter((p) => p.startsWith(`${dataDir}/`))
+    .sort((a, b) => b.length - a.length);
+  for (const p of points) {
+    try {
+      execFileSync('umount', [p], { stdio: 'ignore' });
+    } catch {
+      try {
+        execFileSync('umount', ['-l', p], { stdio: 'ignore' });
+      } catch {}
+    }
+  }
+}
+
 /** Removes the per-data-dir cgroup subtree sandboxd created (src/runtime/cgroups.ts naming). */
 function removeCgroups(dataDir: string): void {
   const instance = createHash('sha256').update(dataDir).digest('hex').slice(0, 12);
@@ -204,6 +226,7 @@ export async function startTestSandboxd(opts: TestSandboxdOptions = {}): Promise
         killSandboxInits(dataDir);
         await new Promise((r) => setTimeout(r, 200));
         removeCgroups(dataDir);
+        unmountUnder(dataDir);
         try {
           rmSync(dataDir, { recursive: true, force: true });
         } catch {

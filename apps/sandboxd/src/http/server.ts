@@ -109,6 +109,9 @@ export function createHttpServer(deps: {
       return ndjson(res, (emit) => service.checkpoint(tenant, name, emit));
     } else if (sub === 'checkpoints' && id === undefined && method === 'GET') {
       return send(res, 200, service.listCheckpoints(tenant, name));
+    } else if (sub === 'checkpoints' && id !== undefined && action === undefined && method === 'DELETE') {
+      await service.deleteCheckpoint(tenant, name, id);
+      return send(res, 204);
     } else if (sub === 'checkpoints' && id !== undefined && action === 'restore' && method === 'POST') {
       service.assertExists(tenant, name);
       service.assertCheckpoint(tenant, id);

@@ -54,6 +54,19 @@ function readPids(file: string): number[] {
   }
 }
 
+/** Polls `done` for up to 1 s. */
+function waitFor(done: () => boolean): boolean {
+  for (let i = 0; i < 200; i++) {
+    try {
+      if (done()) return true;
+    } catch {
+      return false;
+    }
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+  }
+  return false;
+}
+
 function killAndRemove(dir: string, procs: string): void {
   for (let i = 0; i < 50; i++) {
     const pids = readPids(path.join(dir, procs));
@@ -131,7 +144,12 @@ function detectV2(root: string, instance: string, limits: Limits, log: Logger): 
         tryWrite(path.join(dir, 'cpu.max'), `${Math.round(limits.cpus * 100000)} 100000`);
       return {
         procsFiles: [path.join(dir, 'cgroup.procs')],
-        freeze: (frozen) => tryWrite(path.join(dir, 'cgroup.freeze'), frozen ? '1' : '0'),
+        // The write only requests the freeze: it holds once cgroup.events says so (checkpoints copy then).
+        freeze: (frozen) =>
+          tryWrite(path.join(dir, 'cgroup.freeze'), frozen ? '1' : '0') &&
+          waitFor(() =>
+            readFileSync(path.join(dir, 'cgroup.events'), 'utf8').includes(`frozen ${frozen ? 1 : 0}`),
+          ),
         pids: () => readPids(path.join(dir, 'cgroup.procs')),
         remove: () => killAndRemove(dir, 'cgroup.procs'),
       };

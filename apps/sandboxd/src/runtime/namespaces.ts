@@ -41,6 +41,13 @@ export interface SandboxDirs {
   state: string;
 }
 
+/**
+ * Sizes of the sandbox's memory-backed mounts (docs/sandboxd.md, "Disk"): their pages are charged to the
+ * sandbox's memory cgroup where there is one, and without one these sizes are what bounds them.
+ */
+export const SHM_SIZE = '64m';
+export const RUN_SIZE = '16m';
+
 const INIT_SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'init.sh');
 
 /**
@@ -174,8 +181,8 @@ export class NamespaceRuntime {
       [
         ...DEV_NODES.map((n) => fstabLine(`/dev/${n}`, `${m}/dev/${n}`, 'none', 'bind')),
         fstabLine('devpts', `${m}/dev/pts`, 'devpts', 'newinstance,nosuid,noexec,ptmxmode=0666,mode=0620'),
-        fstabLine('tmpfs', `${m}/dev/shm`, 'tmpfs', 'nosuid,nodev,mode=1777'),
-        fstabLine('tmpfs', `${m}/run`, 'tmpfs', 'nosuid,nodev,mode=755'),
+        fstabLine('tmpfs', `${m}/dev/shm`, 'tmpfs', `nosuid,nodev,mode=1777,size=${SHM_SIZE}`),
+        fstabLine('tmpfs', `${m}/run`, 'tmpfs', `nosuid,nodev,mode=755,size=${RUN_SIZE}`),
         fstabLine('proc', `${m}/proc`, 'proc', 'defaults'),
       ].join(''),
     );

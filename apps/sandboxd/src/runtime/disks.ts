@@ -1,0 +1,167 @@
+/**
+ * Per-sandbox disks. In root mode with a disk limit (SANDBOXD_DISK_MAX > 0), a sandbox's writable layer (its
+ * overlay upper and work directories) lives on its own ext4 file system in a sparse image file,
+ * `<sandbox>/disk.img`, loop-mounted on the host at `<sandbox>/disk`. Rootless, or with no limit, the layer is a
+ * plain directory (`<sandbox>/layer`): no kernel mechanism bounds it without root (docs/sandboxd.md, "Disk").
+ *
+ * Invariants (proved by test/disk.test.ts and test/checkpoint-race.test.ts):
+ * - A write beyond the image size fails with ENOSPC inside the sandbox; the host file system holds at most
+ *   the image's allocated blocks (deleted files give theirs back through `discard`).
+ * - A snapshot copies the image file while its file system is frozen (FIFREEZE): the copy is consistent, and
+ *   sandboxd never resolves a path inside the sandbox's tree, so nothing the sandbox plants (symlinks swapped
+ *   in mid-copy, nested namespaces that escape a process freeze) can make it read anything else.
+ * - One image is only ever mounted through one loop device (one superblock): a second mount of an image whose
+ *   loop device is still attached (the sandbox namespace keeps it) reuses that device.
+ * - Mounted nodev,nosuid: the sandbox cannot create usable device nodes or setuid files on it.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import type { Logger } from '../log.ts';
+
+const execFileP = promisify(execFile);
+
+/** Host tools run with a fixed PATH and environment, never anything a caller sent. */
+const TOOL_ENV = { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', LC_ALL: 'C' };
+
+function run(cmd: string, args: string[]): Promise<{ stdout: string }> {
+  return execFileP(cmd, args, { env: TOOL_ENV, timeout: 120_000 });
+}
+
+/** Mount options; noinit_itable: ext4 must not zero the lazily initialized inode tables (it would fill every image). */
+const MOUNT_OPTS = 'discard,noinit_itable,nodev,nosuid';
+
+export interface Disks {
+  /** Whether new sandboxes get a disk image (root mode and a limit). */
+  readonly enabled: boolean;
+  /** Size of new images, bytes (0 when disabled). */
+  readonly bytes: number;
+  /** Mount point of the sandbox's image. */
+  mountPoint(sandboxDir: string): string;
+  /** Mounts the sandbox's image (idempotent), creating it first if missing; thaws a file system left frozen. */
+  mount(sandboxDir: string): Promise<void>;
+  /** Unmounts the sandbox's image if mounted. */
+  unmount(sandboxDir: string): Promise<void>;
+  /** A consistent copy of the sandbox's image at `dest` (the file system frozen meanwhile, when mounted). */
+  snapshot(sandboxDir: string, dest: string): Promise<void>;
+  /** Replaces the sandbox's image with a copy of `src` (unmounted first; the sandbox must be stopped). */
+  replace(sandboxDir: string, src: string): Promise<void>;
+}
+
+/** mountinfo escapes space, tab, newline and backslash as octal. */
+function mountinfoEscape(p: string): string {
+  return p.replace(/[ \t\n\\]/g, (c) => `\\${c.charCodeAt(0).toString(8).padStart(3, '0')}`);
+}
+
+function isMounted(dir: string): boolean {
+  const want = mountinfoEscape(dir);
+  try {
+    return readFileSync('/proc/self/mountinfo', 'utf8')
+      .split('\n')
+      .some((l) => l.split(' ')[4] === want);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * `enabled` is false rootless (loop mounts need root) or with a limit of 0. The template image is made once
+ * per size and copied (sparse) for each new sandbox: mkfs on the create path would cost more than a copy.
+ */
+export function createDisks(opts: { dataDir: string; bytes: number; rootless: boolean; log: Logger }): Disks {
+  const enabled = !opts.rootless && opts.bytes > 0;
+  const bytes = enabled ? opts.bytes : 0;
+  const template = path.join(opts.dataDir, `disk-template-${bytes}.img`);
+  let templateReady: Promise<void> | null = null;
+
+  function ensureTemplate(): Promise<void> {
+    templateReady ??= (async () => {
+      if (existsSync(template)) return;
+      const tmp = `${template}.tmp-${process.pid}`;
+      rmSync(tmp, { force: true });
+      await run('truncate', ['-s', String(bytes), tmp]);
+      // -m 0: no blocks reserved for root (the sandbox's root is not host root anyway).
+      await run('mkfs.ext4', [
+        '-q',
+        '-F',
+        '-m',
+        '0',
+        '-E',
+        'lazy_itable_init=1,lazy_journal_init=1,nodiscard',
+        tmp,
+      ]);
+      renameSync(tmp, template);
+    })();
+    templateReady.catch(() => {
+      templateReady = null;
+    });
+    return templateReady;
+  }
+
+  const imageOf = (sandboxDir: string) => path.join(sandboxDir, 'disk.img');
+  const mountPoint = (sandboxDir: string) => path.join(sandboxDir, 'disk');
+
+  /** Loop devices attached to the image (a running sandbox's namespace keeps its device attached). */
+  async function loopDevices(img: string): Promise<string[]> {
+    const { stdout } = await run('losetup', ['-j', img]).catch(() => ({ stdout: '' }));
+    return stdout
+      .split('\n')
+      .map((l) => l.split(':')[0] ?? '')
+      .filter((d) => d.startsWith('/dev/loop'));
+  }
+
+  async function unmount(sandboxDir: string): Promise<void> {
+    const mnt = mountPoint(sandboxDir);
+    if (!isMounted(mnt)) return;
+    await run('umount', [mnt]).catch(() => run('umount', ['-l', mnt]));
+  }
+
+  return {
+    enabled,
+    bytes,
+    mountPoint,
+
+    async mount(sandboxDir) {
+      const img = imageOf(sandboxDir);
+      const mnt = mountPoint(sandboxDir);
+      if (isMounted(mnt)) {
+        // A snapshot interrupted by a crash of sandboxd leaves the file system frozen.
+        await run('fsfreeze', ['-u', mnt]).catch(() => {});
+        return;
+      }
+      mkdirSync(mnt, { recursive: true });
+      if (!existsSync(img)) {
+        await ensureTemplate();
+        const tmp = `${img}.tmp`;
+        await run('cp', ['--sparse=always', '--', template, tmp]);
+        renameSync(tmp, img);
+      }
+      const [dev] = await loopDevices(img);
+      if (dev) await run('mount', ['-o', MOUNT_OPTS, dev, mnt]);
+      else await run('mount', ['-o', `loop,${MOUNT_OPTS}`, img, mnt]);
+      opts.log.debug('sandbox disk mounted', { dir: sandboxDir, reused: dev ?? null });
+    },
+
+    unmount,
+
+    async snapshot(sandboxDir, dest) {
+      const mnt = mountPoint(sandboxDir);
+      const frozen = isMounted(mnt);
+      if (frozen) await run('fsfreeze', ['-f', mnt]);
+      try {
+        await run('cp', ['--sparse=always', '--', imageOf(sandboxDir), dest]);
+      } finally {
+        if (frozen) await run('fsfreeze', ['-u', mnt]);
+      }
+    },
+
+    async replace(sandboxDir, src) {
+      await unmount(sandboxDir);
+      const img = imageOf(sandboxDir);
+      const tmp = `${img}.tmp`;
+      await run('cp', ['--sparse=always', '--', src, tmp]);
+      renameSync(tmp, img);
+    },
+  };
+}
