@@ -5,16 +5,23 @@ import { api, ndjsonLines, sh } from './helpers.ts';
 
 let d: TestSandboxd;
 before(async () => {
-  d = await startTestSandboxd();
+  d = await startTestSandboxd({ env: { SANDBOXD_CHECKPOINTS_MAX: '2' } });
 });
 after(async () => {
-  for (const n of ['ck-src', 'ck-dst', 'ck-big']) await api(d, 'DELETE', `/v1/sandboxes/${n}`);
+  for (const n of ['ck-src', 'ck-dst', 'ck-big', 'ck-keep']) await api(d, 'DELETE', `/v1/sandboxes/${n}`);
   await d.stop();
 });
 
 // Content hashes plus mode, owner, type and symlink targets of every entry under the given roots.
 const MANIFEST =
   'cd / && find home/sandbox/data tmp/ckpt -printf "%p %y %m %U:%G %l\\n" | sort && find home/sandbox/data tmp/ckpt -type f -print0 | sort -z | xargs -0 sha256sum';
+
+/** A checkpoint of ck-keep: its id and its NDJSON lines. */
+async function take() {
+  const lines = ndjsonLines((await api(d, 'POST', '/v1/sandboxes/ck-keep/checkpoint')).text);
+  assert.ok(!lines.some((l) => l['type'] === 'error'), JSON.stringify(lines));
+  return { id: lines.find((l) => l['checkpoint_id'])?.['checkpoint_id'] as string, lines };
+}
 
 describe('checkpoints', () => {
   it('restores a checkpoint of 1,000 files into a new sandbox byte for byte, modes included', async () => {
@@ -89,5 +96,56 @@ describe('checkpoints', () => {
     assert.ok(!rs.some((l) => l['type'] === 'error'));
     assert.equal((await sh(d, 'ck-big', 'cat ~/big/* | sha256sum')).stdout, sum);
     assert.ok(ckMs < 5000 && rsMs < 5000, `checkpoint ${ckMs.toFixed(0)} ms, restore ${rsMs.toFixed(0)} ms`);
+  });
+
+  it('deletes a checkpoint through its own sandbox only: 204, then gone from the list and from restore', async () => {
+    assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: 'ck-keep' })).status, 201);
+    const { id } = await take();
+    const ids = async () =>
+      (
+        (await api(d, 'GET', '/v1/sandboxes/ck-keep/checkpoints')).json['checkpoints'] as { id: string }[]
+      ).map((c) => c.id);
+    assert.ok((await ids()).includes(id));
+    // Another sandbox of the same token cannot delete it; unknown and malformed ids are 404.
+    const other = await api(d, 'DELETE', `/v1/sandboxes/ck-dst/checkpoints/${id}`);
+    assert.equal(other.status, 404);
+    assert.equal(other.json['error'], 'checkpoint_not_found');
+    assert.equal(
+      (await api(d, 'DELETE', '/v1/sandboxes/ck-keep/checkpoints/ckpt-0000000000000000')).status,
+      404,
+    );
+    assert.equal(
+      (await api(d, 'DELETE', '/v1/sandboxes/ck-keep/checkpoints/..%2F..%2Fsandboxes')).status,
+      404,
+    );
+
+    assert.equal((await api(d, 'DELETE', `/v1/sandboxes/ck-keep/checkpoints/${id}`)).status, 204);
+    assert.ok(!(await ids()).includes(id));
+    assert.equal((await api(d, 'POST', `/v1/sandboxes/ck-keep/checkpoints/${id}/restore`)).status, 404);
+    assert.equal((await api(d, 'DELETE', `/v1/sandboxes/ck-keep/checkpoints/${id}`)).status, 404);
+  });
+
+  it('keeps at most SANDBOXD_CHECKPOINTS_MAX checkpoints per sandbox, removing the oldest and saying so', async () => {
+    const listed = async () =>
+      (await api(d, 'GET', '/v1/sandboxes/ck-keep/checkpoints')).json['checkpoints'] as {
+        id: string;
+        source_sandbox: string;
+      }[];
+    const others = (await listed()).filter((c) => c.source_sandbox !== 'ck-keep');
+    const first = await take();
+    const second = await take();
+    assert.ok(!second.lines.some((l) => l['removed_checkpoint_id']));
+    const third = await take();
+    assert.equal(third.lines.find((l) => l['removed_checkpoint_id'])?.['removed_checkpoint_id'], first.id);
+    const after = await listed();
+    assert.deepEqual(
+      after.filter((c) => c.source_sandbox === 'ck-keep').map((c) => c.id),
+      [second.id, third.id],
+    );
+    // Other sandboxes' checkpoints are neither counted nor removed.
+    assert.deepEqual(
+      after.filter((c) => c.source_sandbox !== 'ck-keep'),
+      others,
+    );
   });
 });

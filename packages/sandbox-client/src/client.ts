@@ -159,6 +159,8 @@ export interface SandboxClient {
     checkpointId: string,
     options?: Omit<CheckpointOptions, 'comment'>,
   ): Promise<{ events: StreamEvent[] }>;
+  /** Deletes a checkpoint of the sandbox; a 404 (unknown or already deleted) counts as success. */
+  deleteCheckpoint(name: string, checkpointId: string, options?: CallOptions): Promise<void>;
   /** Sets the network policy. Success is 204 (200 tolerated). */
   setNetworkPolicy(name: string, policy: NetworkPolicy, options?: CallOptions): Promise<void>;
 }
@@ -486,6 +488,23 @@ export function createSandboxClient(options: SandboxClientOptions): SandboxClien
     return { events: await streamEvents(req, restoreOptions.retry, restoreOptions.onEvent) };
   }
 
+  async function deleteCheckpoint(name: string, checkpointId: string, callOptions: CallOptions = {}) {
+    const req = request(
+      'delete checkpoint',
+      'DELETE',
+      `${sandboxPath(name)}/checkpoints/${encodeURIComponent(checkpointId)}`,
+      { callTimeoutMs: callOptions.timeoutMs },
+    );
+    await call(req.operation, callOptions.retry, async () => {
+      const { response } = await send(target, req);
+      if (response.status === 404 || response.ok) {
+        await response.body?.cancel();
+        return;
+      }
+      throw await apiError(req, response);
+    });
+  }
+
   async function setNetworkPolicy(name: string, networkPolicy: NetworkPolicy, callOptions: CallOptions = {}) {
     const req = request('set network policy', 'POST', `${sandboxPath(name)}/policy/network`, {
       json: networkPolicy,
@@ -517,6 +536,7 @@ export function createSandboxClient(options: SandboxClientOptions): SandboxClien
     attach,
     createCheckpoint,
     restoreCheckpoint,
+    deleteCheckpoint,
     setNetworkPolicy,
   };
 }

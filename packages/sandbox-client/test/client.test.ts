@@ -356,6 +356,21 @@ describe('sandbox client against a loopback backend', () => {
       };
       await assert.rejects(client.restoreCheckpoint('sb', 'cp-1'), SandboxTransportError);
     });
+
+    it('deletes through DELETE checkpoints/{id}; a 404 counts as deleted, a 409 fails', async () => {
+      let status = 204;
+      backend.rest = (_request, response) =>
+        response
+          .writeHead(status, { 'content-type': 'application/json' })
+          .end(status === 204 ? '' : '{"error":"x"}');
+      await client.deleteCheckpoint('sb', 'cp/42');
+      assert.equal(backend.requests[0]?.method, 'DELETE');
+      assert.equal(backend.requests[0]?.url.pathname, '/v1/sandboxes/sb/checkpoints/cp%2F42');
+      status = 404;
+      await client.deleteCheckpoint('sb', 'cp-42');
+      status = 409;
+      await assert.rejects(client.deleteCheckpoint('sb', 'cp-42'), SandboxApiError);
+    });
   });
 
   describe('network policy', () => {

@@ -92,6 +92,24 @@ export function registerCheckpointTests(ctx: () => ConformanceContext): void {
       assert.equal(await run(manifestScript(root)), modified);
     });
 
+    it('deletes a checkpoint: it cannot be restored any more, and a second delete still succeeds', {
+      timeout: 120_000,
+    }, async () => {
+      const { client } = ctx();
+      await run(`mkdir -p ${root} && echo doomed > ${root}/doomed.txt`);
+      const doomed = await client.createCheckpoint(name, { timeoutMs: 120_000 });
+      await client.deleteCheckpoint(name, doomed.id);
+      const error = await client
+        .restoreCheckpoint(name, doomed.id, { timeoutMs: 120_000 })
+        .catch((caught: unknown) => caught);
+      assert.ok(
+        (error instanceof SandboxApiError && error.status >= 400 && error.status < 500) ||
+          error instanceof SandboxOperationError,
+        `expected a 4xx or an error line, got ${String(error)}`,
+      );
+      await client.deleteCheckpoint(name, doomed.id);
+    });
+
     it('fails a restore of an unknown checkpoint', async () => {
       const error = await ctx()
         .client.restoreCheckpoint(name, 'no-such-checkpoint')
