@@ -9,6 +9,11 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v ps >/dev/null 2>&1 || need+=(procps)
+# sandboxd disk images (root mode) and the checkpoint race attack test
+command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
+command -v fsfreeze >/dev/null 2>&1 || need+=(util-linux)
+command -v losetup >/dev/null 2>&1 || need+=(mount)
+command -v perl >/dev/null 2>&1 || need+=(perl-base)
 if [ ${#need[@]} -eq 0 ]; then
   echo "system packages: all present"
   exit 0

@@ -99,6 +99,10 @@ export function createDisks(opts: { dataDir: string; bytes: number; rootless: bo
     return templateReady;
   }
 
+  // Made at start, off the first sandbox's setup path.
+  if (enabled)
+    void ensureTemplate().catch((err: unknown) => opts.log.warn('cannot make the disk template image', { err }));
+
   const imageOf = (sandboxDir: string) => path.join(sandboxDir, 'disk.img');
   const mountPoint = (sandboxDir: string) => path.join(sandboxDir, 'disk');
 
