@@ -12,7 +12,7 @@ import { createHttpServer } from './http/server.ts';
 import { createLogger, type Logger } from './log.ts';
 import { ensureBase, ensureDevTemplate, type IdMap } from './runtime/base.ts';
 import { detectCgroups } from './runtime/cgroups.ts';
-import { createDisks } from './runtime/disks.ts';
+import { detectDisks } from './runtime/disks.ts';
 import { NamespaceRuntime } from './runtime/namespaces.ts';
 import { createSandboxesService } from './sandboxes.service.ts';
 
@@ -88,11 +88,7 @@ export async function startSandboxd(input: StartOptions): Promise<RunningSandbox
   const instance = createHash('sha256').update(opts.dataDir).digest('hex').slice(0, 12);
   const cgroups = detectCgroups(opts.limits, instance, log);
   const runtime = new NamespaceRuntime({ base, devTemplate: ensureDevTemplate(opts.dataDir), ids, rootless });
-  const disks = createDisks({ dataDir: opts.dataDir, bytes: opts.limits.diskBytes, rootless, log });
-  if (rootless && opts.limits.diskBytes > 0)
-    log.warn(
-      'disk limit not enforced: rootless sandboxd cannot mount disk images (docs/sandboxd.md, "Disk")',
-    );
+  const disks = await detectDisks({ dataDir: opts.dataDir, bytes: opts.limits.diskBytes, rootless, log });
   const service = createSandboxesService({
     opts,
     log,

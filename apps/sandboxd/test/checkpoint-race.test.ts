@@ -177,7 +177,11 @@ function attackSuite(mode: 'root' | 'rootless'): void {
         );
         return (ps.stdout.match(/race-swapper/g) ?? []).length >= 2;
       }, 'the swappers to run');
-      const swapped = await sh(d, 'race-attacker', 'for i in $(seq 100); do readlink ~/race-host/a; done; true');
+      const swapped = await sh(
+        d,
+        'race-attacker',
+        'for i in $(seq 100); do readlink ~/race-host/a; done; true',
+      );
       assert.ok(swapped.stdout.includes(canaryDir), 'the exchange really happens');
 
       const ckptRoot = path.join(path.dirname(path.dirname(sandboxDir(d, 'race-attacker'))), 'checkpoints');

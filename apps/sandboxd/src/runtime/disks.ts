@@ -66,12 +66,23 @@ function isMounted(dir: string): boolean {
 }
 
 /**
- * `enabled` is false rootless (loop mounts need root) or with a limit of 0. The template image is made once
- * per size and copied (sparse) for each new sandbox: mkfs on the create path would cost more than a copy.
+ * Detected once at start, like cgroups: disk images are used when sandboxd runs as root with a limit > 0 and a
+ * probe (make the template image, loop-mount it read-only) works; otherwise the reason is logged and sandboxes
+ * get directory layers (limits.disk_bytes null). The template image is made once per size and copied (sparse)
+ * for each new sandbox: mkfs on the create path would cost more than a copy.
  */
-export function createDisks(opts: { dataDir: string; bytes: number; rootless: boolean; log: Logger }): Disks {
-  const enabled = !opts.rootless && opts.bytes > 0;
-  const bytes = enabled ? opts.bytes : 0;
+export async function detectDisks(opts: {
+  dataDir: string;
+  bytes: number;
+  rootless: boolean;
+  log: Logger;
+}): Promise<Disks> {
+  let enabled = !opts.rootless && opts.bytes > 0;
+  if (opts.rootless && opts.bytes > 0)
+    opts.log.warn(
+      'disk limit not enforced: a rootless sandboxd cannot mount disk images (docs/sandboxd.md, "Disk")',
+    );
+  const bytes = opts.bytes;
   const template = path.join(opts.dataDir, `disk-template-${bytes}.img`);
   let templateReady: Promise<void> | null = null;
 
@@ -99,9 +110,23 @@ export function createDisks(opts: { dataDir: string; bytes: number; rootless: bo
     return templateReady;
   }
 
-  // Made at start, off the first sandbox's setup path.
-  if (enabled)
-    void ensureTemplate().catch((err: unknown) => opts.log.warn('cannot make the disk template image', { err }));
+  if (enabled) {
+    const probe = path.join(opts.dataDir, `disk-probe-${process.pid}`);
+    try {
+      await ensureTemplate();
+      mkdirSync(probe, { recursive: true });
+      await run('mount', ['-o', 'loop,ro,noload', template, probe]);
+      await run('umount', [probe]);
+    } catch (err) {
+      enabled = false;
+      const why = ((err as { stderr?: string }).stderr || (err as Error).message).trim().slice(0, 300);
+      opts.log.warn('disk limit not enforced: disk images cannot be mounted here (loop devices, ext4)', {
+        why,
+      });
+    } finally {
+      rmSync(probe, { recursive: true, force: true });
+    }
+  }
 
   const imageOf = (sandboxDir: string) => path.join(sandboxDir, 'disk.img');
   const mountPoint = (sandboxDir: string) => path.join(sandboxDir, 'disk');
@@ -123,7 +148,7 @@ export function createDisks(opts: { dataDir: string; bytes: number; rootless: bo
 
   return {
     enabled,
-    bytes,
+    bytes: enabled ? bytes : 0,
     mountPoint,
 
     async mount(sandboxDir) {
