@@ -29,7 +29,7 @@ import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { createCheckpointsService } from './checkpoints.service.ts';
-import { parseBytes, type SandboxdOptions } from './config.ts';
+import type { SandboxdOptions } from './config.ts';
 import { AppError } from './errors.ts';
 import { FifoPool } from './exec/procs.ts';
 import { type ExecSpec, type Session, SessionTable } from './exec/sessions.ts';
@@ -45,8 +45,8 @@ import {
   type InitHandle,
   isAlive,
   type NamespaceRuntime,
-  RUN_SIZE,
-  SHM_SIZE,
+  RUN_BYTES,
+  SHM_BYTES,
 } from './runtime/namespaces.ts';
 import { removeTree, writeJsonAtomic } from './state-files.ts';
 
@@ -235,8 +235,8 @@ export function createSandboxesService(deps: ServiceDeps) {
         pids_max: cgroups.enforced.pids && opts.limits.pidsMax > 0 ? opts.limits.pidsMax : null,
         cpus: cgroups.enforced.cpu && opts.limits.cpus > 0 ? opts.limits.cpus : null,
         disk_bytes: sb.rec.disk === 'image' ? disks.bytes || null : null,
-        shm_bytes: parseBytes('shm', SHM_SIZE),
-        run_bytes: parseBytes('run', RUN_SIZE),
+        shm_bytes: SHM_BYTES,
+        run_bytes: RUN_BYTES,
       },
       network_policy: { rules: sb.rec.policy },
     };

@@ -45,8 +45,8 @@ export interface SandboxDirs {
  * Sizes of the sandbox's memory-backed mounts (docs/sandboxd.md, "Disk"): their pages are charged to the
  * sandbox's memory cgroup where there is one, and without one these sizes are what bounds them.
  */
-export const SHM_SIZE = '64m';
-export const RUN_SIZE = '16m';
+export const SHM_BYTES = 64 * 1024 * 1024;
+export const RUN_BYTES = 16 * 1024 * 1024;
 
 const INIT_SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'init.sh');
 
@@ -181,8 +181,8 @@ export class NamespaceRuntime {
       [
         ...DEV_NODES.map((n) => fstabLine(`/dev/${n}`, `${m}/dev/${n}`, 'none', 'bind')),
         fstabLine('devpts', `${m}/dev/pts`, 'devpts', 'newinstance,nosuid,noexec,ptmxmode=0666,mode=0620'),
-        fstabLine('tmpfs', `${m}/dev/shm`, 'tmpfs', `nosuid,nodev,mode=1777,size=${SHM_SIZE}`),
-        fstabLine('tmpfs', `${m}/run`, 'tmpfs', `nosuid,nodev,mode=755,size=${RUN_SIZE}`),
+        fstabLine('tmpfs', `${m}/dev/shm`, 'tmpfs', `nosuid,nodev,mode=1777,size=${SHM_BYTES}`),
+        fstabLine('tmpfs', `${m}/run`, 'tmpfs', `nosuid,nodev,mode=755,size=${RUN_BYTES}`),
         fstabLine('proc', `${m}/proc`, 'proc', 'defaults'),
       ].join(''),
     );
