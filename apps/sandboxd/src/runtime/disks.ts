@@ -10,8 +10,9 @@
  * - A snapshot copies the image file while its file system is frozen (FIFREEZE): the copy is consistent, and
  *   sandboxd never resolves a path inside the sandbox's tree, so nothing the sandbox plants (symlinks swapped
  *   in mid-copy, nested namespaces that escape a process freeze) can make it read anything else.
- * - One image is only ever mounted through one loop device (one superblock): a second mount of an image whose
- *   loop device is still attached (the sandbox namespace keeps it) reuses that device.
+ * - One image is only ever mounted through one loop device (one superblock): mount(8) reuses the loop device
+ *   already attached to an image (a running sandbox's namespace keeps it after a host unmount), and should it
+ *   refuse instead, that device is mounted explicitly.
  * - Mounted nodev,nosuid: the sandbox cannot create usable device nodes or setuid files on it.
  */
 import { execFile } from 'node:child_process';
@@ -129,6 +130,8 @@ export async function detectDisks(opts: {
   }
 
   const imageOf = (sandboxDir: string) => path.join(sandboxDir, 'disk.img');
+  /** Mount points known not to be left frozen. */
+  const thawed = new Set<string>();
   const mountPoint = (sandboxDir: string) => path.join(sandboxDir, 'disk');
 
   /** Loop devices attached to the image (a running sandbox's namespace keeps its device attached). */
@@ -155,8 +158,10 @@ export async function detectDisks(opts: {
       const img = imageOf(sandboxDir);
       const mnt = mountPoint(sandboxDir);
       if (isMounted(mnt)) {
-        // A snapshot interrupted by a crash of sandboxd leaves the file system frozen.
-        await run('fsfreeze', ['-u', mnt]).catch(() => {});
+        // A snapshot interrupted by a crash of an earlier sandboxd left the file system frozen (once per start:
+        // this sandboxd never leaves one frozen).
+        if (!thawed.has(mnt)) await run('fsfreeze', ['-u', mnt]).catch(() => {});
+        thawed.add(mnt);
         return;
       }
       mkdirSync(mnt, { recursive: true });
@@ -166,10 +171,14 @@ export async function detectDisks(opts: {
         await run('cp', ['--sparse=always', '--', template, tmp]);
         renameSync(tmp, img);
       }
-      const [dev] = await loopDevices(img);
-      if (dev) await run('mount', ['-o', MOUNT_OPTS, dev, mnt]);
-      else await run('mount', ['-o', `loop,${MOUNT_OPTS}`, img, mnt]);
-      opts.log.debug('sandbox disk mounted', { dir: sandboxDir, reused: dev ?? null });
+      // A loop device still attached to the image is reused (see the invariants), never a second one.
+      await run('mount', ['-o', `loop,${MOUNT_OPTS}`, img, mnt]).catch(async (err: unknown) => {
+        const [dev] = await loopDevices(img);
+        if (!dev) throw err;
+        await run('mount', ['-o', MOUNT_OPTS, dev, mnt]);
+      });
+      thawed.add(mnt);
+      opts.log.debug('sandbox disk mounted', { dir: sandboxDir });
     },
 
     unmount,
