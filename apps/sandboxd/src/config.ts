@@ -6,6 +6,12 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Level } from './log.ts';
 
+/** Host ids per sandbox (root mode): range 0 owns the base, sandbox slot n uses range n + 1. */
+export const ID_RANGE = 65536;
+export const ID_SLOTS = 4095;
+/** PATH of host-side processes (runtime/host-tools.ts): system directories only. */
+export const HOST_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
 export interface Limits {
   /** bytes; 0 = no limit */
   memoryBytes: number;
@@ -32,8 +38,13 @@ export interface SandboxdOptions {
   logLevel: Level;
   /** `auto`: readable lines when stderr is a terminal outside production, JSON lines otherwise. */
   logFormat?: 'json' | 'pretty' | 'auto';
-  /** First host uid/gid of the 65536-id range sandboxes map into when sandboxd runs as root. */
+  /**
+   * Root mode: first host uid/gid of the ids sandboxd uses: 65536 for the base, then 65536 per sandbox
+   * (runtime/base.ts sandboxIds, ID_SLOTS sandboxes at most).
+   */
   idBase: number;
+  /** Where the host helpers (nsenter, unshare, ...) are looked up once at start: sandboxd's own PATH. */
+  toolPath: string;
 }
 
 export class ConfigError extends Error {}
@@ -45,7 +56,9 @@ export const DEFAULTS = {
   pids: 2048,
   cpus: 2,
   sessionBufferMb: 16,
-  idBase: 100000,
+  // Above systemd's container range (524288-1879048191) and every /etc/subuid allocation Debian's useradd
+  // makes (100000 upwards, 65536 each); the span ends below 2^31 (runtime/id-ranges.ts).
+  idBase: 1879048192,
 } as const;
 
 function blank(v: string | undefined): v is undefined {
@@ -147,7 +160,11 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Sandbox
   const idBase = blank(env['SANDBOXD_ID_BASE'])
     ? DEFAULTS.idBase
     : parseNonNegInt('SANDBOXD_ID_BASE', env['SANDBOXD_ID_BASE']);
-  if (idBase < 1 || idBase > 4294967295 - 65536) throw new ConfigError('SANDBOXD_ID_BASE is out of range');
+  const span = ID_RANGE * (ID_SLOTS + 1);
+  if (idBase < 1 || idBase > 4294967294 - span)
+    throw new ConfigError(
+      `SANDBOXD_ID_BASE must be between 1 and ${4294967294 - span} (it is followed by ${span} ids)`,
+    );
   return {
     host,
     port,
@@ -160,5 +177,6 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Sandbox
     logLevel: levelRaw as Level,
     logFormat: formatRaw,
     idBase,
+    toolPath: blank(env['PATH']) ? HOST_PATH : env['PATH'],
   };
 }

@@ -5,7 +5,10 @@
  *   <data>/tenants/<tenant>/sandboxes/<name>/sandbox.json   record: name, created_at, policy, init pid
  *   <data>/tenants/<tenant>/sandboxes/<name>/layer/{root,usr,...}  the writable layer (overlay upper dirs)
  *   <data>/tenants/<tenant>/checkpoints/<id>/{checkpoint.json,layer/}
- * A tenant is the SHA-256 (16 hex) of the bearer token: names are unique per token.
+ * A tenant is the keyed hash of the bearer token (tenants.ts): names are unique per token.
+ * Root mode: each sandbox has its own slot of host ids (runtime/base.ts sandboxIds), recorded in sandbox.json;
+ * its writable layer belongs to them. A layer from elsewhere (a checkpoint of another sandbox, a data dir of an
+ * earlier version) is given to the sandbox's ids before it is used (remapIds).
  *
  * Invariants:
  * - Lifecycle operations of one sandbox (create, start, stop, restore, checkpoint, destroy) run one at a time
@@ -18,9 +21,10 @@
  *   again on demand over the same writable layer.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import {
   chownSync,
+  lstatSync,
   mkdirSync,
   readdirSync,
   readFileSync,
@@ -35,15 +39,16 @@ import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { promisify } from 'node:util';
-import type { SandboxdOptions } from './config.ts';
+import { ID_SLOTS, type SandboxdOptions } from './config.ts';
 import { AppError } from './errors.ts';
 import { FifoPool } from './exec/procs.ts';
 import { type ExecSpec, type Session, SessionTable } from './exec/sessions.ts';
 import type { Logger } from './log.ts';
 import { type PolicyRule, parseRules } from './proxy/policy.ts';
 import { EgressProxy } from './proxy/proxy.ts';
-import { type IdMap, SANDBOX_HOME } from './runtime/base.ts';
+import { type IdMap, SANDBOX_HOME, SANDBOX_UID } from './runtime/base.ts';
 import type { Cgroups, SandboxCgroup } from './runtime/cgroups.ts';
+import { ENV_KEY_RE, ENV_RESERVED_PREFIX, execEnv, HOST_ENV, type HostTools } from './runtime/host-tools.ts';
 import {
   cgroupWrap,
   holderAlive,
@@ -64,6 +69,8 @@ interface SandboxRecord {
   created_at: string;
   policy: PolicyRule[];
   init: InitHandle | null;
+  /** host id slot (root mode: the sandbox's own uid/gid range); absent in records of earlier versions */
+  slot?: number;
 }
 
 export interface NdjsonLine {
@@ -127,12 +134,10 @@ export interface ServiceDeps {
   log: Logger;
   cgroups: Cgroups;
   runtime: NamespaceRuntime;
-  ids: IdMap;
+  /** the host ids of a sandbox slot (runtime/base.ts sandboxIds) */
+  idsFor(slot: number): IdMap;
+  tools: HostTools;
   hostDirs: string[];
-}
-
-export function tenantOf(token: string): string {
-  return createHash('sha256').update(token).digest('hex').slice(0, 16);
 }
 
 function writeJsonAtomic(file: string, value: unknown): void {
@@ -166,12 +171,12 @@ async function writeJsonDurable(file: string, value: unknown, alsoSync: string[]
  * fs.rm of a sandbox directory. The kernel creates overlay work dirs (`work/<d>/work`) with mode 000: root
  * removes them anyway, a rootless sandboxd must make its tree accessible first.
  */
-async function removeTree(p: string): Promise<void> {
+async function removeTree(p: string, chmod: string): Promise<void> {
   try {
     await fs.rm(p, { recursive: true, force: true });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EACCES') throw err;
-    await execFileP('chmod', ['-R', 'u+rwx', '--', p]).catch(() => {});
+    await execFileP(chmod, ['-R', 'u+rwx', '--', p], { env: HOST_ENV }).catch(() => {});
     await fs.rm(p, { recursive: true, force: true });
   }
 }
@@ -181,13 +186,13 @@ function errorMessage(err: unknown): string {
 }
 
 export function createSandboxesService(deps: ServiceDeps) {
-  const { opts, log, cgroups, runtime } = deps;
+  const { opts, log, cgroups, runtime, tools } = deps;
   const sandboxes = new Map<string, Sandbox>();
   const tenantsDir = path.join(opts.dataDir, 'tenants');
   const key = (tenant: string, name: string) => `${tenant}/${name}`;
   const cgroupKey = (sb: Sandbox) => `${sb.tenant}-${sb.rec.name}`;
   /** FIFOs for exec stdio (see exec/procs.ts). */
-  const fifos = new FifoPool(path.join(opts.dataDir, 'fifos'));
+  const fifos = new FifoPool(path.join(opts.dataDir, 'fifos'), tools.mkfifo);
 
   function newSandbox(rec: SandboxRecord, tenant: string): Sandbox {
     const dir = path.join(tenantsDir, tenant, 'sandboxes', rec.name);
@@ -204,15 +209,75 @@ export function createSandboxesService(deps: ServiceDeps) {
     writeJsonAtomic(path.join(sb.dir, 'sandbox.json'), sb.rec);
   }
 
-  /** Creates the writable layer's directories (idempotent; under the sandbox lock). */
-  function layerDirs(sb: Sandbox): void {
+  /** The sandbox's host ids; a record without a slot (earlier version) gets one here. */
+  function idsOf(sb: Sandbox): IdMap {
+    if (sb.rec.slot === undefined) sb.rec.slot = freeSlot();
+    return deps.idsFor(sb.rec.slot);
+  }
+
+  /** The lowest id slot no sandbox holds (destroyed sandboxes hold theirs until they are gone). */
+  function freeSlot(): number {
+    const used = new Set<number>();
+    for (const sb of sandboxes.values()) if (sb.rec.slot !== undefined) used.add(sb.rec.slot);
+    for (const slot of destroying) used.add(slot);
+    for (let slot = 0; slot < ID_SLOTS; slot++) if (!used.has(slot)) return slot;
+    throw new AppError(
+      'sandbox_unavailable',
+      `no free host id range: at most ${ID_SLOTS} sandboxes per sandboxd`,
+    );
+  }
+  const destroying = new Set<number>();
+
+  /**
+   * Creates the writable layer's directories (idempotent; under the sandbox lock). The upper dirs of "/" and
+   * of the sandbox user's home give them their owners inside (the base belongs to ids no sandbox maps).
+   */
+  async function layerDirs(sb: Sandbox): Promise<void> {
+    const ids = idsOf(sb);
+    const root = path.join(sb.layer, 'root');
+    let fresh = false;
+    try {
+      lstatSync(root);
+    } catch {
+      fresh = true;
+    }
+    if (!fresh) await remapIds(root, ids);
     for (const d of ['root', ...deps.hostDirs]) {
       mkdirSync(path.join(sb.layer, d), { recursive: true });
       mkdirSync(path.join(sb.work, d), { recursive: true });
     }
     mkdirSync(path.join(sb.dir, 'merged'), { recursive: true });
-    // The upper dir of "/" gives the sandbox root its owner: root of the sandbox user namespace.
-    chownSync(path.join(sb.layer, 'root'), deps.ids.rootHostId, deps.ids.hostGid ?? deps.ids.rootHostId);
+    const home = path.join(root, SANDBOX_HOME);
+    mkdirSync(home, { recursive: true, mode: 0o755 });
+    const gid = (id: number) => ids.hostGid ?? id;
+    chownSync(root, ids.rootHostId, gid(ids.rootHostId));
+    chownSync(path.dirname(home), ids.rootHostId, gid(ids.rootHostId));
+    chownSync(home, ids.userHostId, gid(ids.userHostId));
+  }
+
+  /**
+   * Gives a layer tree (whose "/" upper dir tells the ids it was made with) to `to`: the files of its root
+   * and its sandbox user change owner. No-op when they match (rootless: always). The tree must be quiet
+   * (sandbox stopped or not mounted); chown -R never follows a symlink.
+   */
+  async function remapIds(rootDir: string, to: IdMap): Promise<void> {
+    const st = lstatSync(rootDir);
+    const from = { uid: st.uid, gid: st.gid };
+    if (from.uid === to.rootHostId && from.gid === (to.hostGid ?? to.rootHostId)) return;
+    if (runtime.opts.rootless) return;
+    const tree = path.dirname(rootDir);
+    for (const [a, b] of [
+      [from.uid, to.rootHostId],
+      [from.uid + SANDBOX_UID, to.userHostId],
+    ] as const) {
+      await execFileP(tools.chown, ['-hR', `--from=${a}`, String(b), '--', tree], { env: HOST_ENV });
+    }
+    for (const [a, b] of [
+      [from.gid, to.rootHostId],
+      [from.gid + SANDBOX_UID, to.userHostId],
+    ] as const) {
+      await execFileP(tools.chown, ['-hR', `--from=:${a}`, `:${b}`, '--', tree], { env: HOST_ENV });
+    }
   }
 
   function find(tenant: string, name: string): Sandbox {
@@ -250,7 +315,7 @@ export function createSandboxesService(deps: ServiceDeps) {
     const argv = runtime.listenHelperArgv(pid);
     const child: ChildProcess = spawn(argv[0]!, argv.slice(1), {
       stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-      env: { SBX_PROXY_PORT: String(PROXY_PORT), PATH: process.env['PATH'] ?? '/usr/bin:/bin' },
+      env: { ...HOST_ENV, SBX_PROXY_PORT: String(PROXY_PORT) },
     });
     let stderr = '';
     child.stderr?.on('data', (d: Buffer) => {
@@ -311,7 +376,8 @@ export function createSandboxesService(deps: ServiceDeps) {
     let h = sb.rec.init;
     if (!h || !isAlive(h)) {
       closeListener(sb);
-      layerDirs(sb);
+      await layerDirs(sb);
+      const ids = idsOf(sb);
       const t0 = performance.now();
       // The proxy listener is opened while the init mounts the filesystem (its network namespace is ready
       // first); the sandbox is running once both are.
@@ -320,6 +386,7 @@ export function createSandboxesService(deps: ServiceDeps) {
         h = await runtime.start(
           { layer: sb.layer, work: sb.work, merged: path.join(sb.dir, 'merged'), state: sb.dir },
           sb.cgroup?.procsFiles ?? [],
+          ids,
           (pid) => {
             early.listener = openListener(sb, pid);
             early.listener.catch(() => {}); // awaited below
@@ -470,7 +537,13 @@ export function createSandboxesService(deps: ServiceDeps) {
       }
       if (sandboxes.has(key(tenant, name)))
         throw new AppError('sandbox_exists', `sandbox ${JSON.stringify(name)} already exists`);
-      const rec: SandboxRecord = { name, created_at: new Date().toISOString(), policy: [], init: null };
+      const rec: SandboxRecord = {
+        name,
+        created_at: new Date().toISOString(),
+        policy: [],
+        init: null,
+        slot: freeSlot(),
+      };
       const sb = newSandbox(rec, tenant);
       sandboxes.set(key(tenant, name), sb);
       sb.starting++; // until its background setup (below) has run
@@ -521,10 +594,16 @@ export function createSandboxesService(deps: ServiceDeps) {
       await sb.locked(async () => {
         sb.destroyed = true;
         sandboxes.delete(key(tenant, name));
-        await stopLocked(sb);
-        sb.cgroup?.remove();
-        if (!sb.cgroup) cgroups.create(cgroupKey(sb))?.remove();
-        await removeTree(sb.dir);
+        // Its ids stay taken until nothing of it is left.
+        if (sb.rec.slot !== undefined) destroying.add(sb.rec.slot);
+        try {
+          await stopLocked(sb);
+          sb.cgroup?.remove();
+          if (!sb.cgroup) cgroups.create(cgroupKey(sb))?.remove();
+          await removeTree(sb.dir, tools.chmod);
+        } finally {
+          if (sb.rec.slot !== undefined) destroying.delete(sb.rec.slot);
+        }
       });
       log.info('sandbox destroyed', { sandbox: name });
     },
@@ -538,7 +617,15 @@ export function createSandboxesService(deps: ServiceDeps) {
       for (const kv of query.getAll('env')) {
         const i = kv.indexOf('=');
         if (i <= 0) throw new AppError('bad_request', 'env entries must be KEY=VALUE');
-        env[kv.slice(0, i)] = kv.slice(i + 1);
+        const k = kv.slice(0, i);
+        // What a POSIX shell can export (the loader inside the sandbox applies them); the prefix is its own.
+        if (!ENV_KEY_RE.test(k) || k.startsWith(ENV_RESERVED_PREFIX)) {
+          throw new AppError(
+            'bad_request',
+            `env key ${JSON.stringify(k.slice(0, 100))} must match [A-Za-z_][A-Za-z0-9_]* and not start with ${ENV_RESERVED_PREFIX}`,
+          );
+        }
+        env[k] = kv.slice(i + 1);
       }
       const bool = (n: string, dflt: boolean) => {
         const v = query.get(n);
@@ -576,7 +663,8 @@ export function createSandboxesService(deps: ServiceDeps) {
       const sb = find(tenant, name);
       const h = await ready(sb);
       const argv = cgroupArgv(sb, runtime.execArgv(h, p.cmd, p.dir));
-      const env = { ...defaultEnv(p.tty), ...p.env };
+      // Inert data on the host side; applied inside, as the sandbox user (runtime/host-tools.ts).
+      const env = execEnv({ ...defaultEnv(p.tty), ...p.env });
       const session = sb.sessions.create(p);
       try {
         await session.start(argv, env);
@@ -630,7 +718,7 @@ export function createSandboxesService(deps: ServiceDeps) {
       );
       const child = spawn(argv[0]!, argv.slice(1), {
         stdio: ['pipe', 'ignore', 'pipe'],
-        env: defaultEnv(false),
+        env: execEnv(defaultEnv(false)),
       });
       let stderr = '';
       child.stderr.on('data', (d: Buffer) => {
@@ -686,11 +774,11 @@ export function createSandboxesService(deps: ServiceDeps) {
         const paused = pause(sb);
         emit({ type: 'info', data: `Processes ${paused.how}`, time: new Date().toISOString() });
         try {
-          layerDirs(sb); // a checkpoint taken before the background setup ran
+          await layerDirs(sb); // a checkpoint taken before the background setup ran
           await fs.mkdir(dir, { recursive: true });
           await copyTree(sb.layer, path.join(dir, 'layer'));
         } catch (err) {
-          await removeTree(dir);
+          await removeTree(dir, tools.chmod);
           throw err;
         } finally {
           paused.resume();
@@ -735,12 +823,14 @@ export function createSandboxesService(deps: ServiceDeps) {
         emit({ type: 'info', data: 'Sandbox processes stopped', time: new Date().toISOString() });
         const staged = `${sb.layer}.restore-${randomBytes(4).toString('hex')}`;
         await copyTree(src, staged);
+        // A checkpoint of another sandbox carries that sandbox's ids.
+        await remapIds(path.join(staged, 'root'), idsOf(sb));
         const trash = path.join(sb.dir, `trash-${randomBytes(4).toString('hex')}`);
         await fs.mkdir(trash);
         await fs.rename(sb.layer, path.join(trash, 'layer'));
         await fs.rename(sb.work, path.join(trash, 'work')).catch(() => {});
         await fs.rename(staged, sb.layer);
-        void removeTree(trash).catch((err: unknown) =>
+        void removeTree(trash, tools.chmod).catch((err: unknown) =>
           log.warn('cannot remove the replaced layer', { sandbox: name, err }),
         );
         await startLocked(sb);
@@ -773,15 +863,15 @@ export function createSandboxesService(deps: ServiceDeps) {
    * made unreadable (chmod 000) are copied too.
    */
   function copyTree(src: string, dst: string): Promise<unknown> {
-    const cp = ['cp', '-a', '--', src, dst];
+    const cp = [tools.cp, '-a', '--', src, dst];
     return runtime.opts.rootless
-      ? execFileP('unshare', ['--user', '--map-root-user', '--', ...cp])
-      : execFileP(cp[0]!, cp.slice(1));
+      ? execFileP(tools.unshare, ['--user', '--map-root-user', '--', ...cp], { env: HOST_ENV })
+      : execFileP(cp[0]!, cp.slice(1), { env: HOST_ENV });
   }
 
   function cgroupArgv(sb: Sandbox, argv: string[]): string[] {
     const files = sb.cgroup?.procsFiles ?? [];
-    return files.length === 0 ? argv : cgroupWrap(files, argv);
+    return files.length === 0 ? argv : cgroupWrap(tools.sh, files, argv);
   }
 
   /** Freezes the sandbox (cgroup freezer) or, failing that, SIGSTOPs its processes. */

@@ -20,6 +20,7 @@ import { constants as osConstants } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type Pty from '@lydell/node-pty';
+import { HOST_ENV } from '../runtime/host-tools.ts';
 
 const execFileP = promisify(execFile);
 
@@ -34,9 +35,12 @@ export class FifoPool {
   private readonly ready: string[] = [];
   private refilling: Promise<void> | null = null;
   private seq = 0;
+  private readonly mkfifo: string;
 
-  constructor(dir: string, batch = 48) {
+  /** `mkfifo`: the absolute path of the host's mkfifo (runtime/host-tools.ts). */
+  constructor(dir: string, mkfifo: string, batch = 48) {
     this.dir = dir;
+    this.mkfifo = mkfifo;
     this.batch = batch;
     rmSync(dir, { recursive: true, force: true });
     mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -54,7 +58,7 @@ export class FifoPool {
   private refill(): Promise<void> {
     if (!this.refilling) {
       const names = Array.from({ length: this.batch }, () => path.join(this.dir, `f${this.seq++}`));
-      this.refilling = execFileP('mkfifo', ['-m', '666', '--', ...names])
+      this.refilling = execFileP(this.mkfifo, ['-m', '666', '--', ...names], { env: HOST_ENV })
         .then(() => {
           this.ready.push(...names);
         })

@@ -28,6 +28,7 @@ import { fileURLToPath } from 'node:url';
 import pty from '@lydell/node-pty';
 import type { WebSocket } from 'ws';
 import type { Logger } from '../log.ts';
+import { HOST_ENV } from '../runtime/host-tools.ts';
 import { processStartTime } from '../runtime/namespaces.ts';
 import { type FifoPool, type Proc, spawnPiped, spawnTty } from './procs.ts';
 import {
@@ -198,10 +199,7 @@ export class Session {
       detached: true,
       cwd: '/',
       stdio: ['pipe', 'pipe', 'ignore'],
-      env: {
-        PATH: process.env['PATH'] ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
-        NODE_COMPILE_CACHE: this.ctx.compileCache,
-      },
+      env: { ...HOST_ENV, NODE_COMPILE_CACHE: this.ctx.compileCache },
     });
     child.stdin!.on('error', () => {});
     child.stdin!.end(JSON.stringify(spec));
