@@ -51,6 +51,7 @@ import type { Cgroups, SandboxCgroup } from './runtime/cgroups.ts';
 import { ENV_KEY_RE, ENV_RESERVED_PREFIX, execEnv, HOST_ENV, type HostTools } from './runtime/host-tools.ts';
 import {
   cgroupWrap,
+  FIFO_FD,
   holderAlive,
   type InitHandle,
   isAlive,
@@ -97,6 +98,7 @@ class Sandbox {
   listener: net.Server | null = null;
   readonly proxy: EgressProxy;
   readonly sessions: SessionTable;
+  readonly fifos: FifoPool;
   private chain: Promise<unknown> = Promise.resolve();
   destroyed = false;
 
@@ -111,6 +113,7 @@ class Sandbox {
     this.tenant = tenant;
     this.dir = dir;
     this.proxy = proxy;
+    this.fifos = sessions.fifos;
     this.sessions = new SessionTable({ ...sessions, dir: path.join(dir, 'sessions') });
   }
 
@@ -191,15 +194,15 @@ export function createSandboxesService(deps: ServiceDeps) {
   const tenantsDir = path.join(opts.dataDir, 'tenants');
   const key = (tenant: string, name: string) => `${tenant}/${name}`;
   const cgroupKey = (sb: Sandbox) => `${sb.tenant}-${sb.rec.name}`;
-  /** FIFOs for exec stdio (see exec/procs.ts). */
-  const fifos = new FifoPool(path.join(opts.dataDir, 'fifos'), tools.mkfifo);
+  // FIFOs of earlier versions lived here; now each sandbox's live in its init (exec/procs.ts FifoPool).
+  rmSync(path.join(opts.dataDir, 'fifos'), { recursive: true, force: true });
 
   function newSandbox(rec: SandboxRecord, tenant: string): Sandbox {
     const dir = path.join(tenantsDir, tenant, 'sandboxes', rec.name);
     const proxy = new EgressProxy({ log, hostsOverride: opts.hostsOverride }, rec.name, rec.policy);
     return new Sandbox(rec, tenant, dir, proxy, {
       bufferBytes: opts.sessionBufferBytes,
-      fifos,
+      fifos: new FifoPool(tools.mkfifo),
       compileCache: path.join(opts.dataDir, 'compile-cache'),
       log,
     });
@@ -410,6 +413,7 @@ export function createSandboxesService(deps: ServiceDeps) {
       log.info('sandbox started', { sandbox: sb.rec.name, ms: Math.round(performance.now() - t0) });
     }
     if (!sb.listener) sb.listener = await openListener(sb, h.pid);
+    sb.fifos.use(`/proc/${h.pid}/fd/${FIFO_FD}`);
     return h;
   }
 

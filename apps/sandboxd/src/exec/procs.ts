@@ -4,17 +4,18 @@
  *
  * Non-TTY stdio are FIFOs, not the socketpairs node's `stdio: 'pipe'` creates: a process can re-open its
  * stdio by path (`/dev/stdout` is `/proc/self/fd/1`), which fails with ENXIO on a socket. The FIFOs are made
- * ahead of time by FifoPool in a 0700 directory of sandboxd's data dir (node has no mkfifo), mode 0666 so the
+ * ahead of time by FifoPool in the sandbox init's private directory (node has no mkfifo), mode 0666 so the
  * sandbox user may re-open them (anonymous pipes created by root would be 0600 root: EACCES), and unlinked as
  * soon as both ends are open: afterwards they are reachable only through the processes' own fds.
  *
  * One difference from an anonymous pipe: opening a named FIFO for reading waits for a writer, so re-opening
  * /dev/stdin after the client's stdin EOF (our writer closed) would hang. The stdin FIFO therefore stays
- * linked (in the 0700 directory) until the process exits, and after EOF a writer is opened and closed every
+ * linked (in the init's private directory) until the process exits, and after EOF a writer is opened and closed every
  * STDIN_PULSE_MS: such an open then returns, reads what is left, and sees EOF.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { closeSync, constants as fsc, mkdirSync, openSync, rmSync, unlinkSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { closeSync, constants as fsc, openSync, rmSync, unlinkSync } from 'node:fs';
 import net from 'node:net';
 import { constants as osConstants } from 'node:os';
 import path from 'node:path';
@@ -29,21 +30,31 @@ const DRAIN_MS = 300;
 /** See the module comment (re-opening /dev/stdin after EOF). */
 const STDIN_PULSE_MS = 50;
 
+/**
+ * FIFOs of one sandbox, made ahead of time in the sandbox init's private FIFO directory: a tmpfs the init
+ * mounted in its own mount namespace and detached when it switched roots, reached only through the init's
+ * fd 9 (`/proc/<init pid>/fd/9`, see runtime/init.sh). A FIFO's path as a process sees it in
+ * /proc/self/fd is then `/f<id> (deleted)`: no host path. A new init (restart) gives a new directory (use()).
+ */
 export class FifoPool {
-  private readonly dir: string;
+  private dir: string | null = null;
   private readonly batch: number;
-  private readonly ready: string[] = [];
+  private ready: string[] = [];
   private refilling: Promise<void> | null = null;
-  private seq = 0;
   private readonly mkfifo: string;
 
   /** `mkfifo`: the absolute path of the host's mkfifo (runtime/host-tools.ts). */
-  constructor(dir: string, mkfifo: string, batch = 48) {
-    this.dir = dir;
+  constructor(mkfifo: string, batch = 16) {
     this.mkfifo = mkfifo;
     this.batch = batch;
-    rmSync(dir, { recursive: true, force: true });
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
+  }
+
+  /** Makes FIFOs in `dir` from now on (FIFOs made for an earlier directory are dropped). */
+  use(dir: string): void {
+    if (this.dir === dir) return;
+    this.dir = dir;
+    this.ready = [];
+    this.refilling = null;
     void this.refill().catch(() => {});
   }
 
@@ -56,15 +67,21 @@ export class FifoPool {
   }
 
   private refill(): Promise<void> {
+    const dir = this.dir;
+    if (dir === null) return Promise.reject(new Error('no FIFO directory (sandbox not started)'));
     if (!this.refilling) {
-      const names = Array.from({ length: this.batch }, () => path.join(this.dir, `f${this.seq++}`));
-      this.refilling = execFileP(this.mkfifo, ['-m', '666', '--', ...names], { env: HOST_ENV })
+      // Random names: FIFOs left by an earlier sandboxd (a shim's linked stdin) stay where they are.
+      const names = Array.from({ length: this.batch }, () =>
+        path.join(dir, `f${randomBytes(8).toString('hex')}`),
+      );
+      const run = execFileP(this.mkfifo, ['-m', '666', '--', ...names], { env: HOST_ENV })
         .then(() => {
-          this.ready.push(...names);
+          if (this.dir === dir) this.ready.push(...names);
         })
         .finally(() => {
-          this.refilling = null;
+          if (this.refilling === run) this.refilling = null;
         });
+      this.refilling = run;
     }
     return this.refilling;
   }

@@ -149,12 +149,9 @@ const dirFd = openSync(dir, 'r');
 await new Promise<void>((resolve) => server.listen(socketPathVia(dirFd, 'shim.sock'), resolve));
 closeSync(dirFd);
 // The process starts once the socket is up; exit events come later than everything below (all synchronous).
-// The stdin FIFO stays linked while the process runs (procs.ts): in this directory, not sandboxd's pool.
+// The stdin FIFO stays linked while the process runs (procs.ts), in the sandbox init's FIFO directory, which a
+// restarted sandboxd leaves alone.
 const fifos = [...spec.fifos];
-if (spec.stdin && fifos[2]) {
-  renameSync(fifos[2], path.join(dir, 'stdin.fifo'));
-  fifos[2] = path.join(dir, 'stdin.fifo');
-}
 proc = spec.tty
   ? spawnTty(
       (await import('@lydell/node-pty')).default,

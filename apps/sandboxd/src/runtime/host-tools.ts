@@ -8,7 +8,7 @@
  *   `env` configures a host process. The exec `env` travels as inert data (execEnv) and is applied by the
  *   sandbox's own shell after every namespace was entered, as the sandbox user (EXEC_LOADER).
  */
-import { accessSync, constants } from 'node:fs';
+import { accessSync, closeSync, constants, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { HOST_PATH } from '../config.ts';
 
@@ -65,4 +65,35 @@ export function execEnv(env: Record<string, string>): Record<string, string> {
   const out: Record<string, string> = { ...HOST_ENV, SBX_ENV_KEYS: keys.join(' ') };
   for (const k of keys) out[`SBX_ENV_V_${k}`] = env[k]!;
   return out;
+}
+
+/**
+ * Closes the file descriptors this process inherited without close-on-exec (from whatever started it: a
+ * shell, a test runner, a supervisor). Every child would pass them on, down to sandbox processes. Node opens
+ * its own with close-on-exec, so only inherited ones (and leaks) are closed. Run once, first thing in main.
+ */
+/** Linux's O_CLOEXEC as /proc/<pid>/fdinfo shows it (node's fs.constants does not have it). */
+const O_CLOEXEC = 0o2000000;
+
+export function closeInheritedFds(): number[] {
+  const closed: number[] = [];
+  for (const e of readdirSync('/proc/self/fd')) {
+    const fd = Number(e);
+    if (fd <= 2) continue;
+    let flags: number;
+    try {
+      flags = Number.parseInt(
+        /^flags:\s+([0-7]+)/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'))?.[1] ?? '',
+        8,
+      );
+    } catch {
+      continue; // the directory's own fd, already closed
+    }
+    if (Number.isNaN(flags) || (flags & O_CLOEXEC) !== 0) continue;
+    try {
+      closeSync(fd);
+      closed.push(fd);
+    } catch {}
+  }
+  return closed;
 }

@@ -20,6 +20,11 @@ cp -a "$SBX_DEV_TEMPLATE/." "$M/dev/"
 mount -a -T "$SBX_FSTAB_DEV"
 # A write to /proc/sys needs host root; rootless falls back to sethostname(2) in our own uts namespace.
 { echo sandbox > /proc/sys/kernel/hostname; } 2>/dev/null || hostname sandbox
+# The FIFOs of exec stdio (exec/procs.ts FifoPool): a tmpfs of this mount namespace only, detached from every
+# tree by the switch of roots below and reached only through fd 9 (sandboxd: /proc/<host pid>/fd/9), so the
+# paths a sandbox process sees for its stdio hold no host path. No other process of the sandbox keeps fd 9.
+mount -t tmpfs -o mode=700,size=4k,nr_inodes=4096 paddock fifos
+exec 9<fifos
 cd "$M"
 pivot_root . .
 umount -l /
@@ -30,12 +35,12 @@ cd /
 # Root mode: the namespace is created by the sandbox's own unprivileged host uid, so inotify, key and
 # process accounting of everything inside is charged to that uid, not to host root.
 if [ "${SBX_ROOTLESS:-0}" = 1 ]; then
-  unshare --user --map-user=1000 --map-group=1000 -- sleep infinity &
+  unshare --user --map-user=1000 --map-group=1000 -- sleep infinity 9<&- &
 else
-  setpriv --reuid="$SBX_OWNER" --regid="$SBX_OWNER" --clear-groups -- unshare --user -- sleep infinity &
+  setpriv --reuid="$SBX_OWNER" --regid="$SBX_OWNER" --clear-groups -- unshare --user -- sleep infinity 9<&- &
 fi
 echo "ready $hostpid"
 exec >/dev/null 2>&1 </dev/null
 # Reap orphans forever (dash's `wait` reaps any child while it waits for the sleep job). exec drops this
 # script's host path from pid 1's command line.
-exec /bin/sh -c 'while :; do sleep 86400 & wait; done' sandbox-init
+exec /bin/sh -c 'while :; do sleep 86400 9<&- & wait; done' sandbox-init

@@ -22,7 +22,7 @@
  *   it is found again from the pid and start time recorded on disk.
  */
 import { spawn } from 'node:child_process';
-import { readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -46,6 +46,9 @@ export interface SandboxDirs {
   /** sandboxd's own files for this sandbox (the init's fstab files); not visible inside */
   state: string;
 }
+
+/** The init's fd on its private FIFO directory (init.sh; exec/procs.ts FifoPool). */
+export const FIFO_FD = 9;
 
 const INIT_SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'init.sh');
 
@@ -152,6 +155,7 @@ export class NamespaceRuntime {
     const rel = (p: string) => path.relative(dirs.state, p);
     const lower = this.opts.base.lower.split(':').map(rel).join(':');
     const { tools } = this.opts;
+    mkdirSync(path.join(dirs.state, 'fifos'), { recursive: true, mode: 0o700 });
     const m = dirs.merged;
     const rootFstab = path.join(dirs.state, 'mounts-root.fstab');
     // Rootless: the overlay is mounted in a user namespace, where trusted.* xattrs are refused; without
