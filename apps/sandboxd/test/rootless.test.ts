@@ -26,6 +26,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { EXEC_MODES, pathPlant, preloadPlant } from './attacks.ts';
 import { startTestSandboxd, type TestSandboxd } from './harness.ts';
 import { api, exec, ndjsonLines, sh, waitFor } from './helpers.ts';
 
@@ -362,6 +363,50 @@ if ('problem' in found) {
       assert.match((await curl('denied.test')).stdout, / 403 rc=0/);
       assert.match((await curl('allowed.test', '-p')).stdout, /hello allowed.test.* 200 rc=0/);
       assert.match((await curl('denied.test', '--socks5-hostname 127.0.0.1:3128')).stdout, /rc=97/);
+    });
+
+    it('runs no planted program and loads no planted object on the host (issue 12 finding 1)', async () => {
+      const plant = await pathPlant(d, SB);
+      assert.deepEqual(plant.fired, [], `planted programs ran on the host in: ${plant.fired.join(', ')}`);
+      for (const o of plant.outputs) assert.match(o, /: 0 1000$/, plant.outputs.join('\n'));
+      const preload = await preloadPlant(d, SB);
+      assert.deepEqual(
+        preload.fired,
+        [],
+        `the planted object ran on the host in: ${preload.fired.join(', ')}`,
+      );
+    });
+
+    it('never runs a planted nsenter (or any program of the sandbox) with privileges (issue 12 finding 5)', async () => {
+      // The default PATH inside starts with ~/.local/bin: plant every helper name there.
+      const names = ['nsenter', 'env', 'sh', 'unshare', 'setpriv', 'sleep'];
+      const planted = await sh(
+        d,
+        SB,
+        `set -e; mkdir -p ~/.local/bin; for n in ${names.join(' ')}; do printf '#!/bin/sh\\nid -u > /tmp/planted-ran\\nexec /usr/bin/$(basename $0) "$@"\\n' > ~/.local/bin/$n; chmod 755 ~/.local/bin/$n; done`,
+      );
+      assert.equal(planted.exitCode, 0, planted.stderr);
+      for (const { label, o } of EXEC_MODES) {
+        const r = await exec(d, SB, ['id', '-u'], o);
+        assert.equal(r.exitCode, 0, `${label}: ${r.stderr}`);
+        assert.match(r.stdout, /^1000\r?\n$/, label);
+      }
+      const w = await api(d, 'PUT', `/v1/sandboxes/${SB}/fs/write?path=planted-check`, new Uint8Array(1));
+      assert.equal(w.status, 204, w.text);
+      const ran = await sh(d, SB, 'cat /tmp/planted-ran 2>/dev/null; rm -rf ~/.local/bin ~/bin; true');
+      assert.equal(ran.stdout, '', 'a planted helper ran');
+    });
+
+    it('shows no host path in mountinfo, cgroup or fd links, and keeps the init FIFO directory out of reach', async () => {
+      const tenants = readdirSync(path.join(d.dataDir, 'tenants'));
+      const r = await sh(
+        d,
+        SB,
+        'cat /proc/self/mountinfo /proc/self/cgroup; for f in /proc/self/fd/*; do readlink $f || true; done; ls /proc/1/fd/9/ 2>&1; true',
+      );
+      for (const leak of [d.dataDir, ...tenants, 'paddock-sandboxd', 'tenants/'])
+        assert.ok(!r.stdout.includes(leak), `${leak} visible inside:\n${r.stdout}`);
+      assert.match(r.stdout, /\/proc\/1\/fd\/9\/.*Permission denied/);
     });
 
     it('recovers when the sandbox user kills the holder of its user namespace', async () => {
