@@ -2,8 +2,9 @@
  * The host programs sandboxd runs, and the environment it runs them with.
  *
  * Invariants (proved by test/security.host.test.ts and test/rootless.test.ts):
- * - Every host-side helper is started by the absolute path resolved here once, at start, through sandboxd's
- *   own PATH (the operator's); nothing is ever looked up through a PATH a caller or a sandbox controls.
+ * - Every host-side helper sandboxd spawns is started by the absolute path resolved here once, at start,
+ *   through sandboxd's own PATH (the operator's); the commands of the init script are looked up on HOST_PATH.
+ *   Nothing is ever looked up through a PATH a caller or a sandbox controls.
  * - Every host-side spawn gets HOST_ENV (plus fixed, sandboxd-named variables): nothing of an exec request's
  *   `env` configures a host process. The exec `env` travels as inert data (execEnv) and is applied by the
  *   sandbox's own shell after every namespace was entered, as the sandbox user (EXEC_LOADER).

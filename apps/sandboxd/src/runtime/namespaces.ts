@@ -10,10 +10,13 @@
  *   setuid-root binaries of the base do not elevate and host-owned files grant only their "other" bits.
  * - Rootless mode: unshare maps the sandboxd user to root of a first user namespace that owns the other
  *   namespaces; sandbox processes run as uid 1000 of a nested user namespace without capabilities.
- * - Nothing of the sandbox's filesystem runs with privileges: execs enter the namespaces with the host's
- *   nsenter (absolute path, host mount namespace; rootless, both stages), and the first program run inside
- *   is the sandbox's /bin/sh as the sandbox user (EXEC_LOADER), which applies the exec environment
- *   (security.host.test.ts, rootless.test.ts).
+ * - Execs run nothing of the sandbox's filesystem with privileges: they enter the namespaces with the host's
+ *   nsenter (absolute path, from the host mount namespace; rootless, both stages), and the first program run
+ *   inside is the sandbox's /bin/sh as the sandbox user (EXEC_LOADER), which applies the exec environment
+ *   (security.host.test.ts, rootless.test.ts). The init itself runs host binaries (HOST_PATH) until it
+ *   switches roots; after that only `setpriv`, `unshare` and `sleep` of the sandbox root's system
+ *   directories, which no id of a sandbox can write in root mode (they belong to host root or to the base's
+ *   ids, unmapped in every sandbox).
  * - No host path inside: overlay options name their directories relative to the sandbox's state directory
  *   and the cgroup namespace hides the cgroup path (security.host.test.ts).
  * - Killing the init (pid 1 of the sandbox pid namespace) kills every sandbox process; the mount
