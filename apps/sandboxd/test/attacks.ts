@@ -137,8 +137,9 @@ export async function preloadPlant(
     await exec(d, name, ['/usr/bin/true'], { ...o, env: { LD_PRELOAD: hostSo } });
     if (c.fired()) fired.push(label);
   }
-  // Inside, the variable is the tenant's to use: the object runs in the sandbox, its "host" path is the
-  // sandbox's own /tmp.
+  // Inside, the variable is the tenant's to use: the object runs in the sandbox, where the canary's path is
+  // the sandbox's own.
+  await sh(d, name, `mkdir -p ${path.dirname(c.path)}`);
   await exec(d, name, ['/usr/bin/true'], { env: { LD_PRELOAD: '/tmp/p.so' } });
   if (c.fired()) fired.push('inside path');
   const inside = (await sh(d, name, `cat ${c.path}; rm -f ${c.path}`)).stdout;
