@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Level } from './log.ts';
+import { type Cidr, parseAllowList } from './proxy/addresses.ts';
 
 /** Host ids per sandbox (root mode): range 0 owns the base, sandbox slot n uses range n + 1. */
 export const ID_RANGE = 65536;
@@ -35,6 +36,14 @@ export interface SandboxdOptions {
    * Names listed here are exempt from the private/loopback address refusal.
    */
   hostsOverride: Map<string, string>;
+  /** Private ranges the egress proxy may reach (SANDBOXD_EGRESS_ALLOW_CIDRS); never the host or loopback. */
+  egressAllow: Cidr[];
+  proxy: {
+    /** Concurrent proxy connections per sandbox. */
+    connectionsMax: number;
+    handshakeTimeoutMs: number;
+    idleTimeoutMs: number;
+  };
   logLevel: Level;
   /** `auto`: readable lines when stderr is a terminal outside production, JSON lines otherwise. */
   logFormat?: 'json' | 'pretty' | 'auto';
@@ -59,6 +68,9 @@ export const DEFAULTS = {
   // Above systemd's container range (524288-1879048191) and every /etc/subuid allocation Debian's useradd
   // makes (100000 upwards, 65536 each); the span ends below 2^31 (runtime/id-ranges.ts).
   idBase: 1879048192,
+  proxyConnectionsMax: 256,
+  proxyHandshakeTimeoutS: 10,
+  proxyIdleTimeoutS: 300,
 } as const;
 
 function blank(v: string | undefined): v is undefined {
@@ -147,6 +159,26 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Sandbox
       throw new ConfigError(`SANDBOXD_HOSTS_FILE cannot be read: ${(err as Error).message}`);
     }
   }
+  let egressAllow: Cidr[] = [];
+  if (!blank(env['SANDBOXD_EGRESS_ALLOW_CIDRS'])) {
+    try {
+      egressAllow = parseAllowList(env['SANDBOXD_EGRESS_ALLOW_CIDRS']);
+    } catch (err) {
+      throw new ConfigError(`SANDBOXD_EGRESS_ALLOW_CIDRS: ${(err as Error).message}`);
+    }
+  }
+  const positive = (name: string, dflt: number): number => {
+    const raw = env[name];
+    if (blank(raw)) return dflt;
+    const n = parseNonNegInt(name, raw);
+    if (n < 1) throw new ConfigError(`${name} must be at least 1`);
+    return n;
+  };
+  const proxy = {
+    connectionsMax: positive('SANDBOXD_PROXY_CONNECTIONS_MAX', DEFAULTS.proxyConnectionsMax),
+    handshakeTimeoutMs: positive('SANDBOXD_PROXY_HANDSHAKE_TIMEOUT', DEFAULTS.proxyHandshakeTimeoutS) * 1000,
+    idleTimeoutMs: positive('SANDBOXD_PROXY_IDLE_TIMEOUT', DEFAULTS.proxyIdleTimeoutS) * 1000,
+  };
   const levelRaw = blank(env['SANDBOXD_LOG_LEVEL']) ? 'info' : env['SANDBOXD_LOG_LEVEL'].trim();
   if (!['debug', 'info', 'warn', 'error'].includes(levelRaw)) {
     throw new ConfigError(
@@ -174,6 +206,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Sandbox
     limits,
     sessionBufferBytes: bufMb * 1024 * 1024,
     hostsOverride,
+    egressAllow,
+    proxy,
     logLevel: levelRaw as Level,
     logFormat: formatRaw,
     idBase,

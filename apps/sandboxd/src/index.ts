@@ -21,9 +21,10 @@ import { loadTenantKey, migrateTenantDirs, tenantHasher } from './tenants.ts';
 export type { SandboxdOptions } from './config.ts';
 export { ConfigError, loadConfig } from './config.ts';
 
-export interface StartOptions extends Partial<Omit<SandboxdOptions, 'tokens' | 'limits'>> {
+export interface StartOptions extends Partial<Omit<SandboxdOptions, 'tokens' | 'limits' | 'proxy'>> {
   tokens: string[];
   limits?: Partial<SandboxdOptions['limits']>;
+  proxy?: Partial<SandboxdOptions['proxy']>;
   logger?: Logger;
   /** Root mode: the subordinate id files checked for overlap (tests); /etc/subuid and /etc/subgid. */
   subidFiles?: SubidFiles;
@@ -68,6 +69,13 @@ export async function startSandboxd(input: StartOptions): Promise<RunningSandbox
     limits: { memoryBytes: 4 * 1024 ** 3, pidsMax: DEFAULTS.pids, cpus: DEFAULTS.cpus, ...input.limits },
     sessionBufferBytes: input.sessionBufferBytes ?? DEFAULTS.sessionBufferMb * 1024 * 1024,
     hostsOverride: input.hostsOverride ?? new Map(),
+    egressAllow: input.egressAllow ?? [],
+    proxy: {
+      connectionsMax: DEFAULTS.proxyConnectionsMax,
+      handshakeTimeoutMs: DEFAULTS.proxyHandshakeTimeoutS * 1000,
+      idleTimeoutMs: DEFAULTS.proxyIdleTimeoutS * 1000,
+      ...input.proxy,
+    },
     logLevel: input.logLevel ?? 'info',
     idBase: input.idBase ?? DEFAULTS.idBase,
     toolPath: input.toolPath ?? HOST_PATH,

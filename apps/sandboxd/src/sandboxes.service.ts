@@ -44,6 +44,7 @@ import { AppError } from './errors.ts';
 import { FifoPool } from './exec/procs.ts';
 import { type ExecSpec, type Session, SessionTable } from './exec/sessions.ts';
 import type { Logger } from './log.ts';
+import { createEgressGuard } from './proxy/addresses.ts';
 import { type PolicyRule, parseRules } from './proxy/policy.ts';
 import { EgressProxy } from './proxy/proxy.ts';
 import { type IdMap, SANDBOX_HOME, SANDBOX_UID } from './runtime/base.ts';
@@ -196,10 +197,16 @@ export function createSandboxesService(deps: ServiceDeps) {
   const cgroupKey = (sb: Sandbox) => `${sb.tenant}-${sb.rec.name}`;
   // FIFOs of earlier versions lived here; now each sandbox's live in its init (exec/procs.ts FifoPool).
   rmSync(path.join(opts.dataDir, 'fifos'), { recursive: true, force: true });
+  /** One egress address guard for every sandbox's proxy (it caches the host's interface addresses). */
+  const guard = createEgressGuard({ allow: opts.egressAllow });
 
   function newSandbox(rec: SandboxRecord, tenant: string): Sandbox {
     const dir = path.join(tenantsDir, tenant, 'sandboxes', rec.name);
-    const proxy = new EgressProxy({ log, hostsOverride: opts.hostsOverride }, rec.name, rec.policy);
+    const proxy = new EgressProxy(
+      { log, hostsOverride: opts.hostsOverride, guard, limits: opts.proxy },
+      rec.name,
+      rec.policy,
+    );
     return new Sandbox(rec, tenant, dir, proxy, {
       bufferBytes: opts.sessionBufferBytes,
       fifos: new FifoPool(tools.mkfifo),
