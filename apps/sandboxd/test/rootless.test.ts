@@ -29,6 +29,7 @@ import { fileURLToPath } from 'node:url';
 import { EXEC_MODES, pathPlant, preloadPlant } from './attacks.ts';
 import { startTestSandboxd, type TestSandboxd } from './harness.ts';
 import { api, exec, ndjsonLines, sh, waitFor } from './helpers.ts';
+import { createTestNet, type TestNet } from './netns.ts';
 
 const TEST_USER = 'paddock-rootless-test';
 const REQUIRE = process.env['PADDOCK_REQUIRE_ROOTLESS'] === '1';
@@ -237,13 +238,26 @@ if ('problem' in found) {
   let web: http.Server;
   let webPort = 0;
 
+  // The proxy refuses loopback: as root, the upstream lives in a test network namespace (netns.ts); run as
+  // another user (no namespace can be made), the names point at loopback and must be refused.
+  let tnet: TestNet | null = null;
+  const upstream = () => tnet?.ip ?? '127.0.0.1';
+
   before(async () => {
     web = http.createServer((req, res) => res.end(`hello ${req.headers.host}`));
-    webPort = await new Promise<number>((resolve) =>
-      web.listen(0, '127.0.0.1', () => resolve((web.address() as AddressInfo).port)),
-    );
+    if (process.getuid?.() === 0) {
+      tnet = await createTestNet();
+      const l = await tnet.listen();
+      l.server.on('connection', (s) => web.emit('connection', s));
+      webPort = l.port;
+    } else {
+      webPort = await new Promise<number>((resolve) =>
+        web.listen(0, '127.0.0.1', () => resolve((web.address() as AddressInfo).port)),
+      );
+    }
     d = await startTestSandboxd({
-      hosts: { 'allowed.test': '127.0.0.1', 'denied.test': '127.0.0.1' },
+      hosts: { 'allowed.test': upstream(), 'denied.test': upstream() },
+      ...(tnet ? { env: { SANDBOXD_EGRESS_ALLOW_CIDRS: tnet.allowEnv } } : {}),
       ...(user.switched ? { user: { uid: user.uid, gid: user.gid } } : {}),
     });
     assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: SB })).status, 201);
@@ -253,7 +267,9 @@ if ('problem' in found) {
       await api(d, 'DELETE', `/v1/sandboxes/${SB}`);
       await d.stop();
     }
-    web?.close();
+    web?.closeAllConnections();
+    if (web?.listening) web.close();
+    tnet?.close();
     // The dedicated user runs nothing but this test's daemon: nothing of it may outlive the daemon.
     if (user.switched) {
       await waitFor(() => processesOf(user.uid).length === 0, 'the test user to run nothing', 3000).catch(
@@ -347,7 +363,11 @@ if ('problem' in found) {
         "ls /sys/class/net 2>/dev/null; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; ip -o link | cut -d: -f2 | tr -d ' '",
       );
       assert.equal(net.stdout, 'lo\nlo\n');
-      const direct = await sh(d, SB, `curl -sS -m 3 --noproxy '*' http://127.0.0.1:${webPort}/; echo rc=$?`);
+      const direct = await sh(
+        d,
+        SB,
+        `curl -sS -m 3 --noproxy '*' http://${upstream()}:${webPort}/; echo rc=$?`,
+      );
       assert.match(direct.stdout, /rc=7/);
       assert.doesNotMatch(direct.stdout, /hello/);
     });
@@ -359,6 +379,10 @@ if ('problem' in found) {
       assert.equal(policy.status, 204);
       const curl = (host: string, extra = '') =>
         sh(d, SB, `curl -sS -m 5 ${extra} -w ' %{http_code}' http://${host}:${webPort}/; echo " rc=$?"`);
+      if (!tnet) {
+        assert.match((await curl('allowed.test')).stdout, / 403 rc=0/, 'loopback is refused, policy or not');
+        return;
+      }
       assert.match((await curl('allowed.test')).stdout, new RegExp(`hello allowed.test:${webPort} 200 rc=0`));
       assert.match((await curl('denied.test')).stdout, / 403 rc=0/);
       assert.match((await curl('allowed.test', '-p')).stdout, /hello allowed.test.* 200 rc=0/);
