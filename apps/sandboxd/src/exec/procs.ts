@@ -162,6 +162,12 @@ export interface Proc {
   write(data: Buffer): void;
   endInput(): void;
   resize(rows: number, cols: number): void;
+  /**
+   * Stops reading the process's output (backpressure: once its pipe or pty is full, the process blocks in
+   * write). While paused, the exit is not reported: output written before the exit is never dropped.
+   */
+  pause(): void;
+  resume(): void;
   /** Kills the process's whole group. */
   kill(): void;
 }
@@ -217,6 +223,28 @@ export function spawnPiped(
   let exitCode: number | null = null;
   let finished = false;
   let pulse: NodeJS.Timeout | null = null;
+  // After the exit, background processes may keep the pipes open: wait at most DRAIN_MS of reading time for
+  // them (time spent paused does not count, so a slow client does not lose the process's last output).
+  let paused = false;
+  let drainLeft = DRAIN_MS;
+  let drainFrom = 0;
+  let drainTimer: NodeJS.Timeout | null = null;
+  const startDrain = () => {
+    if (exitCode === null || finished || paused || drainTimer) return;
+    drainFrom = Date.now();
+    drainTimer = setTimeout(() => {
+      drainTimer = null;
+      open = 0;
+      done();
+    }, drainLeft);
+    drainTimer.unref();
+  };
+  const stopDrain = () => {
+    if (!drainTimer) return;
+    clearTimeout(drainTimer);
+    drainTimer = null;
+    drainLeft = Math.max(0, drainLeft - (Date.now() - drainFrom));
+  };
   const removeStdin = () => {
     if (pulse) clearInterval(pulse);
     if (stdinPath) {
@@ -259,11 +287,7 @@ export function spawnPiped(
   child.on('exit', (code, signal) => {
     removeStdin();
     exitCode = code ?? signalCode(signal);
-    // Background processes may keep the pipes open: do not wait for them forever.
-    setTimeout(() => {
-      open = 0;
-      done();
-    }, DRAIN_MS).unref();
+    startDrain();
     done();
   });
   return {
@@ -275,6 +299,16 @@ export function spawnPiped(
       stdin?.end();
     },
     resize: () => {},
+    pause: () => {
+      paused = true;
+      stopDrain();
+      for (const [, out] of outs) out.pause();
+    },
+    resume: () => {
+      paused = false;
+      for (const [, out] of outs) out.resume();
+      startDrain();
+    },
     kill: () => killGroup(pid),
   };
 }
@@ -300,8 +334,20 @@ export function spawnTty(
     encoding: null,
   });
   term.onData((d: string | Buffer) => onOutput(0, typeof d === 'string' ? Buffer.from(d) : d));
+  // The exit is reported 50 ms after node-pty's, and not while paused (the output before it comes first).
+  // node-pty itself drops what the pty still holds if its socket is paused 200 ms after the exit.
+  let paused = false;
+  let exited: number | null = null;
+  let reported = false;
+  const report = () =>
+    setTimeout(() => {
+      if (paused || reported || exited === null) return;
+      reported = true;
+      onExit(exited);
+    }, 50);
   term.onExit(({ exitCode, signal }) => {
-    setTimeout(() => onExit(signal ? 128 + signal : exitCode), 50);
+    exited = signal ? 128 + signal : exitCode;
+    report();
   });
   return {
     pid: term.pid,
@@ -309,6 +355,15 @@ export function spawnTty(
     write: (d) => term.write(d as unknown as string),
     endInput: () => {},
     resize: (rows, cols) => term.resize(cols, rows),
+    pause: () => {
+      paused = true;
+      term.pause();
+    },
+    resume: () => {
+      paused = false;
+      term.resume();
+      if (exited !== null) report();
+    },
     kill: () => {
       killGroup(term.pid);
       try {
