@@ -313,6 +313,11 @@ export class EgressProxy {
       }
       up.pipe(res);
     });
+    // 101 to a request that did not ask for it: node hands over the socket, which nobody may use here.
+    upstream.on('upgrade', (_up, socket: net.Socket) => {
+      socket.destroy();
+      this.answer(res, 502, 'malformed upstream response');
+    });
     upstream.on('error', () => this.answer(res, 502, 'upstream error'));
     req.pipe(upstream);
   }
