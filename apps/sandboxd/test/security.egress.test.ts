@@ -288,19 +288,23 @@ for (const mode of daemonModes()) {
       assert.equal((await api(other, 'POST', '/v1/sandboxes', { name: 'bystander' })).status, 201);
       assert.equal((await sh(other, 'bystander', 'true')).exitCode, 0);
       const fdsBefore = readdirSync(`/proc/${d.pid}/fd`).length;
-      // 2000 connections that never send a byte, held open by the attacker.
+      // 2000 connections that never send a byte, held open by the attacker; opened in waves of 100 so that
+      // the listen backlog does not overflow (a connection the kernel cannot queue looks open to the client
+      // until a SYN-ACK retry gets it queued, many seconds later).
       const flood = `
         const net = require('net');
-        const socks = [];
         let closed = 0, connected = 0;
-        for (let i = 0; i < 2000; i++) {
-          const s = net.connect(3128, '127.0.0.1', () => connected++);
-          s.on('error', () => {});
-          s.on('close', () => closed++);
-          socks.push(s);
-        }
-        setInterval(() => console.log(connected + ' ' + closed), 500);
-        setTimeout(() => process.exit(0), 30000);
+        const report = () => console.log(connected + ' ' + closed);
+        (async () => {
+          for (let i = 0; i < 2000; i++) {
+            const s = net.connect(3128, '127.0.0.1', () => connected++);
+            s.on('error', () => {});
+            s.on('close', () => { if (++closed === 2000) { report(); process.exit(0); } });
+            if (i % 100 === 99) await new Promise((r) => setTimeout(r, 25));
+          }
+        })();
+        setInterval(report, 500);
+        setTimeout(() => process.exit(0), 40000);
       `;
       await api(d, 'PUT', `/v1/sandboxes/${SB}/fs/write?path=flood.js`, new TextEncoder().encode(flood));
       const floodDone = sh(d, SB, 'node flood.js', { timeoutMs: 60_000 });
