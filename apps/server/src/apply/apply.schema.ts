@@ -72,6 +72,12 @@ export const ApplyResult = z.object({
   name: z.string(),
   action: z.enum(['created', 'updated', 'unchanged', 'error']),
   id: z.string().nullable(),
+  code: z
+    .string()
+    .optional()
+    .describe(
+      'with action "error": the machine code, as in error responses (validation_failed, not_found, conflict, internal_error)',
+    ),
   errors: z.record(z.string(), z.array(z.string())).optional(),
   secrets: z.record(z.string(), SecretAction).optional().describe('per-key outcome; never a value'),
 });

@@ -8,7 +8,7 @@ import type { AuditService } from '../audit/audit.service.ts';
 import type { Db } from '../db/database.ts';
 import { findEnvironmentByName } from '../environments/environments.repo.ts';
 import type { EnvironmentsService } from '../environments/environments.service.ts';
-import { AppError, type FieldErrors } from '../http/errors.ts';
+import { AppError, type ErrorCode, type FieldErrors } from '../http/errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { ResourceContext } from '../secrets/context.ts';
 import { resourceName } from '../secrets/fields.ts';
@@ -35,9 +35,11 @@ const ORDER: Record<Kind, number> = { Environment: 0, Vault: 1, Agent: 2 };
 /** Thrown inside a resource's transaction to roll it back and report field errors. */
 class ResourceError extends Error {
   readonly errors: FieldErrors;
-  constructor(errors: FieldErrors) {
+  readonly code: ErrorCode;
+  constructor(errors: FieldErrors, code: ErrorCode = 'validation_failed') {
     super('resource refused');
     this.errors = errors;
+    this.code = code;
   }
 }
 
@@ -115,13 +117,14 @@ export function createApplyService(deps: {
     let environmentId: string | null = null;
     if (environment !== null) {
       const env = await findEnvironmentByName(trx, ctx.tenantId, environment);
-      if (!env) throw new ResourceError({ 'spec.environment': [`environment "${environment}" not found`] });
+      if (!env)
+        throw new ResourceError({ 'spec.environment': [`environment "${environment}" not found`] }, 'not_found');
       environmentId = env.id;
     }
     const found = await findVaultsByNames(trx, ctx.tenantId, vaults);
     const missing = vaults.filter((v) => !found.some((f) => f.name === v));
     if (missing.length > 0) {
-      throw new ResourceError({ 'spec.vaults': missing.map((v) => `vault "${v}" not found`) });
+      throw new ResourceError({ 'spec.vaults': missing.map((v) => `vault "${v}" not found`) }, 'not_found');
     }
     const { id, action } = await deps.agents.upsertByName(
       ctx,
@@ -151,7 +154,8 @@ export function createApplyService(deps: {
         if (Object.keys(errors).length === 0 && seen.has(identity))
           errors['name'] = ['appears twice in the manifest'];
         seen.add(identity);
-        if (Object.keys(errors).length > 0) results[index] = { ...results[index]!, errors };
+        if (Object.keys(errors).length > 0)
+          results[index] = { ...results[index]!, code: 'validation_failed', errors };
         else queue.push({ index, kind: r.kind as Kind });
       });
       queue.sort((a, b) => ORDER[a.kind] - ORDER[b.kind] || a.index - b.index);
@@ -165,7 +169,7 @@ export function createApplyService(deps: {
             .execute((trx) => applyOne(trx, ctx, kind, r.name, r.spec));
           results[index] = { kind: r.kind, name: r.name, ...outcome };
         } catch (err) {
-          results[index] = { ...results[index]!, errors: errorsOf(err, deps.logger) };
+          results[index] = { ...results[index]!, ...failureOf(err, deps.logger) };
         }
       }
 
@@ -195,16 +199,28 @@ function bump(
   return Object.values(outcomes).some((o) => o !== 'unchanged') ? 'updated' : 'unchanged';
 }
 
-function errorsOf(err: unknown, logger: Logger): FieldErrors {
-  if (err instanceof ResourceError) return err.errors;
-  // A concurrent apply created the same name between our lookup and insert.
-  if ((err as { code?: string } | null)?.code === '23505') {
-    return { name: ['was created concurrently by another request; apply again'] };
-  }
+/**
+ * What a failed resource reports: a machine code and field errors. Database races (a name
+ * taken or a reference deleted by a concurrent request) are conflicts the caller can retry,
+ * never "internal error" (api-hardening.races.test.ts).
+ */
+function failureOf(err: unknown, logger: Logger): { code: ErrorCode; errors: FieldErrors } {
+  if (err instanceof ResourceError) return { code: err.code, errors: err.errors };
   if (err instanceof AppError) {
     const fieldErrors = err.extra['errors'] as FieldErrors | undefined;
-    return fieldErrors ?? { resource: [err.message] };
+    return { code: err.code, errors: fieldErrors ?? { resource: [err.message] } };
+  }
+  const pgCode = (err as { code?: string } | null)?.code;
+  // A concurrent apply created the same name between our lookup and insert.
+  if (pgCode === '23505') {
+    return { code: 'conflict', errors: { name: ['was created concurrently by another request; apply again'] } };
+  }
+  if (pgCode === '23503') {
+    return {
+      code: 'conflict',
+      errors: { resource: ['a referenced resource was deleted while this apply ran; apply again'] },
+    };
   }
   logger.error({ err }, 'bulk apply: unexpected error on one resource');
-  return { resource: ['internal error'] };
+  return { code: 'internal_error', errors: { resource: ['internal error'] } };
 }
