@@ -118,7 +118,10 @@ export function createApplyService(deps: {
     if (environment !== null) {
       const env = await findEnvironmentByName(trx, ctx.tenantId, environment);
       if (!env)
-        throw new ResourceError({ 'spec.environment': [`environment "${environment}" not found`] }, 'not_found');
+        throw new ResourceError(
+          { 'spec.environment': [`environment "${environment}" not found`] },
+          'not_found',
+        );
       environmentId = env.id;
     }
     const found = await findVaultsByNames(trx, ctx.tenantId, vaults);
@@ -213,7 +216,10 @@ function failureOf(err: unknown, logger: Logger): { code: ErrorCode; errors: Fie
   const pgCode = (err as { code?: string } | null)?.code;
   // A concurrent apply created the same name between our lookup and insert.
   if (pgCode === '23505') {
-    return { code: 'conflict', errors: { name: ['was created concurrently by another request; apply again'] } };
+    return {
+      code: 'conflict',
+      errors: { name: ['was created concurrently by another request; apply again'] },
+    };
   }
   if (pgCode === '23503') {
     return {
