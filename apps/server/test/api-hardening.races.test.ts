@@ -16,7 +16,7 @@ after(async () => {
 
 const PARALLEL = 10;
 
-async function create(user: TestUser, url: string, payload: unknown): Promise<string> {
+async function create(user: TestUser, url: string, payload: Record<string, unknown>): Promise<string> {
   const res = await t.app.inject({ method: 'POST', url, headers: user.auth, payload });
   assert.ok(res.statusCode === 201 || res.statusCode === 200, res.body);
   return (res.json() as { id: string }).id;
