@@ -9,6 +9,7 @@ import type { Db } from '../db/database.ts';
 import { findEnvironmentByName } from '../environments/environments.repo.ts';
 import type { EnvironmentsService } from '../environments/environments.service.ts';
 import { AppError, type ErrorCode, type FieldErrors } from '../http/errors.ts';
+import { capFieldErrors } from '../http/json-bounds.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { ResourceContext } from '../secrets/context.ts';
 import { resourceName } from '../secrets/fields.ts';
@@ -88,31 +89,37 @@ export function createApplyService(deps: {
     return outcomes;
   };
 
+  type ParsedSpec =
+    | { kind: 'Environment'; data: z.output<typeof EnvironmentSpec> }
+    | { kind: 'Vault'; data: z.output<typeof VaultSpec> }
+    | { kind: 'Agent'; data: z.output<typeof AgentSpec> };
+
+  /** Pure validation, before any transaction is opened: a refused spec costs no round trip. */
+  const parseSpec = (kind: Kind, spec: Record<string, unknown>): ParsedSpec => {
+    const schema = kind === 'Environment' ? EnvironmentSpec : kind === 'Vault' ? VaultSpec : AgentSpec;
+    const parsed = schema.safeParse(spec);
+    if (!parsed.success) throw new ResourceError(zodErrors(parsed.error, 'spec'));
+    return { kind, data: parsed.data } as ParsedSpec;
+  };
+
   const applyOne = async (
     trx: Db,
     ctx: ResourceContext,
-    kind: Kind,
     name: string,
-    spec: Record<string, unknown>,
+    parsed: ParsedSpec,
   ): Promise<Omit<ApplyResultT, 'kind' | 'name'>> => {
-    if (kind === 'Environment') {
-      const parsed = EnvironmentSpec.safeParse(spec);
-      if (!parsed.success) throw new ResourceError(zodErrors(parsed.error, 'spec'));
+    if (parsed.kind === 'Environment') {
       const { secrets, ...fields } = parsed.data;
       const { id, action } = await deps.environments.upsertByName(ctx, { name, ...fields }, trx);
       const outcomes = await writeSecrets(trx, ctx, { kind: 'environment', id }, secrets);
       return { id, action: bump(action, outcomes), ...(outcomes ? { secrets: outcomes } : {}) };
     }
-    if (kind === 'Vault') {
-      const parsed = VaultSpec.safeParse(spec);
-      if (!parsed.success) throw new ResourceError(zodErrors(parsed.error, 'spec'));
+    if (parsed.kind === 'Vault') {
       const { secrets, ...fields } = parsed.data;
       const { id, action } = await deps.vaults.upsertByName(ctx, { name, ...fields }, trx);
       const outcomes = await writeSecrets(trx, ctx, { kind: 'vault', id }, secrets);
       return { id, action: bump(action, outcomes), ...(outcomes ? { secrets: outcomes } : {}) };
     }
-    const parsed = AgentSpec.safeParse(spec);
-    if (!parsed.success) throw new ResourceError(zodErrors(parsed.error, 'spec'));
     const { environment, vaults, ...fields } = parsed.data;
     let environmentId: string | null = null;
     if (environment !== null) {
@@ -167,9 +174,8 @@ export function createApplyService(deps: {
       for (const { index, kind } of queue) {
         const r = request.resources[index]!;
         try {
-          const outcome = await deps.db
-            .transaction()
-            .execute((trx) => applyOne(trx, ctx, kind, r.name, r.spec));
+          const parsed = parseSpec(kind, r.spec);
+          const outcome = await deps.db.transaction().execute((trx) => applyOne(trx, ctx, r.name, parsed));
           results[index] = { kind: r.kind, name: r.name, ...outcome };
         } catch (err) {
           results[index] = { ...results[index]!, ...failureOf(err, deps.logger) };
@@ -207,11 +213,14 @@ function bump(
  * taken or a reference deleted by a concurrent request) are conflicts the caller can retry,
  * never "internal error" (api-hardening.races.test.ts).
  */
-function failureOf(err: unknown, logger: Logger): { code: ErrorCode; errors: FieldErrors } {
-  if (err instanceof ResourceError) return { code: err.code, errors: err.errors };
+function failureOf(
+  err: unknown,
+  logger: Logger,
+): { code: ErrorCode; errors: FieldErrors; more_errors?: number } {
+  if (err instanceof ResourceError) return { code: err.code, ...capFieldErrors(err.errors) };
   if (err instanceof AppError) {
     const fieldErrors = err.extra['errors'] as FieldErrors | undefined;
-    return { code: err.code, errors: fieldErrors ?? { resource: [err.message] } };
+    return { code: err.code, ...capFieldErrors(fieldErrors ?? { resource: [err.message] }) };
   }
   const pgCode = (err as { code?: string } | null)?.code;
   // A concurrent apply created the same name between our lookup and insert.
