@@ -15,6 +15,7 @@ import {
 } from 'fastify-type-provider-zod';
 import { authPlugin } from '../auth/auth.plugin.ts';
 import type { Deps } from '../deps.ts';
+import { createClientErrorHandler, createFrameworkErrorHandler } from './early-errors.ts';
 import { AppError, type ErrorBody, type FieldErrors } from './errors.ts';
 import { RefusedBody, registerJsonBodyParser, shapeError } from './json-body.ts';
 import { capFieldErrors, createProblemList, jsonShapeProblem } from './json-bounds.ts';
@@ -67,8 +68,12 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     trustProxy: config.trustedProxies.length > 0 ? [...config.trustedProxies] : false,
     bodyLimit: DEFAULT_BODY_LIMIT,
     return503OnClosing: true,
+    // Requests that fail before routing answer like every other error (early-errors.ts).
+    frameworkErrors: createFrameworkErrorHandler(() => self, config),
+    clientErrorHandler: createClientErrorHandler(config),
     routerOptions: { ignoreTrailingSlash: true },
   }).withTypeProvider<ZodTypeProvider>();
+  const self: FastifyInstance = app;
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
