@@ -19,6 +19,7 @@ import { createClientErrorHandler, createFrameworkErrorHandler } from './early-e
 import { AppError, type ErrorBody, type FieldErrors } from './errors.ts';
 import { RefusedBody, registerJsonBodyParser, shapeError } from './json-body.ts';
 import { capFieldErrors, createProblemList, jsonShapeProblem } from './json-bounds.ts';
+import { describeOperation, SECURITY_SCHEMES } from './openapi-operations.ts';
 import { rateLimitKey } from './plugins/rate-limit-key.ts';
 import { isHealthProbe, registerSecurity } from './plugins/security.ts';
 import { registerRoutes } from './routes.ts';
@@ -82,6 +83,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   app.decorate('routeTable', routeTable);
   app.addHook('onRoute', (route) => {
     if (route.url.startsWith('/api/docs')) route.config = { ...(route.config ?? {}), schemaless: true };
+    describeOperation(route, { requireAuth: self.requireAuth, requireAdmin: self.requireAdmin });
     const schema = route.schema as Record<string, unknown> | undefined;
     const hasSchema =
       !!schema && ['body', 'querystring', 'params', 'response'].some((k) => schema[k] !== undefined);
@@ -165,12 +167,11 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
         description:
           'Run AI coding agents in isolated sandboxes. Authenticate with `Authorization: Bearer <API key>`.',
         version: deps.version,
+        license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
       },
       servers: [{ url: config.publicUrl.origin }],
       components: {
-        securitySchemes: {
-          bearer: { type: 'http', scheme: 'bearer', description: 'An API key from POST /api/auth/token' },
-        },
+        securitySchemes: SECURITY_SCHEMES,
       },
     },
     transform: jsonSchemaTransform,
