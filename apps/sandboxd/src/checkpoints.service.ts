@@ -16,7 +16,9 @@
  *     (killing its pid-namespace init ends all namespaces below it); the sandbox is started again after the
  *     copy. SIGSTOP of the processes sandboxd can see is never used: it misses nested pid namespaces.
  * - Restore stops the sandbox first and copies only sandboxd's own checkpoint files (nothing there is
- *   reachable from any sandbox).
+ *   reachable from any sandbox); root mode, the restored files are then given to the target sandbox's own
+ *   host ids (adopt: `chown -R --from`, never following a symlink), inside a disk image too
+ *   (security.host.test.ts, checkpoint.test.ts).
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -28,6 +30,7 @@ import { AppError } from './errors.ts';
 import type { Logger } from './log.ts';
 import type { SandboxCgroup } from './runtime/cgroups.ts';
 import type { Disks } from './runtime/disks.ts';
+import { HOST_ENV, type HostTools } from './runtime/host-tools.ts';
 import { type InitHandle, isAlive } from './runtime/namespaces.ts';
 import { removeTree, writeJsonAtomic } from './state-files.ts';
 
@@ -61,6 +64,7 @@ export interface CheckpointsDeps<S extends CheckpointedSandbox> {
   tenantsDir: string;
   log: Logger;
   rootless: boolean;
+  tools: HostTools;
   disks: Disks;
   /** Checkpoints kept per source sandbox. */
   checkpointsMax: number;
@@ -68,6 +72,11 @@ export interface CheckpointsDeps<S extends CheckpointedSandbox> {
   find(tenant: string, name: string): S;
   /** Mounts the sandbox's disk image if it has one and creates the layer's directories (under the lock). */
   prepareStorage(sb: S): Promise<void>;
+  /**
+   * Gives the sandbox's layer (in place, quiet: sandbox stopped) to the sandbox's own host ids: a checkpoint of
+   * another sandbox carries that sandbox's ids (sandboxes.service.ts remapIds; no-op rootless or when they match).
+   */
+  adopt(sb: S): Promise<void>;
   /** Writes the sandbox record. */
   persist(sb: S): void;
   /** Stops every process and session of the sandbox (under the sandbox lock). */
@@ -81,7 +90,7 @@ const notFound = (id: string) =>
   new AppError('checkpoint_not_found', `checkpoint ${JSON.stringify(id)} not found`);
 
 export function createCheckpointsService<S extends CheckpointedSandbox>(deps: CheckpointsDeps<S>) {
-  const { tenantsDir, log, disks, find, prepareStorage, persist, stop, start } = deps;
+  const { tenantsDir, log, tools, disks, find, prepareStorage, adopt, persist, stop, start } = deps;
   const dirOf = (tenant: string, id: string) => path.join(tenantsDir, tenant, 'checkpoints', id);
 
   /** The tenant's checkpoints, oldest first. */
@@ -126,7 +135,7 @@ export function createCheckpointsService<S extends CheckpointedSandbox>(deps: Ch
     } catch {
       throw notFound(id);
     }
-    await removeTree(trash);
+    await removeTree(trash, tools.chmod);
   }
 
   /** cgroup freeze, or ending every process; runs `copy` while nothing of the sandbox can run. */
@@ -185,7 +194,7 @@ export function createCheckpointsService<S extends CheckpointedSandbox>(deps: Ch
             await copyStopped(sb, emit, () => copyTree(sb.layer, path.join(dir, 'layer')));
           }
         } catch (err) {
-          await removeTree(dir);
+          await removeTree(dir, tools.chmod);
           throw err;
         }
         const meta: CheckpointMeta = { id, create_time: now(), source_sandbox: name };
@@ -264,7 +273,11 @@ export function createCheckpointsService<S extends CheckpointedSandbox>(deps: Ch
           await discard('layer', 'work');
           await fs.rename(staged, sb.layer);
         }
-        void removeTree(trash).catch((err: unknown) =>
+        // A checkpoint of another sandbox carries that sandbox's host ids: the restored files (inside the
+        // mounted image, or the directory layer) become this sandbox's before anything of it runs.
+        if (sb.rec.disk === 'image') await disks.mount(sb.dir);
+        await adopt(sb);
+        void removeTree(trash, tools.chmod).catch((err: unknown) =>
           log.warn('cannot remove the replaced layer', { sandbox: name, err }),
         );
         await start(sb);
@@ -284,10 +297,9 @@ export function createCheckpointsService<S extends CheckpointedSandbox>(deps: Ch
    * by that uid), so files and directories the sandbox made unreadable (chmod 000) are copied too.
    */
   function copyTree(src: string, dst: string): Promise<unknown> {
-    const cp = ['cp', '-a', '--', src, dst];
-    const env = { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' };
+    const cp = [tools.cp, '-a', '--', src, dst];
     return deps.rootless
-      ? execFileP('unshare', ['--user', '--map-root-user', '--', ...cp], { env })
-      : execFileP(cp[0]!, cp.slice(1), { env });
+      ? execFileP(tools.unshare, ['--user', '--map-root-user', '--', ...cp], { env: HOST_ENV })
+      : execFileP(cp[0]!, cp.slice(1), { env: HOST_ENV });
   }
 }

@@ -5,6 +5,13 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Level } from './log.ts';
+import { type Cidr, parseAllowList } from './proxy/addresses.ts';
+
+/** Host ids per sandbox (root mode): range 0 owns the base, sandbox slot n uses range n + 1. */
+export const ID_RANGE = 65536;
+export const ID_SLOTS = 4095;
+/** PATH of host-side processes (runtime/host-tools.ts): system directories only. */
+export const HOST_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 export interface Limits {
   /** bytes; 0 = no limit */
@@ -34,13 +41,26 @@ export interface SandboxdOptions {
    * Names listed here are exempt from the private/loopback address refusal.
    */
   hostsOverride: Map<string, string>;
+  /** Private ranges the egress proxy may reach (SANDBOXD_EGRESS_ALLOW_CIDRS); never the host or loopback. */
+  egressAllow: Cidr[];
+  proxy: {
+    /** Concurrent proxy connections per sandbox. */
+    connectionsMax: number;
+    handshakeTimeoutMs: number;
+    idleTimeoutMs: number;
+  };
   logLevel: Level;
   /** `auto`: readable lines when stderr is a terminal outside production, JSON lines otherwise. */
   logFormat?: 'json' | 'pretty' | 'auto';
-  /** First host uid/gid of the 65536-id range sandboxes map into when sandboxd runs as root. */
+  /**
+   * Root mode: first host uid/gid of the ids sandboxd uses: 65536 for the base, then 65536 per sandbox
+   * (runtime/base.ts sandboxIds, ID_SLOTS sandboxes at most).
+   */
   idBase: number;
   /** Checkpoints kept per sandbox; creating one more removes the oldest. */
   checkpointsMax: number;
+  /** Where the host helpers (nsenter, unshare, ...) are looked up once at start: sandboxd's own PATH. */
+  toolPath: string;
 }
 
 export class ConfigError extends Error {}
@@ -55,8 +75,13 @@ export const DEFAULTS = {
   cpus: 2,
   disk: '10g',
   sessionBufferMb: 16,
-  idBase: 100000,
   checkpointsMax: 5,
+  // Above systemd's container range (524288-1879048191) and every /etc/subuid allocation Debian's useradd
+  // makes (100000 upwards, 65536 each); the span ends below 2^31 (runtime/id-ranges.ts).
+  idBase: 1879048192,
+  proxyConnectionsMax: 256,
+  proxyHandshakeTimeoutS: 10,
+  proxyIdleTimeoutS: 300,
 } as const;
 
 function blank(v: string | undefined): v is undefined {
@@ -156,6 +181,26 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Sandbox
       throw new ConfigError(`SANDBOXD_HOSTS_FILE cannot be read: ${(err as Error).message}`);
     }
   }
+  let egressAllow: Cidr[] = [];
+  if (!blank(env['SANDBOXD_EGRESS_ALLOW_CIDRS'])) {
+    try {
+      egressAllow = parseAllowList(env['SANDBOXD_EGRESS_ALLOW_CIDRS']);
+    } catch (err) {
+      throw new ConfigError(`SANDBOXD_EGRESS_ALLOW_CIDRS: ${(err as Error).message}`);
+    }
+  }
+  const positive = (name: string, dflt: number): number => {
+    const raw = env[name];
+    if (blank(raw)) return dflt;
+    const n = parseNonNegInt(name, raw);
+    if (n < 1) throw new ConfigError(`${name} must be at least 1`);
+    return n;
+  };
+  const proxy = {
+    connectionsMax: positive('SANDBOXD_PROXY_CONNECTIONS_MAX', DEFAULTS.proxyConnectionsMax),
+    handshakeTimeoutMs: positive('SANDBOXD_PROXY_HANDSHAKE_TIMEOUT', DEFAULTS.proxyHandshakeTimeoutS) * 1000,
+    idleTimeoutMs: positive('SANDBOXD_PROXY_IDLE_TIMEOUT', DEFAULTS.proxyIdleTimeoutS) * 1000,
+  };
   const levelRaw = blank(env['SANDBOXD_LOG_LEVEL']) ? 'info' : env['SANDBOXD_LOG_LEVEL'].trim();
   if (!['debug', 'info', 'warn', 'error'].includes(levelRaw)) {
     throw new ConfigError(
@@ -169,7 +214,11 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Sandbox
   const idBase = blank(env['SANDBOXD_ID_BASE'])
     ? DEFAULTS.idBase
     : parseNonNegInt('SANDBOXD_ID_BASE', env['SANDBOXD_ID_BASE']);
-  if (idBase < 1 || idBase > 4294967295 - 65536) throw new ConfigError('SANDBOXD_ID_BASE is out of range');
+  const span = ID_RANGE * (ID_SLOTS + 1);
+  if (idBase < 1 || idBase > 4294967294 - span)
+    throw new ConfigError(
+      `SANDBOXD_ID_BASE must be between 1 and ${4294967294 - span} (it is followed by ${span} ids)`,
+    );
   return {
     host,
     port,
@@ -179,9 +228,12 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Sandbox
     limits,
     sessionBufferBytes: bufMb * 1024 * 1024,
     hostsOverride,
+    egressAllow,
+    proxy,
     logLevel: levelRaw as Level,
     logFormat: formatRaw,
     idBase,
     checkpointsMax,
+    toolPath: blank(env['PATH']) ? HOST_PATH : env['PATH'],
   };
 }

@@ -7,22 +7,28 @@ import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import { DEFAULTS, type SandboxdOptions } from './config.ts';
+import { DEFAULTS, HOST_PATH, type SandboxdOptions } from './config.ts';
 import { createHttpServer } from './http/server.ts';
 import { createLogger, type Logger } from './log.ts';
-import { ensureBase, ensureDevTemplate, type IdMap } from './runtime/base.ts';
+import { ensureBase, ensureDevTemplate, sandboxIds } from './runtime/base.ts';
 import { detectCgroups } from './runtime/cgroups.ts';
 import { detectDisks } from './runtime/disks.ts';
+import { HOST_ENV, type HostTools, resolveHostTools } from './runtime/host-tools.ts';
+import { assertNoSubidOverlap, type SubidFiles } from './runtime/id-ranges.ts';
 import { NamespaceRuntime } from './runtime/namespaces.ts';
 import { createSandboxesService } from './sandboxes.service.ts';
+import { loadTenantKey, migrateTenantDirs, tenantHasher } from './tenants.ts';
 
 export type { SandboxdOptions } from './config.ts';
 export { ConfigError, loadConfig } from './config.ts';
 
-export interface StartOptions extends Partial<Omit<SandboxdOptions, 'tokens' | 'limits'>> {
+export interface StartOptions extends Partial<Omit<SandboxdOptions, 'tokens' | 'limits' | 'proxy'>> {
   tokens: string[];
   limits?: Partial<SandboxdOptions['limits']>;
+  proxy?: Partial<SandboxdOptions['proxy']>;
   logger?: Logger;
+  /** Root mode: the subordinate id files checked for overlap (tests); /etc/subuid and /etc/subgid. */
+  subidFiles?: SubidFiles;
 }
 
 export interface RunningSandboxd {
@@ -35,13 +41,14 @@ export interface RunningSandboxd {
  * Rootless mode needs unprivileged user namespaces. Without them every sandbox would fail
  * at its first exec; refuse to start instead, saying why (rootless.test.ts).
  */
-function assertUserNamespaces(): void {
+function assertUserNamespaces(tools: HostTools): void {
   const probe = spawnSync(
-    'unshare',
+    tools.unshare,
     ['--user', '--map-root-user', '--mount', '--pid', '--fork', '--net', 'true'],
     {
       encoding: 'utf8',
       timeout: 10_000,
+      env: HOST_ENV,
     },
   );
   if (probe.status === 0) return;
@@ -69,37 +76,56 @@ export async function startSandboxd(input: StartOptions): Promise<RunningSandbox
     },
     sessionBufferBytes: input.sessionBufferBytes ?? DEFAULTS.sessionBufferMb * 1024 * 1024,
     hostsOverride: input.hostsOverride ?? new Map(),
+    egressAllow: input.egressAllow ?? [],
+    proxy: {
+      connectionsMax: DEFAULTS.proxyConnectionsMax,
+      handshakeTimeoutMs: DEFAULTS.proxyHandshakeTimeoutS * 1000,
+      idleTimeoutMs: DEFAULTS.proxyIdleTimeoutS * 1000,
+      ...input.proxy,
+    },
     logLevel: input.logLevel ?? 'info',
     idBase: input.idBase ?? DEFAULTS.idBase,
     checkpointsMax: input.checkpointsMax ?? DEFAULTS.checkpointsMax,
+    toolPath: input.toolPath ?? HOST_PATH,
   };
   const log = input.logger ?? createLogger(opts.logLevel);
-  mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
+  // Resolved once, through the operator's PATH; every host-side spawn uses these absolute paths.
+  const tools = resolveHostTools(opts.toolPath);
   const rootless = process.getuid?.() !== 0;
-  if (rootless) assertUserNamespaces();
-  const ids: IdMap = rootless
-    ? {
-        rootHostId: process.getuid?.() ?? 0,
-        userHostId: process.getuid?.() ?? 0,
-        hostGid: process.getgid?.() ?? 0,
-      }
-    : { rootHostId: opts.idBase, userHostId: opts.idBase + 1000 };
-  const base = ensureBase(opts.dataDir, ids, opts.rootfs);
+  if (rootless) assertUserNamespaces(tools);
+  else assertNoSubidOverlap(opts.idBase, input.subidFiles);
+  mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
+  const self = rootless ? { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 } : null;
+  const base = ensureBase(opts.dataDir, sandboxIds(opts.idBase, null, self), opts.rootfs, tools);
   const instance = createHash('sha256').update(opts.dataDir).digest('hex').slice(0, 12);
   const cgroups = detectCgroups(opts.limits, instance, log);
-  const runtime = new NamespaceRuntime({ base, devTemplate: ensureDevTemplate(opts.dataDir), ids, rootless });
-  const disks = await detectDisks({ dataDir: opts.dataDir, bytes: opts.limits.diskBytes, rootless, log });
+  const runtime = new NamespaceRuntime({
+    base,
+    devTemplate: ensureDevTemplate(opts.dataDir),
+    rootless,
+    tools,
+  });
+  const tenantOf = tenantHasher(loadTenantKey(opts.dataDir));
+  migrateTenantDirs(opts.dataDir, opts.tokens, tenantOf, log);
+  const disks = await detectDisks({
+    dataDir: opts.dataDir,
+    bytes: opts.limits.diskBytes,
+    rootless,
+    toolPath: opts.toolPath,
+    log,
+  });
   const service = createSandboxesService({
     opts,
     log,
     cgroups,
     runtime,
-    ids,
+    idsFor: (slot) => sandboxIds(opts.idBase, slot, self),
+    tools,
     hostDirs: base.hostDirs,
     disks,
   });
   await service.load();
-  const server = createHttpServer({ service, tokens: opts.tokens, log });
+  const server = createHttpServer({ service, tokens: opts.tokens, tenantOf, log });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(opts.port, opts.host, () => resolve());

@@ -2,6 +2,10 @@
 import { ConfigError, loadConfig } from './config.ts';
 import { startSandboxd } from './index.ts';
 import { createLogger } from './log.ts';
+import { closeInheritedFds } from './runtime/host-tools.ts';
+
+// Before anything is spawned: nothing sandboxd's parent left open may reach a sandbox.
+const inherited = closeInheritedFds();
 
 let config: ReturnType<typeof loadConfig>;
 try {
@@ -20,6 +24,7 @@ if (process.platform !== 'linux') {
 const pretty =
   config.logFormat === 'pretty' || (config.logFormat === 'auto' && process.stderr.isTTY === true);
 const log = createLogger(config.logLevel, process.stderr, pretty ? 'pretty' : 'json');
+if (inherited.length > 0) log.debug('closed inherited file descriptors', { fds: inherited });
 const running = await startSandboxd({ ...config, logger: log }).catch((err: unknown) => {
   log.error('sandboxd failed to start', { err });
   process.stderr.write(`sandboxd: cannot start: ${err instanceof Error ? err.message : String(err)}\n`);

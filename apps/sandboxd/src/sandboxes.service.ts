@@ -8,7 +8,10 @@
  *   <data>/tenants/<tenant>/sandboxes/<name>/disk.img, mounted at disk/, holding layer/ and work/ (root mode
  *     with a disk limit, runtime/disks.ts)
  *   <data>/tenants/<tenant>/checkpoints/<id>/   see checkpoints.service.ts
- * A tenant is the SHA-256 (16 hex) of the bearer token: names are unique per token.
+ * A tenant is the keyed hash of the bearer token (tenants.ts): names are unique per token.
+ * Root mode: each sandbox has its own slot of host ids (runtime/base.ts sandboxIds), recorded in sandbox.json;
+ * its writable layer belongs to them. A layer from elsewhere (a checkpoint of another sandbox, a data dir of an
+ * earlier version) is given to the sandbox's ids before it is used (remapIds).
  *
  * Invariants:
  * - Lifecycle operations of one sandbox (create, start, stop, restore, checkpoint, destroy) run one at a time
@@ -20,27 +23,30 @@
  * - A running sandbox whose init died (OOM, host reboot, sandboxd restart with a dead init) is started
  *   again on demand over the same writable layer.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { chownSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import type net from 'node:net';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
+import { promisify } from 'node:util';
 import { createCheckpointsService } from './checkpoints.service.ts';
-import type { SandboxdOptions } from './config.ts';
+import { ID_SLOTS, type SandboxdOptions } from './config.ts';
 import { AppError } from './errors.ts';
 import { FifoPool } from './exec/procs.ts';
 import { type ExecSpec, type Session, SessionTable } from './exec/sessions.ts';
 import type { Logger } from './log.ts';
+import { createEgressGuard } from './proxy/addresses.ts';
 import { type PolicyRule, parseRules } from './proxy/policy.ts';
 import { EgressProxy } from './proxy/proxy.ts';
-import { type IdMap, SANDBOX_HOME } from './runtime/base.ts';
+import { type IdMap, SANDBOX_HOME, SANDBOX_UID } from './runtime/base.ts';
 import type { Cgroups, SandboxCgroup } from './runtime/cgroups.ts';
 import type { Disks } from './runtime/disks.ts';
+import { ENV_KEY_RE, ENV_RESERVED_PREFIX, execEnv, HOST_ENV, type HostTools } from './runtime/host-tools.ts';
 import {
   cgroupWrap,
+  FIFO_FD,
   holderAlive,
   type InitHandle,
   isAlive,
@@ -50,6 +56,7 @@ import {
 } from './runtime/namespaces.ts';
 import { removeTree, writeJsonAtomic } from './state-files.ts';
 
+const execFileP = promisify(execFile);
 export const PROXY_PORT = 3128;
 export const PAGE_SIZE = 50;
 const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$/;
@@ -61,6 +68,8 @@ interface SandboxRecord {
   init: InitHandle | null;
   /** "image": the writable layer is on the sandbox's own disk image (runtime/disks.ts); absent: a directory. */
   disk?: 'image';
+  /** host id slot (root mode: the sandbox's own uid/gid range); absent in records of earlier versions */
+  slot?: number;
 }
 
 export interface ExecParams extends Omit<ExecSpec, 'argv' | 'env'> {
@@ -81,6 +90,7 @@ class Sandbox {
   listener: net.Server | null = null;
   readonly proxy: EgressProxy;
   readonly sessions: SessionTable;
+  readonly fifos: FifoPool;
   private chain: Promise<unknown> = Promise.resolve();
   destroyed = false;
 
@@ -95,6 +105,7 @@ class Sandbox {
     this.tenant = tenant;
     this.dir = dir;
     this.proxy = proxy;
+    this.fifos = sessions.fifos;
     this.sessions = new SessionTable({ ...sessions, dir: path.join(dir, 'sessions') });
   }
 
@@ -122,13 +133,11 @@ export interface ServiceDeps {
   log: Logger;
   cgroups: Cgroups;
   runtime: NamespaceRuntime;
-  ids: IdMap;
+  /** the host ids of a sandbox slot (runtime/base.ts sandboxIds) */
+  idsFor(slot: number): IdMap;
+  tools: HostTools;
   hostDirs: string[];
   disks: Disks;
-}
-
-export function tenantOf(token: string): string {
-  return createHash('sha256').update(token).digest('hex').slice(0, 16);
 }
 
 /** writeJsonAtomic that survives a power loss too: file, rename and directory entries fsync'ed. */
@@ -157,21 +166,25 @@ function errorMessage(err: unknown): string {
 }
 
 export function createSandboxesService(deps: ServiceDeps) {
-  const { opts, log, cgroups, runtime, disks } = deps;
+  const { opts, log, cgroups, runtime, tools, disks } = deps;
   const sandboxes = new Map<string, Sandbox>();
   const tenantsDir = path.join(opts.dataDir, 'tenants');
   const key = (tenant: string, name: string) => `${tenant}/${name}`;
   const cgroupKey = (sb: Sandbox) => `${sb.tenant}-${sb.rec.name}`;
-  /** FIFOs for exec stdio (see exec/procs.ts). */
-  const fifos = new FifoPool(path.join(opts.dataDir, 'fifos'));
+  // FIFOs of earlier versions lived here; now each sandbox's live in its init (exec/procs.ts FifoPool).
+  rmSync(path.join(opts.dataDir, 'fifos'), { recursive: true, force: true });
+  /** One egress address guard for every sandbox's proxy (it caches the host's interface addresses). */
+  const guard = createEgressGuard({ allow: opts.egressAllow });
   const checkpoints = createCheckpointsService<Sandbox>({
     tenantsDir,
     log,
     rootless: runtime.opts.rootless,
+    tools,
     disks,
     checkpointsMax: opts.checkpointsMax,
     find,
     prepareStorage,
+    adopt: (sb) => remapIds(path.join(sb.layer, 'root'), idsOf(sb)),
     persist,
     stop: stopLocked,
     start: startLocked,
@@ -179,10 +192,14 @@ export function createSandboxesService(deps: ServiceDeps) {
 
   function newSandbox(rec: SandboxRecord, tenant: string): Sandbox {
     const dir = path.join(tenantsDir, tenant, 'sandboxes', rec.name);
-    const proxy = new EgressProxy({ log, hostsOverride: opts.hostsOverride }, rec.name, rec.policy);
+    const proxy = new EgressProxy(
+      { log, hostsOverride: opts.hostsOverride, guard, limits: opts.proxy },
+      rec.name,
+      rec.policy,
+    );
     return new Sandbox(rec, tenant, dir, proxy, {
       bufferBytes: opts.sessionBufferBytes,
-      fifos,
+      fifos: new FifoPool(tools.mkfifo),
       compileCache: path.join(opts.dataDir, 'compile-cache'),
       log,
     });
@@ -192,21 +209,81 @@ export function createSandboxesService(deps: ServiceDeps) {
     writeJsonAtomic(path.join(sb.dir, 'sandbox.json'), sb.rec);
   }
 
-  /** Creates the writable layer's directories (idempotent; under the sandbox lock). */
-  function layerDirs(sb: Sandbox): void {
+  /** The sandbox's host ids; a record without a slot (earlier version) gets one here. */
+  function idsOf(sb: Sandbox): IdMap {
+    if (sb.rec.slot === undefined) sb.rec.slot = freeSlot();
+    return deps.idsFor(sb.rec.slot);
+  }
+
+  /** The lowest id slot no sandbox holds (destroyed sandboxes hold theirs until they are gone). */
+  function freeSlot(): number {
+    const used = new Set<number>();
+    for (const sb of sandboxes.values()) if (sb.rec.slot !== undefined) used.add(sb.rec.slot);
+    for (const slot of destroying) used.add(slot);
+    for (let slot = 0; slot < ID_SLOTS; slot++) if (!used.has(slot)) return slot;
+    throw new AppError(
+      'sandbox_unavailable',
+      `no free host id range: at most ${ID_SLOTS} sandboxes per sandboxd`,
+    );
+  }
+  const destroying = new Set<number>();
+
+  /**
+   * Creates the writable layer's directories (idempotent; under the sandbox lock). The upper dirs of "/" and
+   * of the sandbox user's home give them their owners inside (the base belongs to ids no sandbox maps).
+   */
+  async function layerDirs(sb: Sandbox): Promise<void> {
+    const ids = idsOf(sb);
+    const root = path.join(sb.layer, 'root');
+    let fresh = false;
+    try {
+      lstatSync(root);
+    } catch {
+      fresh = true;
+    }
+    if (!fresh) await remapIds(root, ids);
     for (const d of ['root', ...deps.hostDirs]) {
       mkdirSync(path.join(sb.layer, d), { recursive: true });
       mkdirSync(path.join(sb.work, d), { recursive: true });
     }
     mkdirSync(path.join(sb.dir, 'merged'), { recursive: true });
-    // The upper dir of "/" gives the sandbox root its owner: root of the sandbox user namespace.
-    chownSync(path.join(sb.layer, 'root'), deps.ids.rootHostId, deps.ids.hostGid ?? deps.ids.rootHostId);
+    const home = path.join(root, SANDBOX_HOME);
+    mkdirSync(home, { recursive: true, mode: 0o755 });
+    const gid = (id: number) => ids.hostGid ?? id;
+    chownSync(root, ids.rootHostId, gid(ids.rootHostId));
+    chownSync(path.dirname(home), ids.rootHostId, gid(ids.rootHostId));
+    chownSync(home, ids.userHostId, gid(ids.userHostId));
+  }
+
+  /**
+   * Gives a layer tree (whose "/" upper dir tells the ids it was made with) to `to`: the files of its root
+   * and its sandbox user change owner. No-op when they match (rootless: always). The tree must be quiet
+   * (sandbox stopped or not mounted); chown -R never follows a symlink.
+   */
+  async function remapIds(rootDir: string, to: IdMap): Promise<void> {
+    const st = lstatSync(rootDir);
+    const from = { uid: st.uid, gid: st.gid };
+    if (from.uid === to.rootHostId && from.gid === (to.hostGid ?? to.rootHostId)) return;
+    if (runtime.opts.rootless) return;
+    const tree = path.dirname(rootDir);
+    for (const [a, b] of [
+      [from.uid, to.rootHostId],
+      [from.uid + SANDBOX_UID, to.userHostId],
+    ] as const) {
+      await execFileP(tools.chown, ['-hR', `--from=${a}`, String(b), '--', tree], { env: HOST_ENV });
+    }
+    for (const [a, b] of [
+      [from.gid, to.rootHostId],
+      [from.gid + SANDBOX_UID, to.userHostId],
+    ] as const) {
+      await execFileP(tools.chown, ['-hR', `--from=:${a}`, `:${b}`, '--', tree], { env: HOST_ENV });
+    }
   }
 
   /** Mounts the sandbox's disk image, if it has one, and creates the layer's directories (under the lock). */
   async function prepareStorage(sb: Sandbox): Promise<void> {
     if (sb.rec.disk === 'image') await disks.mount(sb.dir);
-    layerDirs(sb);
+    await layerDirs(sb);
   }
 
   function find(tenant: string, name: string): Sandbox {
@@ -247,7 +324,7 @@ export function createSandboxesService(deps: ServiceDeps) {
     const argv = runtime.listenHelperArgv(pid);
     const child: ChildProcess = spawn(argv[0]!, argv.slice(1), {
       stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-      env: { SBX_PROXY_PORT: String(PROXY_PORT), PATH: process.env['PATH'] ?? '/usr/bin:/bin' },
+      env: { ...HOST_ENV, SBX_PROXY_PORT: String(PROXY_PORT) },
     });
     let stderr = '';
     child.stderr?.on('data', (d: Buffer) => {
@@ -309,6 +386,7 @@ export function createSandboxesService(deps: ServiceDeps) {
     if (!h || !isAlive(h)) {
       closeListener(sb);
       await prepareStorage(sb);
+      const ids = idsOf(sb);
       const t0 = performance.now();
       // The proxy listener is opened while the init mounts the filesystem (its network namespace is ready
       // first); the sandbox is running once both are.
@@ -317,6 +395,7 @@ export function createSandboxesService(deps: ServiceDeps) {
         h = await runtime.start(
           { layer: sb.layer, work: sb.work, merged: path.join(sb.dir, 'merged'), state: sb.dir },
           sb.cgroup?.procsFiles ?? [],
+          ids,
           (pid) => {
             early.listener = openListener(sb, pid);
             early.listener.catch(() => {}); // awaited below
@@ -340,6 +419,7 @@ export function createSandboxesService(deps: ServiceDeps) {
       log.info('sandbox started', { sandbox: sb.rec.name, ms: Math.round(performance.now() - t0) });
     }
     if (!sb.listener) sb.listener = await openListener(sb, h.pid);
+    sb.fifos.use(`/proc/${h.pid}/fd/${FIFO_FD}`);
     return h;
   }
 
@@ -472,6 +552,7 @@ export function createSandboxesService(deps: ServiceDeps) {
         created_at: new Date().toISOString(),
         policy: [],
         init: null,
+        slot: freeSlot(),
         ...(disks.enabled ? { disk: 'image' as const } : {}),
       };
       const sb = newSandbox(rec, tenant);
@@ -524,11 +605,17 @@ export function createSandboxesService(deps: ServiceDeps) {
       await sb.locked(async () => {
         sb.destroyed = true;
         sandboxes.delete(key(tenant, name));
-        await stopLocked(sb);
-        if (sb.rec.disk === 'image') await disks.unmount(sb.dir);
-        sb.cgroup?.remove();
-        if (!sb.cgroup) cgroups.create(cgroupKey(sb))?.remove();
-        await removeTree(sb.dir);
+        // Its ids stay taken until nothing of it is left.
+        if (sb.rec.slot !== undefined) destroying.add(sb.rec.slot);
+        try {
+          await stopLocked(sb);
+          if (sb.rec.disk === 'image') await disks.unmount(sb.dir);
+          sb.cgroup?.remove();
+          if (!sb.cgroup) cgroups.create(cgroupKey(sb))?.remove();
+          await removeTree(sb.dir, tools.chmod);
+        } finally {
+          if (sb.rec.slot !== undefined) destroying.delete(sb.rec.slot);
+        }
       });
       log.info('sandbox destroyed', { sandbox: name });
     },
@@ -542,7 +629,15 @@ export function createSandboxesService(deps: ServiceDeps) {
       for (const kv of query.getAll('env')) {
         const i = kv.indexOf('=');
         if (i <= 0) throw new AppError('bad_request', 'env entries must be KEY=VALUE');
-        env[kv.slice(0, i)] = kv.slice(i + 1);
+        const k = kv.slice(0, i);
+        // What a POSIX shell can export (the loader inside the sandbox applies them); the prefix is its own.
+        if (!ENV_KEY_RE.test(k) || k.startsWith(ENV_RESERVED_PREFIX)) {
+          throw new AppError(
+            'bad_request',
+            `env key ${JSON.stringify(k.slice(0, 100))} must match [A-Za-z_][A-Za-z0-9_]* and not start with ${ENV_RESERVED_PREFIX}`,
+          );
+        }
+        env[k] = kv.slice(i + 1);
       }
       const bool = (n: string, dflt: boolean) => {
         const v = query.get(n);
@@ -580,7 +675,8 @@ export function createSandboxesService(deps: ServiceDeps) {
       const sb = find(tenant, name);
       const h = await ready(sb);
       const argv = cgroupArgv(sb, runtime.execArgv(h, p.cmd, p.dir));
-      const env = { ...defaultEnv(p.tty), ...p.env };
+      // Inert data on the host side; applied inside, as the sandbox user (runtime/host-tools.ts).
+      const env = execEnv({ ...defaultEnv(p.tty), ...p.env });
       const session = sb.sessions.create(p);
       try {
         await session.start(argv, env);
@@ -634,7 +730,7 @@ export function createSandboxesService(deps: ServiceDeps) {
       );
       const child = spawn(argv[0]!, argv.slice(1), {
         stdio: ['pipe', 'ignore', 'pipe'],
-        env: defaultEnv(false),
+        env: execEnv(defaultEnv(false)),
       });
       let stderr = '';
       child.stderr.on('data', (d: Buffer) => {
@@ -681,7 +777,7 @@ export function createSandboxesService(deps: ServiceDeps) {
 
   function cgroupArgv(sb: Sandbox, argv: string[]): string[] {
     const files = sb.cgroup?.procsFiles ?? [];
-    return files.length === 0 ? argv : cgroupWrap(files, argv);
+    return files.length === 0 ? argv : cgroupWrap(tools.sh, files, argv);
   }
 }
 

@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
+import { statSync } from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { sandboxLayer } from './attacks.ts';
 import { startTestSandboxd, type TestSandboxd } from './harness.ts';
 import { api, ndjsonLines, sh } from './helpers.ts';
 
@@ -66,6 +69,25 @@ describe('checkpoints', () => {
     assert.equal(after.exitCode, 0, after.stderr);
     assert.equal(after.stdout, before.stdout);
     assert.equal((await sh(d, 'ck-dst', 'ls ~/pre ~/data/later')).exitCode, 2);
+    if (process.getuid?.() === 0) {
+      // Root mode: the restored files (inside ck-dst's disk image when it has one) belong to ck-dst's own host
+      // ids, not to ck-src's (the manifest's 1000:1000 inside says the same from the sandbox's side).
+      const map = await sh(d, 'ck-dst', 'cat /proc/self/uid_map');
+      const hostUser = Number(
+        map.stdout
+          .split('\n')
+          .find((l) => l.trim().startsWith('1000'))
+          ?.trim()
+          .split(/\s+/)[1],
+      );
+      const srcMap = await sh(d, 'ck-src', 'cat /proc/self/uid_map');
+      assert.notEqual(map.stdout, srcMap.stdout, 'the two sandboxes have their own ids');
+      const f = statSync(
+        path.join(sandboxLayer(d, 'ck-dst'), 'root', 'home', 'sandbox', 'data', 'dir1', 'f1'),
+      );
+      assert.equal(f.uid, hostUser);
+      assert.equal(f.gid, hostUser);
+    }
   });
 
   it('answers 404 for unknown checkpoints and sandboxes', async () => {

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ConfigError, loadConfig } from '../src/config.ts';
@@ -51,6 +51,21 @@ describe('disk limits', () => {
     assert.equal(limits['disk_bytes'], LIMIT);
     assert.equal(limits['shm_bytes'], 64 * MB);
     assert.equal(limits['run_bytes'], 16 * MB);
+  });
+
+  it('shows neither the data dir nor the disk mount point in mountinfo of a sandbox on a disk image', async () => {
+    const dir = sandboxDir(d, 'dk-other');
+    const r = await sh(d, 'dk-other', 'cat /proc/self/mountinfo /proc/self/cgroup');
+    assert.equal(r.exitCode, 0, r.stderr);
+    const mounts = readFileSync('/proc/self/mountinfo', 'utf8');
+    assert.ok(
+      mounts.includes(` ${path.join(dir, 'disk')} `),
+      'the image is mounted at <sandbox>/disk on the host',
+    );
+    // Its overlay names the layer relative to the sandbox directory (disk/layer/...): no host path.
+    for (const leak of [d.dataDir, 'tenants/', 'dk-other', 'disk.img']) {
+      assert.ok(!r.stdout.includes(leak), `${leak} visible inside:\n${r.stdout}`);
+    }
   });
 
   it('fails `dd if=/dev/zero of=~/big` beyond SANDBOXD_DISK_MAX with ENOSPC inside; the host holds at most the limit; other sandboxes keep working', async () => {

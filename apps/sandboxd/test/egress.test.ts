@@ -4,36 +4,40 @@ import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { startTestSandboxd, type TestSandboxd } from './harness.ts';
 import { api, collect, openExec, sh, waitFor } from './helpers.ts';
+import { createTestNet, type TestNet } from './netns.ts';
 
-// Every server here listens on 127.0.0.1 and is reached from the sandbox only through sandboxd's proxy,
-// by test host names mapped to 127.0.0.1 with the test-only hosts override (SANDBOXD_HOSTS_FILE).
+// Every server here listens in a test network namespace (netns.ts: a private address that is not the host's,
+// opened with SANDBOXD_EGRESS_ALLOW_CIDRS) and is reached from the sandbox only through sandboxd's proxy, by
+// test host names mapped to it with the test-only hosts override (SANDBOXD_HOSTS_FILE).
 let d: TestSandboxd;
+let tnet: TestNet;
 let web: http.Server;
 let echo: net.Server;
 let webPort = 0;
 let echoPort = 0;
 const SB = 'egress-tests';
 
-const listen = (s: net.Server) =>
-  new Promise<number>((resolve) =>
-    s.listen(0, '127.0.0.1', () => resolve((s.address() as net.AddressInfo).port)),
-  );
-
 before(async () => {
+  tnet = await createTestNet();
   web = http.createServer((req, res) => res.end(`hello ${req.headers.host}`));
   echo = net.createServer((s) => s.pipe(s));
-  webPort = await listen(web);
-  echoPort = await listen(echo);
+  const w = await tnet.listen();
+  w.server.on('connection', (s) => web.emit('connection', s));
+  webPort = w.port;
+  const e = await tnet.listen();
+  e.server.on('connection', (s) => echo.emit('connection', s));
+  echoPort = e.port;
   d = await startTestSandboxd({
-    hosts: { 'allowed.test': '127.0.0.1', 'denied.test': '127.0.0.1', 'tunnel.test': '127.0.0.1' },
+    hosts: { 'allowed.test': tnet.ip, 'denied.test': tnet.ip, 'tunnel.test': tnet.ip },
+    env: { SANDBOXD_EGRESS_ALLOW_CIDRS: tnet.allowEnv },
   });
   assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: SB })).status, 201);
 });
 after(async () => {
   await api(d, 'DELETE', `/v1/sandboxes/${SB}`);
   await d.stop();
-  web.close();
-  echo.close();
+  web.closeAllConnections();
+  tnet.close();
 });
 
 const policy = async (rules: unknown[]) => {
@@ -45,10 +49,10 @@ const curl = (url: string, extra = '') =>
   sh(d, SB, `curl -sS -m 5 ${extra} -w ' %{http_code}' ${url}; echo " rc=$?"`);
 
 describe('egress', () => {
-  it('has no network interface but loopback and cannot reach a host loopback server directly', async () => {
+  it('has no network interface but loopback and cannot reach a server directly', async () => {
     const ifaces = await sh(d, SB, 'ls /sys/class/net 2>/dev/null; cat /proc/net/dev');
-    assert.doesNotMatch(ifaces.stdout, /eth|ens|enp|wl|veth|docker/);
-    const direct = await curl(`http://127.0.0.1:${webPort}/`, '--noproxy "*"');
+    assert.doesNotMatch(ifaces.stdout, /eth|ens|enp|wl|veth|docker|pdk/);
+    const direct = await curl(`http://${tnet.ip}:${webPort}/`, '--noproxy "*"');
     assert.match(direct.stdout, /rc=7/);
     assert.doesNotMatch(direct.stdout, /hello/);
   });

@@ -43,6 +43,8 @@ export interface TestSandboxdOptions {
 
 export interface TestSandboxd {
   url: string;
+  /** The daemon's pid (memory and fd checks). */
+  pid: number;
   token: string;
   dataDir: string;
   /** The daemon's collected log lines (JSON). */
@@ -204,6 +206,7 @@ export async function startTestSandboxd(opts: TestSandboxdOptions = {}): Promise
   let stopped = false;
   return {
     url,
+    pid: child.pid ?? 0,
     token,
     dataDir,
     logs: () => [...logs],

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ConfigError, loadConfig, parseBytes, parseHostsFile } from '../src/config.ts';
 import { AppError } from '../src/errors.ts';
-import { addressAllowed, compilePolicy, DEFAULT_ALLOWED_HOSTS, parseRules } from '../src/proxy/policy.ts';
+import { compilePolicy, DEFAULT_ALLOWED_HOSTS, parseRules } from '../src/proxy/policy.ts';
 
 describe('network policy resolution', () => {
   it('allows everything when the rules list is empty (no enforcement)', () => {
@@ -89,34 +89,6 @@ describe('network policy resolution', () => {
   });
 });
 
-describe('destination address checks', () => {
-  it('always refuses loopback, link-local (metadata), unspecified and multicast', () => {
-    for (const ip of [
-      '127.0.0.1',
-      '127.1.2.3',
-      '::1',
-      '169.254.169.254',
-      '0.0.0.0',
-      '::',
-      'fe80::1',
-      '224.0.0.1',
-      '::ffff:127.0.0.1',
-    ]) {
-      assert.equal(addressAllowed(ip, false), false, ip);
-      assert.equal(addressAllowed(ip, true), false, ip);
-    }
-  });
-
-  it('refuses private ranges only while enforcing', () => {
-    for (const ip of ['10.0.0.1', '172.16.5.4', '192.168.1.1', '100.64.0.1', 'fd00::1', '::ffff:10.0.0.1']) {
-      assert.equal(addressAllowed(ip, true), false, ip);
-      assert.equal(addressAllowed(ip, false), true, ip);
-    }
-    assert.equal(addressAllowed('93.184.216.34', true), true);
-    assert.equal(addressAllowed('2606:4700::1', true), true);
-  });
-});
-
 describe('configuration', () => {
   const base = { SANDBOXD_TOKEN: 't' };
   it('refuses to start without SANDBOXD_TOKEN, naming it', () => {
@@ -137,6 +109,8 @@ describe('configuration', () => {
     assert.equal(c.limits.cpus, 2);
     assert.equal(c.sessionBufferBytes, 16 * 1024 * 1024);
     assert.equal(c.rootfs, undefined);
+    assert.deepEqual(c.egressAllow, []);
+    assert.deepEqual(c.proxy, { connectionsMax: 256, handshakeTimeoutMs: 10_000, idleTimeoutMs: 300_000 });
   });
 
   it('refuses malformed values, naming the variable', () => {
@@ -149,6 +123,16 @@ describe('configuration', () => {
       ['SANDBOXD_LOG_LEVEL', 'loud'],
       ['SANDBOXD_LOG_FORMAT', 'xml'],
       ['SANDBOXD_HOSTS_FILE', '/nonexistent/hosts'],
+      ['SANDBOXD_EGRESS_ALLOW_CIDRS', '10.0.0.0/33'],
+      ['SANDBOXD_EGRESS_ALLOW_CIDRS', '10.0.0/8'],
+      ['SANDBOXD_EGRESS_ALLOW_CIDRS', 'intranet'],
+      ['SANDBOXD_EGRESS_ALLOW_CIDRS', '10.0.0.0/8, 127.0.0.0/8'],
+      ['SANDBOXD_EGRESS_ALLOW_CIDRS', '0.0.0.0/0'],
+      ['SANDBOXD_EGRESS_ALLOW_CIDRS', '169.254.169.254'],
+      ['SANDBOXD_EGRESS_ALLOW_CIDRS', 'fe80::/64'],
+      ['SANDBOXD_PROXY_CONNECTIONS_MAX', '0'],
+      ['SANDBOXD_PROXY_HANDSHAKE_TIMEOUT', '1.5'],
+      ['SANDBOXD_PROXY_IDLE_TIMEOUT', 'forever'],
     ] as const) {
       assert.throws(
         () => loadConfig({ ...base, [k]: v }),
@@ -169,5 +153,21 @@ describe('configuration', () => {
     assert.equal(hosts.get('allowed.test'), '127.0.0.1');
     assert.equal(hosts.get('denied.test'), '127.0.0.1');
     assert.equal(hosts.get('six.test'), '::1');
+  });
+
+  it('parses the egress allow list and the proxy limits', () => {
+    const c = loadConfig({
+      ...base,
+      SANDBOXD_EGRESS_ALLOW_CIDRS: '10.20.0.0/16, fd12:3456::/48 192.168.1.7',
+      SANDBOXD_PROXY_CONNECTIONS_MAX: '32',
+      SANDBOXD_PROXY_HANDSHAKE_TIMEOUT: '3',
+      SANDBOXD_PROXY_IDLE_TIMEOUT: '60',
+    });
+    assert.deepEqual(
+      c.egressAllow.map((x) => `${x.text} ${x.bits}`),
+      ['10.20.0.0/16 16', 'fd12:3456::/48 48', '192.168.1.7 32'],
+    );
+    assert.deepEqual(c.proxy, { connectionsMax: 32, handshakeTimeoutMs: 3000, idleTimeoutMs: 60_000 });
+    assert.deepEqual(loadConfig({ ...base, SANDBOXD_EGRESS_ALLOW_CIDRS: ' ' }).egressAllow, []);
   });
 });

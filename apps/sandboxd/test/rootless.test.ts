@@ -26,8 +26,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { EXEC_MODES, pathPlant, preloadPlant } from './attacks.ts';
 import { startTestSandboxd, type TestSandboxd } from './harness.ts';
 import { api, exec, ndjsonLines, sh, waitFor } from './helpers.ts';
+import { createTestNet, type TestNet } from './netns.ts';
 
 const TEST_USER = 'paddock-rootless-test';
 const REQUIRE = process.env['PADDOCK_REQUIRE_ROOTLESS'] === '1';
@@ -236,13 +238,26 @@ if ('problem' in found) {
   let web: http.Server;
   let webPort = 0;
 
+  // The proxy refuses loopback: as root, the upstream lives in a test network namespace (netns.ts); run as
+  // another user (no namespace can be made), the names point at loopback and must be refused.
+  let tnet: TestNet | null = null;
+  const upstream = () => tnet?.ip ?? '127.0.0.1';
+
   before(async () => {
     web = http.createServer((req, res) => res.end(`hello ${req.headers.host}`));
-    webPort = await new Promise<number>((resolve) =>
-      web.listen(0, '127.0.0.1', () => resolve((web.address() as AddressInfo).port)),
-    );
+    if (process.getuid?.() === 0) {
+      tnet = await createTestNet();
+      const l = await tnet.listen();
+      l.server.on('connection', (s) => web.emit('connection', s));
+      webPort = l.port;
+    } else {
+      webPort = await new Promise<number>((resolve) =>
+        web.listen(0, '127.0.0.1', () => resolve((web.address() as AddressInfo).port)),
+      );
+    }
     d = await startTestSandboxd({
-      hosts: { 'allowed.test': '127.0.0.1', 'denied.test': '127.0.0.1' },
+      hosts: { 'allowed.test': upstream(), 'denied.test': upstream() },
+      ...(tnet ? { env: { SANDBOXD_EGRESS_ALLOW_CIDRS: tnet.allowEnv } } : {}),
       ...(user.switched ? { user: { uid: user.uid, gid: user.gid } } : {}),
     });
     assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: SB })).status, 201);
@@ -252,7 +267,9 @@ if ('problem' in found) {
       await api(d, 'DELETE', `/v1/sandboxes/${SB}`);
       await d.stop();
     }
-    web?.close();
+    web?.closeAllConnections();
+    if (web?.listening) web.close();
+    tnet?.close();
     // The dedicated user runs nothing but this test's daemon: nothing of it may outlive the daemon.
     if (user.switched) {
       await waitFor(() => processesOf(user.uid).length === 0, 'the test user to run nothing', 3000).catch(
@@ -346,7 +363,11 @@ if ('problem' in found) {
         "ls /sys/class/net 2>/dev/null; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; ip -o link | cut -d: -f2 | tr -d ' '",
       );
       assert.equal(net.stdout, 'lo\nlo\n');
-      const direct = await sh(d, SB, `curl -sS -m 3 --noproxy '*' http://127.0.0.1:${webPort}/; echo rc=$?`);
+      const direct = await sh(
+        d,
+        SB,
+        `curl -sS -m 3 --noproxy '*' http://${upstream()}:${webPort}/; echo rc=$?`,
+      );
       assert.match(direct.stdout, /rc=7/);
       assert.doesNotMatch(direct.stdout, /hello/);
     });
@@ -358,10 +379,58 @@ if ('problem' in found) {
       assert.equal(policy.status, 204);
       const curl = (host: string, extra = '') =>
         sh(d, SB, `curl -sS -m 5 ${extra} -w ' %{http_code}' http://${host}:${webPort}/; echo " rc=$?"`);
+      if (!tnet) {
+        assert.match((await curl('allowed.test')).stdout, / 403 rc=0/, 'loopback is refused, policy or not');
+        return;
+      }
       assert.match((await curl('allowed.test')).stdout, new RegExp(`hello allowed.test:${webPort} 200 rc=0`));
       assert.match((await curl('denied.test')).stdout, / 403 rc=0/);
       assert.match((await curl('allowed.test', '-p')).stdout, /hello allowed.test.* 200 rc=0/);
       assert.match((await curl('denied.test', '--socks5-hostname 127.0.0.1:3128')).stdout, /rc=97/);
+    });
+
+    it('runs no planted program and loads no planted object on the host (issue 12 finding 1)', async () => {
+      const plant = await pathPlant(d, SB);
+      assert.deepEqual(plant.fired, [], `planted programs ran on the host in: ${plant.fired.join(', ')}`);
+      for (const o of plant.outputs) assert.match(o, /: 0 1000$/, plant.outputs.join('\n'));
+      const preload = await preloadPlant(d, SB);
+      assert.deepEqual(
+        preload.fired,
+        [],
+        `the planted object ran on the host in: ${preload.fired.join(', ')}`,
+      );
+    });
+
+    it('never runs a planted nsenter (or any program of the sandbox) with privileges (issue 12 finding 5)', async () => {
+      // The default PATH inside starts with ~/.local/bin: plant every helper name there.
+      const names = ['nsenter', 'env', 'sh', 'unshare', 'setpriv', 'sleep'];
+      const planted = await sh(
+        d,
+        SB,
+        `set -e; mkdir -p ~/.local/bin; for n in ${names.join(' ')}; do printf '#!/bin/sh\\nid -u > /tmp/planted-ran\\nexec /usr/bin/$(basename $0) "$@"\\n' > ~/.local/bin/$n; chmod 755 ~/.local/bin/$n; done`,
+      );
+      assert.equal(planted.exitCode, 0, planted.stderr);
+      for (const { label, o } of EXEC_MODES) {
+        const r = await exec(d, SB, ['id', '-u'], o);
+        assert.equal(r.exitCode, 0, `${label}: ${r.stderr}`);
+        assert.match(r.stdout, /^1000\r?\n$/, label);
+      }
+      const w = await api(d, 'PUT', `/v1/sandboxes/${SB}/fs/write?path=planted-check`, new Uint8Array(1));
+      assert.equal(w.status, 204, w.text);
+      const ran = await sh(d, SB, 'cat /tmp/planted-ran 2>/dev/null; rm -rf ~/.local/bin ~/bin; true');
+      assert.equal(ran.stdout, '', 'a planted helper ran');
+    });
+
+    it('shows no host path in mountinfo, cgroup or fd links, and keeps the init FIFO directory out of reach', async () => {
+      const tenants = readdirSync(path.join(d.dataDir, 'tenants'));
+      const r = await sh(
+        d,
+        SB,
+        'cat /proc/self/mountinfo /proc/self/cgroup; for f in /proc/self/fd/*; do readlink $f || true; done; ls /proc/1/fd/9/ 2>&1; true',
+      );
+      for (const leak of [d.dataDir, ...tenants, 'paddock-sandboxd', 'tenants/'])
+        assert.ok(!r.stdout.includes(leak), `${leak} visible inside:\n${r.stdout}`);
+      assert.match(r.stdout, /\/proc\/1\/fd\/9\/.*Permission denied/);
     });
 
     it('recovers when the sandbox user kills the holder of its user namespace', async () => {

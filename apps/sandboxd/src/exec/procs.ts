@@ -4,22 +4,24 @@
  *
  * Non-TTY stdio are FIFOs, not the socketpairs node's `stdio: 'pipe'` creates: a process can re-open its
  * stdio by path (`/dev/stdout` is `/proc/self/fd/1`), which fails with ENXIO on a socket. The FIFOs are made
- * ahead of time by FifoPool in a 0700 directory of sandboxd's data dir (node has no mkfifo), mode 0666 so the
+ * ahead of time by FifoPool in the sandbox init's private directory (node has no mkfifo), mode 0666 so the
  * sandbox user may re-open them (anonymous pipes created by root would be 0600 root: EACCES), and unlinked as
  * soon as both ends are open: afterwards they are reachable only through the processes' own fds.
  *
  * One difference from an anonymous pipe: opening a named FIFO for reading waits for a writer, so re-opening
  * /dev/stdin after the client's stdin EOF (our writer closed) would hang. The stdin FIFO therefore stays
- * linked (in the 0700 directory) until the process exits, and after EOF a writer is opened and closed every
+ * linked (in the init's private directory) until the process exits, and after EOF a writer is opened and closed every
  * STDIN_PULSE_MS: such an open then returns, reads what is left, and sees EOF.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { closeSync, constants as fsc, mkdirSync, openSync, rmSync, unlinkSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { closeSync, constants as fsc, openSync, rmSync, unlinkSync } from 'node:fs';
 import net from 'node:net';
 import { constants as osConstants } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type Pty from '@lydell/node-pty';
+import { HOST_ENV } from '../runtime/host-tools.ts';
 
 const execFileP = promisify(execFile);
 
@@ -28,18 +30,31 @@ const DRAIN_MS = 300;
 /** See the module comment (re-opening /dev/stdin after EOF). */
 const STDIN_PULSE_MS = 50;
 
+/**
+ * FIFOs of one sandbox, made ahead of time in the sandbox init's private FIFO directory: a tmpfs the init
+ * mounted in its own mount namespace and detached when it switched roots, reached only through the init's
+ * fd 9 (`/proc/<init pid>/fd/9`, see runtime/init.sh). A FIFO's path as a process sees it in
+ * /proc/self/fd is then `/f<id> (deleted)`: no host path. A new init (restart) gives a new directory (use()).
+ */
 export class FifoPool {
-  private readonly dir: string;
+  private dir: string | null = null;
   private readonly batch: number;
-  private readonly ready: string[] = [];
+  private ready: string[] = [];
   private refilling: Promise<void> | null = null;
-  private seq = 0;
+  private readonly mkfifo: string;
 
-  constructor(dir: string, batch = 48) {
-    this.dir = dir;
+  /** `mkfifo`: the absolute path of the host's mkfifo (runtime/host-tools.ts). */
+  constructor(mkfifo: string, batch = 16) {
+    this.mkfifo = mkfifo;
     this.batch = batch;
-    rmSync(dir, { recursive: true, force: true });
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
+  }
+
+  /** Makes FIFOs in `dir` from now on (FIFOs made for an earlier directory are dropped). */
+  use(dir: string): void {
+    if (this.dir === dir) return;
+    this.dir = dir;
+    this.ready = [];
+    this.refilling = null;
     void this.refill().catch(() => {});
   }
 
@@ -52,15 +67,21 @@ export class FifoPool {
   }
 
   private refill(): Promise<void> {
+    const dir = this.dir;
+    if (dir === null) return Promise.reject(new Error('no FIFO directory (sandbox not started)'));
     if (!this.refilling) {
-      const names = Array.from({ length: this.batch }, () => path.join(this.dir, `f${this.seq++}`));
-      this.refilling = execFileP('mkfifo', ['-m', '666', '--', ...names])
+      // Random names: FIFOs left by an earlier sandboxd (a shim's linked stdin) stay where they are.
+      const names = Array.from({ length: this.batch }, () =>
+        path.join(dir, `f${randomBytes(8).toString('hex')}`),
+      );
+      const run = execFileP(this.mkfifo, ['-m', '666', '--', ...names], { env: HOST_ENV })
         .then(() => {
-          this.ready.push(...names);
+          if (this.dir === dir) this.ready.push(...names);
         })
         .finally(() => {
-          this.refilling = null;
+          if (this.refilling === run) this.refilling = null;
         });
+      this.refilling = run;
     }
     return this.refilling;
   }
@@ -141,6 +162,12 @@ export interface Proc {
   write(data: Buffer): void;
   endInput(): void;
   resize(rows: number, cols: number): void;
+  /**
+   * Stops reading the process's output (backpressure: once its pipe or pty is full, the process blocks in
+   * write). While paused, the exit is not reported: output written before the exit is never dropped.
+   */
+  pause(): void;
+  resume(): void;
   /** Kills the process's whole group. */
   kill(): void;
 }
@@ -196,6 +223,28 @@ export function spawnPiped(
   let exitCode: number | null = null;
   let finished = false;
   let pulse: NodeJS.Timeout | null = null;
+  // After the exit, background processes may keep the pipes open: wait at most DRAIN_MS of reading time for
+  // them (time spent paused does not count, so a slow client does not lose the process's last output).
+  let paused = false;
+  let drainLeft = DRAIN_MS;
+  let drainFrom = 0;
+  let drainTimer: NodeJS.Timeout | null = null;
+  const startDrain = () => {
+    if (exitCode === null || finished || paused || drainTimer) return;
+    drainFrom = Date.now();
+    drainTimer = setTimeout(() => {
+      drainTimer = null;
+      open = 0;
+      done();
+    }, drainLeft);
+    drainTimer.unref();
+  };
+  const stopDrain = () => {
+    if (!drainTimer) return;
+    clearTimeout(drainTimer);
+    drainTimer = null;
+    drainLeft = Math.max(0, drainLeft - (Date.now() - drainFrom));
+  };
   const removeStdin = () => {
     if (pulse) clearInterval(pulse);
     if (stdinPath) {
@@ -238,11 +287,7 @@ export function spawnPiped(
   child.on('exit', (code, signal) => {
     removeStdin();
     exitCode = code ?? signalCode(signal);
-    // Background processes may keep the pipes open: do not wait for them forever.
-    setTimeout(() => {
-      open = 0;
-      done();
-    }, DRAIN_MS).unref();
+    startDrain();
     done();
   });
   return {
@@ -254,6 +299,16 @@ export function spawnPiped(
       stdin?.end();
     },
     resize: () => {},
+    pause: () => {
+      paused = true;
+      stopDrain();
+      for (const [, out] of outs) out.pause();
+    },
+    resume: () => {
+      paused = false;
+      for (const [, out] of outs) out.resume();
+      startDrain();
+    },
     kill: () => killGroup(pid),
   };
 }
@@ -279,8 +334,20 @@ export function spawnTty(
     encoding: null,
   });
   term.onData((d: string | Buffer) => onOutput(0, typeof d === 'string' ? Buffer.from(d) : d));
+  // The exit is reported 50 ms after node-pty's, and not while paused (the output before it comes first).
+  // node-pty itself drops what the pty still holds if its socket is paused 200 ms after the exit.
+  let paused = false;
+  let exited: number | null = null;
+  let reported = false;
+  const report = () =>
+    setTimeout(() => {
+      if (paused || reported || exited === null) return;
+      reported = true;
+      onExit(exited);
+    }, 50);
   term.onExit(({ exitCode, signal }) => {
-    setTimeout(() => onExit(signal ? 128 + signal : exitCode), 50);
+    exited = signal ? 128 + signal : exitCode;
+    report();
   });
   return {
     pid: term.pid,
@@ -288,6 +355,15 @@ export function spawnTty(
     write: (d) => term.write(d as unknown as string),
     endInput: () => {},
     resize: (rows, cols) => term.resize(cols, rows),
+    pause: () => {
+      paused = true;
+      term.pause();
+    },
+    resume: () => {
+      paused = false;
+      term.resume();
+      if (exited !== null) report();
+    },
     kill: () => {
       killGroup(term.pid);
       try {

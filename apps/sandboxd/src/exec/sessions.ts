@@ -15,6 +15,9 @@
  *   one keeps running and stays listed (is_active false) and attachable, also for a while after it exits,
  *   and across sandboxd restarts.
  * - Output frames are always sent before the exit frame.
+ * - A slow client never grows sandboxd's memory: past OUTPUT_HIGH_WATER bytes waiting in any attached client's
+ *   socket, the session's output is paused (its pipe or pty, or the shim connection, which the shim answers by
+ *   pausing its process) until every client is under OUTPUT_LOW_WATER (test/security.output.test.ts).
  * - Stopping, restoring or destroying the sandbox kills every session, shims included, and removes their
  *   directories.
  */
@@ -28,6 +31,7 @@ import { fileURLToPath } from 'node:url';
 import pty from '@lydell/node-pty';
 import type { WebSocket } from 'ws';
 import type { Logger } from '../log.ts';
+import { HOST_ENV } from '../runtime/host-tools.ts';
 import { processStartTime } from '../runtime/namespaces.ts';
 import { type FifoPool, type Proc, spawnPiped, spawnTty } from './procs.ts';
 import {
@@ -35,6 +39,8 @@ import {
   FrameDecoder,
   frame,
   MSG,
+  OUTPUT_HIGH_WATER,
+  OUTPUT_LOW_WATER,
   ReplayBuffer,
   type ResultFile,
   type SessionFile,
@@ -130,6 +136,8 @@ export class Session {
   private shimSocket: net.Socket | null = null;
   /** sandboxd is stopping (detachAll) or the session was disposed: ignore the shim connection closing */
   private letGo = false;
+  /** output paused for a slow client (see OUTPUT_HIGH_WATER) */
+  private outputPaused = false;
 
   constructor(
     meta: Omit<SessionMeta, 'id' | 'created'> & { id?: string; created?: string },
@@ -198,10 +206,7 @@ export class Session {
       detached: true,
       cwd: '/',
       stdio: ['pipe', 'pipe', 'ignore'],
-      env: {
-        PATH: process.env['PATH'] ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
-        NODE_COMPILE_CACHE: this.ctx.compileCache,
-      },
+      env: { ...HOST_ENV, NODE_COMPILE_CACHE: this.ctx.compileCache },
     });
     child.stdin!.on('error', () => {});
     child.stdin!.end(JSON.stringify(spec));
@@ -290,6 +295,7 @@ export class Session {
         this.finish((JSON.parse(payload.toString('utf8')) as { exit_code: number }).exit_code);
       }
     });
+    if (this.outputPaused) sock.pause();
     sock.on('connect', closeFd);
     sock.on('data', (d: Buffer) => decoder.push(d));
     sock.on('error', () => {});
@@ -351,8 +357,27 @@ export class Session {
     this.lastActivity = new Date();
     this.replay.push(stream, data);
     const frameOut = this.spec.tty ? data : Buffer.concat([Buffer.from([stream]), data]);
-    for (const ws of this.clients) ws.send(frameOut);
+    for (const ws of this.clients) this.send(ws, frameOut);
   }
+
+  /** Sends output to a client, pausing the session's output while that client is too far behind. */
+  private send(ws: WebSocket, data: Buffer): void {
+    ws.send(data, this.flowCheck);
+    if (!this.outputPaused && ws.bufferedAmount > OUTPUT_HIGH_WATER) {
+      this.outputPaused = true;
+      if (this.proc) this.proc.pause();
+      else this.shimSocket?.pause();
+    }
+  }
+
+  /** Resumes the output once every client caught up (runs as sent data reaches the kernel, and on detach). */
+  private readonly flowCheck = (): void => {
+    if (!this.outputPaused) return;
+    for (const ws of this.clients) if (ws.bufferedAmount > OUTPUT_LOW_WATER) return;
+    this.outputPaused = false;
+    if (this.proc) this.proc.resume();
+    else this.shimSocket?.resume();
+  };
 
   private finish(code: number, retentionMs = FINISHED_RETENTION_MS): void {
     if (this.exitCode !== null) return;
@@ -389,16 +414,19 @@ export class Session {
         replay_dropped_bytes: { ...this.replay.dropped },
       }),
     );
-    for (const c of this.replay.chunks)
-      ws.send(this.spec.tty ? c.data : Buffer.concat([Buffer.from([c.stream]), c.data]));
     if (this.exitCode !== null) {
+      for (const c of this.replay.chunks)
+        ws.send(this.spec.tty ? c.data : Buffer.concat([Buffer.from([c.stream]), c.data]));
       this.sendExit(ws);
       return;
     }
     this.clients.add(ws);
+    for (const c of this.replay.chunks)
+      this.send(ws, this.spec.tty ? c.data : Buffer.concat([Buffer.from([c.stream]), c.data]));
     ws.on('message', (data: Buffer, isBinary: boolean) => this.onInput(data, isBinary));
     ws.on('close', () => {
       this.clients.delete(ws);
+      this.flowCheck();
       this.lastActivity = new Date();
       if (this.clients.size === 0) {
         if (this.exitCode === null && !this.spec.detachable) this.kill();

@@ -18,6 +18,16 @@
 
 export const SHIM_MARK = 'paddock-sandboxd-shim';
 
+/**
+ * Output flow control, in sandboxd (per WebSocket client) and in a shim (per sandboxd connection): once a
+ * reader has more than HIGH bytes of a session's output waiting to be sent, the session's output is paused
+ * (the process blocks in write once its pipe is full) until every reader is back under LOW. A slow or stalled
+ * reader thus never grows a daemon's memory; the session runs at the pace of its slowest attached reader,
+ * and freely when none is attached (the replay buffer is bounded on its own).
+ */
+export const OUTPUT_HIGH_WATER = 1024 * 1024;
+export const OUTPUT_LOW_WATER = 256 * 1024;
+
 export const MSG = { hello: 1, output: 2, exit: 3, stdin: 10, stdinEof: 11, resize: 12 } as const;
 
 export interface SessionMeta {

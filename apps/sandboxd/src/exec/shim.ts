@@ -20,6 +20,8 @@ import {
   FrameDecoder,
   frame,
   MSG,
+  OUTPUT_HIGH_WATER,
+  OUTPUT_LOW_WATER,
   ReplayBuffer,
   type ResultFile,
   type SessionFile,
@@ -80,7 +82,24 @@ function onOutput(stream: number, data: Buffer): void {
   replay.push(stream, data);
   if (conns.size === 0) return;
   const m = frame(MSG.output, Buffer.concat([Buffer.from([stream]), data]));
-  for (const c of conns) c.write(m);
+  for (const c of conns) send(c, m);
+}
+
+// Flow control (OUTPUT_HIGH_WATER in shim-protocol.ts): a sandboxd that stops reading (its own clients are
+// slow) pauses the process instead of growing this shim's memory.
+let outputPaused = false;
+function send(c: net.Socket, m: Buffer): void {
+  c.write(m);
+  if (!outputPaused && c.writableLength > OUTPUT_HIGH_WATER) {
+    outputPaused = true;
+    proc?.pause();
+  }
+}
+function flowCheck(): void {
+  if (!outputPaused) return;
+  for (const c of conns) if (c.writableLength > OUTPUT_LOW_WATER) return;
+  outputPaused = false;
+  proc?.resume();
 }
 
 function onExit(code: number): void {
@@ -116,8 +135,10 @@ const server = net.createServer((c) => {
   }
   conns.add(c);
   c.on('error', () => {});
+  c.on('drain', flowCheck);
   c.on('close', () => {
     conns.delete(c);
+    flowCheck();
     if (exited && conns.size === 0) process.exit(0);
   });
   const hello: ShimHello = {
@@ -128,7 +149,7 @@ const server = net.createServer((c) => {
   const parts = [frame(MSG.hello, JSON.stringify(hello))];
   for (const ch of replay.chunks)
     parts.push(frame(MSG.output, Buffer.concat([Buffer.from([ch.stream]), ch.data])));
-  c.write(Buffer.concat(parts));
+  send(c, Buffer.concat(parts));
   const decoder = new FrameDecoder((type, payload) => {
     if (type === MSG.stdin) proc?.write(payload);
     else if (type === MSG.stdinEof) proc?.endInput();
@@ -149,12 +170,9 @@ const dirFd = openSync(dir, 'r');
 await new Promise<void>((resolve) => server.listen(socketPathVia(dirFd, 'shim.sock'), resolve));
 closeSync(dirFd);
 // The process starts once the socket is up; exit events come later than everything below (all synchronous).
-// The stdin FIFO stays linked while the process runs (procs.ts): in this directory, not sandboxd's pool.
+// The stdin FIFO stays linked while the process runs (procs.ts), in the sandbox init's FIFO directory, which a
+// restarted sandboxd leaves alone.
 const fifos = [...spec.fifos];
-if (spec.stdin && fifos[2]) {
-  renameSync(fifos[2], path.join(dir, 'stdin.fifo'));
-  fifos[2] = path.join(dir, 'stdin.fifo');
-}
 proc = spec.tty
   ? spawnTty(
       (await import('@lydell/node-pty')).default,

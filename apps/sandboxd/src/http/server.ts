@@ -1,7 +1,7 @@
 /**
  * HTTP + WebSocket surface of the sandbox interface (/v1/sandboxes...). Thin: parse, call the service,
  * render. Every route, including the WebSocket upgrade, requires `Authorization: Bearer <token>`;
- * the token's hash scopes every lookup (tenant).
+ * the token's keyed hash scopes every lookup (tenant, see tenants.ts).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
@@ -10,7 +10,8 @@ import { WebSocketServer } from 'ws';
 import type { NdjsonLine } from '../checkpoints.service.ts';
 import { AppError, errorBody } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { type SandboxesService, tenantOf } from '../sandboxes.service.ts';
+import type { SandboxesService } from '../sandboxes.service.ts';
+import type { TenantOf } from '../tenants.ts';
 
 const JSON_LIMIT = 1024 * 1024;
 
@@ -18,7 +19,7 @@ function digest(s: string): Buffer {
   return createHash('sha256').update(s).digest();
 }
 
-export function createAuth(tokens: string[]) {
+export function createAuth(tokens: string[], tenantOf: TenantOf) {
   const digests = tokens.map(digest);
   return (header: string | undefined): string | null => {
     const m = /^Bearer\s+(.+)$/i.exec(header ?? '');
@@ -58,6 +59,23 @@ async function readJson(req: http.IncomingMessage): Promise<unknown> {
   }
 }
 
+function requestUrl(req: http.IncomingMessage): URL {
+  try {
+    return new URL(req.url ?? '/', 'http://sandboxd');
+  } catch {
+    throw new AppError('bad_request', 'malformed request target');
+  }
+}
+
+/** Path segments, percent-decoded; a malformed escape (`%ZZ`) is the client's error, not ours. */
+function pathParts(pathname: string): string[] {
+  try {
+    return pathname.split('/').filter(Boolean).map(decodeURIComponent);
+  } catch {
+    throw new AppError('bad_request', 'malformed percent-encoding in the request path');
+  }
+}
+
 function rejectUpgrade(socket: Duplex, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   socket.end(
@@ -68,19 +86,20 @@ function rejectUpgrade(socket: Duplex, status: number, body: unknown): void {
 export function createHttpServer(deps: {
   service: SandboxesService;
   tokens: string[];
+  tenantOf: TenantOf;
   log: Logger;
 }): http.Server {
   const { service, log } = deps;
-  const auth = createAuth(deps.tokens);
+  const auth = createAuth(deps.tokens, deps.tenantOf);
   const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 * 1024 });
 
   async function route(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const url = new URL(req.url ?? '/', 'http://sandboxd');
+    const url = requestUrl(req);
     const method = req.method ?? 'GET';
     if (url.pathname === '/health' && method === 'GET') return send(res, 200, { status: 'ok' });
     const tenant = auth(req.headers.authorization);
     if (!tenant) throw new AppError('unauthorized', 'missing or invalid bearer token');
-    const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+    const parts = pathParts(url.pathname);
     if (parts[0] !== 'v1' || parts[1] !== 'sandboxes') throw new AppError('not_found', 'no such route');
     const [, , name, sub, id, action] = parts;
     if (name === undefined) {
@@ -156,8 +175,8 @@ export function createHttpServer(deps: {
           error: 'unauthorized',
           message: 'missing or invalid bearer token',
         });
-      const url = new URL(req.url ?? '/', 'http://sandboxd');
-      const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+      const url = requestUrl(req);
+      const parts = pathParts(url.pathname);
       if (
         parts[0] !== 'v1' ||
         parts[1] !== 'sandboxes' ||

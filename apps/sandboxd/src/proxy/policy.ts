@@ -6,7 +6,8 @@
  *   `*.example.com` matches subdomains of example.com, not example.com itself. No match: deny.
  * - A rule with `include: "defaults"` adds DEFAULT_ALLOWED_HOSTS as allow rules; an explicit rule for the
  *   same pattern beats the preset.
- * - While enforcing, literal IP addresses are refused (host names only).
+ * - While enforcing, literal IP addresses are refused (host names only). Which resolved addresses may be
+ *   dialled at all is decided by addresses.ts, policy or not.
  */
 import net from 'node:net';
 import { AppError } from '../errors.ts';
@@ -140,40 +141,4 @@ export function compilePolicy(rules: readonly PolicyRule[]): CompiledPolicy {
       return table.get('*') ?? 'deny';
     },
   };
-}
-
-const ALWAYS_BLOCKED = new net.BlockList();
-ALWAYS_BLOCKED.addSubnet('0.0.0.0', 8, 'ipv4');
-ALWAYS_BLOCKED.addSubnet('127.0.0.0', 8, 'ipv4');
-ALWAYS_BLOCKED.addSubnet('169.254.0.0', 16, 'ipv4');
-ALWAYS_BLOCKED.addSubnet('224.0.0.0', 4, 'ipv4');
-ALWAYS_BLOCKED.addSubnet('240.0.0.0', 4, 'ipv4');
-ALWAYS_BLOCKED.addAddress('::', 'ipv6');
-ALWAYS_BLOCKED.addAddress('::1', 'ipv6');
-ALWAYS_BLOCKED.addSubnet('fe80::', 10, 'ipv6');
-ALWAYS_BLOCKED.addSubnet('ff00::', 8, 'ipv6');
-
-const PRIVATE = new net.BlockList();
-PRIVATE.addSubnet('10.0.0.0', 8, 'ipv4');
-PRIVATE.addSubnet('172.16.0.0', 12, 'ipv4');
-PRIVATE.addSubnet('192.168.0.0', 16, 'ipv4');
-PRIVATE.addSubnet('100.64.0.0', 10, 'ipv4');
-PRIVATE.addSubnet('fc00::', 7, 'ipv6');
-
-/**
- * Whether a resolved destination address may be dialled. Loopback, link-local (cloud metadata),
- * unspecified and multicast are always refused: the proxy runs in the host network namespace.
- * Private ranges are refused while a policy is enforced.
- */
-export function addressAllowed(ip: string, enforcing: boolean): boolean {
-  let addr = ip;
-  let family: 'ipv4' | 'ipv6' = net.isIPv4(addr) ? 'ipv4' : 'ipv6';
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(addr);
-  if (mapped) {
-    addr = mapped[1]!;
-    family = 'ipv4';
-  }
-  if (ALWAYS_BLOCKED.check(addr, family)) return false;
-  if (enforcing && PRIVATE.check(addr, family)) return false;
-  return true;
 }

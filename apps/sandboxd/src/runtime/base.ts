@@ -6,8 +6,13 @@
  * no /root, /home, /etc/shadow, /work, data directories. With SANDBOXD_ROOTFS, the directory rootfs is the
  * lower layer instead, under a thin layer that adds the sandbox user and network files.
  *
- * Invariant: a built base directory is never modified (overlay lower layers must not change while
- * mounted); a different content produces a new directory named by its hash.
+ * Invariants:
+ * - A built base directory is never modified (overlay lower layers must not change while mounted); a
+ *   different content produces a new directory named by its hash.
+ * - Root mode: the base belongs to the ids of the reserved range 0 (sandboxIds), which no sandbox maps; each
+ *   sandbox's own root and user ids own only its writable layer (its "/" and home live there).
+ * - Nothing secret of the host /etc is copied: private key directories and every entry that is not
+ *   world-readable are left out, on any distribution (security.host.test.ts).
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -16,6 +21,7 @@ import {
   existsSync,
   lstatSync,
   mkdirSync,
+  readdirSync,
   readFileSync,
   readlinkSync,
   renameSync,
@@ -24,6 +30,8 @@ import {
   writeFileSync,
 } from 'node:fs';
 import path from 'node:path';
+import { ID_RANGE } from '../config.ts';
+import { HOST_ENV, type HostTools } from './host-tools.ts';
 
 export const SANDBOX_UID = 1000;
 export const SANDBOX_HOME = '/home/sandbox';
@@ -37,8 +45,19 @@ export interface IdMap {
   hostGid?: number;
 }
 
+/** The ids of sandbox `slot` (null: the base's own range), from SANDBOXD_ID_BASE; rootless, the service user. */
+export function sandboxIds(
+  idBase: number,
+  slot: number | null,
+  rootless: { uid: number; gid: number } | null,
+): IdMap {
+  if (rootless) return { rootHostId: rootless.uid, userHostId: rootless.uid, hostGid: rootless.gid };
+  const root = idBase + ID_RANGE * (slot === null ? 0 : slot + 1);
+  return { rootHostId: root, userHostId: root + SANDBOX_UID };
+}
+
 export interface BaseImage {
-  /** overlay lowerdir value for "/" */
+  /** overlay lowerdir value for "/" (absolute paths, ':'-separated) */
   lower: string;
   /** host directories overlaid separately (each gets its own upper dir in the writable layer) */
   hostDirs: string[];
@@ -103,7 +122,32 @@ const ETC_FILES: Record<string, string> = {
 };
 
 function sh(cmd: string, args: string[]): void {
-  execFileSync(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  execFileSync(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...HOST_ENV } });
+}
+
+/**
+ * Removes from a copied /etc tree what may be secret: directories named `private` (Debian's ssl/private,
+ * RHEL's pki/tls/private), and any file or directory that is not world-readable on the host (key files
+ * and key directories are mode 600/700 everywhere). Symlinks stay (they carry no content of their own).
+ */
+export function dropSecrets(dir: string): void {
+  let entries: string[];
+  try {
+    entries = readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const e of entries) {
+    const p = path.join(dir, e);
+    const st = lstatSync(p);
+    if (st.isSymbolicLink()) continue;
+    const worldReadable = (st.mode & 0o004) !== 0 && (!st.isDirectory() || (st.mode & 0o001) !== 0);
+    if (!worldReadable || (st.isDirectory() && e === 'private')) {
+      rmSync(p, { recursive: true, force: true });
+      continue;
+    }
+    if (st.isDirectory()) dropSecrets(p);
+  }
 }
 
 function hostDirLayout(): { dirs: string[]; links: Map<string, string> } {
@@ -131,12 +175,22 @@ function appendUser(rootfs: string, file: string, line: string, name: string): s
   return `${text}${text.endsWith('\n') || text === '' ? '' : '\n'}${line}\n`;
 }
 
-/** Builds (once) and returns the base image for the given options. */
-export function ensureBase(dataDir: string, ids: IdMap, rootfs: string | undefined): BaseImage {
+/**
+ * Builds (once) and returns the base image for the given options. `etc` is the host directory the
+ * non-secret files are copied from (tests point it at a fake tree).
+ */
+export function ensureBase(
+  dataDir: string,
+  ids: IdMap,
+  rootfs: string | undefined,
+  tools: HostTools,
+  etc = '/etc',
+): BaseImage {
   const layout = rootfs ? { dirs: [], links: new Map<string, string>() } : hostDirLayout();
   const spec = JSON.stringify({
-    v: 3,
+    v: 4,
     ids,
+    etc,
     rootfs: rootfs ?? null,
     dirs: layout.dirs,
     links: [...layout.links],
@@ -144,7 +198,9 @@ export function ensureBase(dataDir: string, ids: IdMap, rootfs: string | undefin
   });
   const hash = createHash('sha256').update(spec).digest('hex').slice(0, 16);
   const dir = path.join(dataDir, 'base', hash);
-  const lower = rootfs ? `${dir}:${rootfs}` : dir;
+  // The rootfs is reached through a link next to the base, so overlay options (shown in mountinfo inside)
+  // name it relative to the sandbox directory, without its host path.
+  const lower = rootfs ? `${dir}:${dir}.rootfs` : dir;
   if (existsSync(`${dir}.complete`)) return { lower, hostDirs: layout.dirs };
 
   const tmp = `${dir}.tmp-${process.pid}`;
@@ -169,16 +225,16 @@ export function ensureBase(dataDir: string, ids: IdMap, rootfs: string | undefin
     }
     for (const d of layout.dirs) mkdirSync(path.join(tmp, d), { recursive: true });
     for (const [name, target] of layout.links) symlinkSync(target, path.join(tmp, name));
-    const present = HOST_ETC_COPY.filter((e) => existsSync(path.join('/etc', e)));
+    const present = HOST_ETC_COPY.filter((e) => existsSync(path.join(etc, e)));
     if (present.length > 0) {
       try {
-        sh('cp', ['-a', ...present.map((e) => path.join('/etc', e)), path.join(tmp, 'etc')]);
+        sh(tools.cp, ['-a', ...present.map((e) => path.join(etc, e)), path.join(tmp, 'etc')]);
       } catch {
         // Unreadable entries (e.g. /etc/ssl/private when not root) are skipped; cp copied the rest.
       }
     }
     // Private keys never enter a sandbox.
-    rmSync(path.join(tmp, 'etc', 'ssl', 'private'), { recursive: true, force: true });
+    dropSecrets(path.join(tmp, 'etc'));
     for (const [name, content] of Object.entries(ETC_FILES))
       writeFileSync(path.join(tmp, 'etc', name), content);
   } else {
@@ -203,13 +259,17 @@ export function ensureBase(dataDir: string, ids: IdMap, rootfs: string | undefin
   mkdirSync(path.join(tmp, 'tmp'), { recursive: true });
   mkdirSync(path.join(tmp, 'var', 'tmp'), { recursive: true });
   mkdirSync(path.join(tmp, SANDBOX_HOME), { recursive: true });
-  sh('chown', ['-hR', `${ids.rootHostId}:${ids.hostGid ?? ids.rootHostId}`, tmp]);
-  sh('chown', ['-h', `${ids.userHostId}:${ids.hostGid ?? ids.userHostId}`, path.join(tmp, SANDBOX_HOME)]);
-  sh('chmod', ['1777', path.join(tmp, 'tmp'), path.join(tmp, 'var', 'tmp')]);
-  sh('chmod', ['0755', tmp, path.join(tmp, SANDBOX_HOME)]);
-  sh('chmod', ['0700', path.join(tmp, 'root')]);
+  sh(tools.chown, ['-hR', `${ids.rootHostId}:${ids.hostGid ?? ids.rootHostId}`, tmp]);
+  sh(tools.chown, ['-h', `${ids.userHostId}:${ids.hostGid ?? ids.userHostId}`, path.join(tmp, SANDBOX_HOME)]);
+  sh(tools.chmod, ['1777', path.join(tmp, 'tmp'), path.join(tmp, 'var', 'tmp')]);
+  sh(tools.chmod, ['0755', tmp, path.join(tmp, SANDBOX_HOME)]);
+  sh(tools.chmod, ['0700', path.join(tmp, 'root')]);
   rmSync(dir, { recursive: true, force: true });
   renameSync(tmp, dir);
+  if (rootfs) {
+    rmSync(`${dir}.rootfs`, { force: true });
+    symlinkSync(rootfs, `${dir}.rootfs`);
+  }
   writeFileSync(`${dir}.complete`, spec);
   return { lower, hostDirs: layout.dirs };
 }

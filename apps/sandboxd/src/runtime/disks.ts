@@ -14,21 +14,23 @@
  *   already attached to an image (a running sandbox's namespace keeps it after a host unmount), and should it
  *   refuse instead, that device is mounted explicitly.
  * - Mounted nodev,nosuid: the sandbox cannot create usable device nodes or setuid files on it.
+ * - Every helper runs by the absolute path resolved once at start (runtime/host-tools.ts resolveDiskTools,
+ *   through sandboxd's own PATH) with HOST_ENV; a missing one disables disk images with a logged reason.
+ * - The sandbox sees none of these host paths: its overlay names the layer relative to the sandbox's state
+ *   directory (`disk/layer/...`), and the host mount at `<sandbox>/disk` is not in its mount namespace after
+ *   the root switch (security.host.test.ts, mountinfo test; disk.test.ts).
  */
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { Logger } from '../log.ts';
+import { type DiskTool, type DiskTools, HOST_ENV, resolveDiskTools } from './host-tools.ts';
 
 const execFileP = promisify(execFile);
 
-/** Host tools run with a fixed PATH and environment, never anything a caller sent. */
-const TOOL_ENV = { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', LC_ALL: 'C' };
-
-function run(cmd: string, args: string[]): Promise<{ stdout: string }> {
-  return execFileP(cmd, args, { env: TOOL_ENV, timeout: 120_000 });
-}
+/** Host tools by absolute path (HostTools, resolved once) with HOST_ENV, never anything a caller sent. */
+const TOOL_ENV = { ...HOST_ENV, LC_ALL: 'C' };
 
 /** Mount options; noinit_itable: ext4 must not zero the lazily initialized inode tables (it would fill every image). */
 const MOUNT_OPTS = 'discard,noinit_itable,nodev,nosuid';
@@ -76,9 +78,24 @@ export async function detectDisks(opts: {
   dataDir: string;
   bytes: number;
   rootless: boolean;
+  /** sandboxd's PATH, where the helpers are looked up (SandboxdOptions.toolPath). */
+  toolPath: string;
   log: Logger;
 }): Promise<Disks> {
   let enabled = !opts.rootless && opts.bytes > 0;
+  const found = enabled ? resolveDiskTools(opts.toolPath) : { missing: '' };
+  if ('missing' in found && enabled) {
+    enabled = false;
+    opts.log.warn('disk limit not enforced: a helper for disk images is not installed', {
+      missing: found.missing,
+    });
+  }
+  const tools: DiskTools | null = 'missing' in found ? null : found;
+  function run(tool: DiskTool, args: string[]): Promise<{ stdout: string }> {
+    // Only reached when enabled, which requires every tool.
+    if (!tools) return Promise.reject(new Error(`disk images disabled (${tool})`));
+    return execFileP(tools[tool], args, { env: TOOL_ENV, timeout: 120_000 });
+  }
   if (opts.rootless && opts.bytes > 0)
     opts.log.warn(
       'disk limit not enforced: a rootless sandboxd cannot mount disk images (docs/sandboxd.md, "Disk")',

@@ -2,33 +2,42 @@
  * Namespaces of one sandbox, held by a long-lived init process.
  *
  * Invariants (proved by test/isolation.test.ts):
- * - Root mode: the mount, pid, net, uts and ipc namespaces are created by host root, so every mount in them
- *   (overlay root, /dev, /proc) belongs to the host user namespace and cannot be changed from inside.
- *   Sandbox processes additionally live in their own user namespace (held by the "holder" process) where
- *   uid 0 and 1000 map to unprivileged host ids; host root is unmapped there, so setuid-root binaries of
- *   the base do not elevate and host-owned files grant only their "other" permission bits.
+ * - Root mode: the mount, pid, net, uts, ipc and cgroup namespaces are created by host root, so every mount
+ *   in them (overlay root, /dev, /proc) belongs to the host user namespace and cannot be changed from inside.
+ *   Sandbox processes additionally live in their own user namespace (held by the "holder" process, created
+ *   by the sandbox's own unprivileged host uid, which so owns it and is charged for it) where uid 0 and 1000
+ *   map to that sandbox's own host ids (IdMap; no two sandboxes share one); host root is unmapped there, so
+ *   setuid-root binaries of the base do not elevate and host-owned files grant only their "other" bits.
  * - Rootless mode: unshare maps the sandboxd user to root of a first user namespace that owns the other
  *   namespaces; sandbox processes run as uid 1000 of a nested user namespace without capabilities.
+ * - Execs run nothing of the sandbox's filesystem with privileges: they enter the namespaces with the host's
+ *   nsenter (absolute path, from the host mount namespace; rootless, both stages), and the first program run
+ *   inside is the sandbox's /bin/sh as the sandbox user (EXEC_LOADER), which applies the exec environment
+ *   (security.host.test.ts, rootless.test.ts). The init itself runs host binaries (HOST_PATH) until it
+ *   switches roots; after that only `setpriv`, `unshare` and `sleep` of the sandbox root's system
+ *   directories, which no id of a sandbox can write in root mode (they belong to host root or to the base's
+ *   ids, unmapped in every sandbox).
+ * - No host path inside: overlay options name their directories relative to the sandbox's state directory
+ *   and the cgroup namespace hides the cgroup path (security.host.test.ts).
  * - Killing the init (pid 1 of the sandbox pid namespace) kills every sandbox process; the mount
  *   namespace and its overlay go away with the last of them.
  * - The init is detached from sandboxd (own session), so a sandboxd restart does not stop sandboxes;
  *   it is found again from the pid and start time recorded on disk.
  */
 import { spawn } from 'node:child_process';
-import { readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import type { BaseImage, IdMap } from './base.ts';
 import { DEV_NODES, SANDBOX_UID } from './base.ts';
+import { EXEC_LOADER, HOST_ENV, type HostTools } from './host-tools.ts';
 
 export interface InitHandle {
   /** host pid of the sandbox's pid-namespace init */
   pid: number;
   /** host pid of the process holding the sandbox user namespace */
   holderPid: number;
-  /** the same process's pid inside the sandbox (rootless exec enters it from inside) */
-  holderNsPid: number;
   /** /proc/<pid>/stat start time, to detect pid reuse */
   startTime: string;
 }
@@ -40,6 +49,9 @@ export interface SandboxDirs {
   /** sandboxd's own files for this sandbox (the init's fstab files); not visible inside */
   state: string;
 }
+
+/** The init's fd on its private FIFO directory (init.sh; exec/procs.ts FifoPool). */
+export const FIFO_FD = 9;
 
 /**
  * Sizes of the sandbox's memory-backed mounts (docs/sandboxd.md, "Disk"): their pages are charged to the
@@ -78,8 +90,9 @@ function fstabLine(source: string, target: string, type: string, options: string
 /** Joins a process to the sandbox cgroup(s) before exec'ing the real command: `cgwrap N file... cmd...`. */
 const CGWRAP = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1"; shift; n=$((n-1)); done; exec "$@"';
 
-export function cgroupWrap(procsFiles: string[], argv: string[]): string[] {
-  return ['/bin/sh', '-c', CGWRAP, 'cgwrap', String(procsFiles.length), ...procsFiles, ...argv];
+/** `argv` run by the host's sh after joining the given cgroup files (argv[0] must be an absolute path). */
+export function cgroupWrap(sh: string, procsFiles: string[], argv: string[]): string[] {
+  return [sh, '-c', CGWRAP, 'cgwrap', String(procsFiles.length), ...procsFiles, ...argv];
 }
 
 export function processStartTime(pid: number): string | null {
@@ -122,19 +135,12 @@ function children(pid: number): number[] {
   }
 }
 
-function nsPid(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const line = status.split('\n').find((l) => l.startsWith('NSpid:'));
-  const parts = line?.split(/\s+/).slice(1) ?? [];
-  return Number(parts[parts.length - 1]);
-}
-
 export interface NamespaceRuntimeOptions {
   base: BaseImage;
   /** see ensureDevTemplate */
   devTemplate: string;
-  ids: IdMap;
   rootless: boolean;
+  tools: HostTools;
 }
 
 export class NamespaceRuntime {
@@ -148,8 +154,18 @@ export class NamespaceRuntime {
    * `onNet(pid)` is called as soon as the network namespace (held by init `pid`) has loopback up, while the
    * init is still mounting the filesystem: sandboxd opens the proxy listener in parallel.
    */
-  async start(dirs: SandboxDirs, procsFiles: string[], onNet?: (pid: number) => void): Promise<InitHandle> {
-    const { lower, hostDirs } = this.opts.base;
+  async start(
+    dirs: SandboxDirs,
+    procsFiles: string[],
+    ids: IdMap,
+    onNet?: (pid: number) => void,
+  ): Promise<InitHandle> {
+    const { hostDirs } = this.opts.base;
+    // Relative to the state directory (the init's working directory): mountinfo shows these strings.
+    const rel = (p: string) => path.relative(dirs.state, p);
+    const lower = this.opts.base.lower.split(':').map(rel).join(':');
+    const { tools } = this.opts;
+    mkdirSync(path.join(dirs.state, 'fifos'), { recursive: true, mode: 0o700 });
     const m = dirs.merged;
     const rootFstab = path.join(dirs.state, 'mounts-root.fstab');
     // Rootless: the overlay is mounted in a user namespace, where trusted.* xattrs are refused; without
@@ -163,14 +179,14 @@ export class NamespaceRuntime {
           'overlay',
           m,
           'overlay',
-          `lowerdir=${lower},upperdir=${dirs.layer}/root,workdir=${dirs.work}/root${ovl}`,
+          `lowerdir=${lower},upperdir=${rel(dirs.layer)}/root,workdir=${rel(dirs.work)}/root${ovl}`,
         ),
         ...hostDirs.map((d) =>
           fstabLine(
             'overlay',
             `${m}/${d}`,
             'overlay',
-            `lowerdir=/${d},upperdir=${dirs.layer}/${d},workdir=${dirs.work}/${d}${ovl}`,
+            `lowerdir=/${d},upperdir=${rel(dirs.layer)}/${d},workdir=${rel(dirs.work)}/${d}${ovl}`,
           ),
         ),
         fstabLine('tmpfs', `${m}/dev`, 'tmpfs', 'nosuid,mode=755,size=1m'),
@@ -186,7 +202,7 @@ export class NamespaceRuntime {
         fstabLine('proc', `${m}/proc`, 'proc', 'defaults'),
       ].join(''),
     );
-    const unshareArgs = ['unshare'];
+    const unshareArgs = [tools.unshare];
     if (this.opts.rootless) unshareArgs.push('--user', '--map-root-user');
     unshareArgs.push(
       '--mount',
@@ -195,17 +211,20 @@ export class NamespaceRuntime {
       '--net',
       '--uts',
       '--ipc',
+      '--cgroup',
       '--propagation',
       'private',
       '--kill-child',
     );
-    unshareArgs.push('/bin/sh', INIT_SCRIPT);
-    const argv = cgroupWrap(procsFiles, unshareArgs);
+    unshareArgs.push(tools.sh, INIT_SCRIPT);
+    const argv = cgroupWrap(tools.sh, procsFiles, unshareArgs);
     const child = spawn(argv[0]!, argv.slice(1), {
       detached: true,
+      cwd: dirs.state,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: {
-        PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+        ...HOST_ENV,
+        SBX_OWNER: String(ids.rootHostId),
         SBX_MERGED: m,
         SBX_FSTAB_ROOT: rootFstab,
         SBX_FSTAB_DEV: devFstab,
@@ -265,12 +284,12 @@ export class NamespaceRuntime {
       throw new Error('sandbox user namespace holder did not start');
     }
     if (!this.opts.rootless) {
-      const { rootHostId, userHostId } = this.opts.ids;
+      const { rootHostId, userHostId } = ids;
       const map = `0 ${rootHostId} 1\n${SANDBOX_UID} ${userHostId} 1\n`;
       writeFileSync(`/proc/${holderPid}/uid_map`, map);
       writeFileSync(`/proc/${holderPid}/gid_map`, map);
     }
-    return { pid, holderPid, holderNsPid: nsPid(holderPid), startTime };
+    return { pid, holderPid, startTime };
   }
 
   /** Kills every process of the sandbox and waits (bounded) for the init to disappear. */
@@ -283,28 +302,36 @@ export class NamespaceRuntime {
   }
 
   /**
-   * argv that runs `cmd` inside the sandbox as the sandbox user, in `dir`.
-   * `env -C` changes directory inside the sandbox root (nsenter's -w would resolve it on the host).
+   * argv that runs `cmd` inside the sandbox as the sandbox user, in `dir` (resolved inside the sandbox root),
+   * with the environment given to the host side by execEnv() (host-tools.ts). Host binaries only, by absolute
+   * path, until the sandbox's own /bin/sh runs EXEC_LOADER as the sandbox user.
+   *
+   * Rootless, two stages: setns into the mount namespace needs CAP_SYS_ADMIN in the caller's own user
+   * namespace, so the host nsenter first enters the user namespace that owns the sandbox's namespaces (and
+   * nothing else: it stays in the host's pid and mount namespaces, out of the sandbox's sight), then execs
+   * the host nsenter again, which enters the other namespaces and the sandbox user namespace, forks into the
+   * pid namespace and runs the loader. Nothing is looked up through a PATH on the way.
    */
   execArgv(h: InitHandle, cmd: string[], dir: string): string[] {
-    const inner = ['env', '-C', dir, ...cmd];
-    const ns = ['-t', String(h.pid), '-m', '-p', '-n', '-u', '-i', '-r'];
+    const { nsenter } = this.opts.tools;
+    const inner = ['/bin/sh', '-c', EXEC_LOADER, 'sandbox-exec', dir, ...cmd];
+    const ns = ['-t', String(h.pid), '-m', '-p', '-n', '-u', '-i', '-C', '-r'];
     if (this.opts.rootless) {
       return [
-        'nsenter',
+        nsenter,
         `--user=/proc/${h.pid}/ns/user`,
-        ...ns,
         '--preserve-credentials',
         '--',
-        'nsenter',
-        `--user=/proc/${h.holderNsPid}/ns/user`,
+        nsenter,
+        ...ns,
+        `--user=/proc/${h.holderPid}/ns/user`,
         '--preserve-credentials',
         '--',
         ...inner,
       ];
     }
     return [
-      'nsenter',
+      nsenter,
       `--user=/proc/${h.holderPid}/ns/user`,
       ...ns,
       '-S',
@@ -323,7 +350,7 @@ export class NamespaceRuntime {
   listenHelperArgv(pid: number): string[] {
     const userns = this.opts.rootless ? [`--user=/proc/${pid}/ns/user`, '--preserve-credentials'] : [];
     return [
-      'nsenter',
+      this.opts.tools.nsenter,
       ...userns,
       `--net=/proc/${pid}/ns/net`,
       '--',

@@ -44,6 +44,9 @@ export function agentsRoutes(deps: { agents: AgentsService }): FastifyPluginAsyn
       path: '/api/agents',
       tag: TAG,
       body: AgentBody,
+      // Inline skills (up to 256 KiB each) dominate: room for several; larger sets use
+      // source skills (docs/api.md).
+      bodyLimit: 2 * 1024 * 1024,
       view: AgentView,
       summaries: {
         create: 'Create an agent',

@@ -1,6 +1,7 @@
 // The Agent resource. Field names the spec leaves open (environment_id, vault_ids, the skill
 // pin `ref`) and every limit are documented in docs/resources.md.
 import { z } from 'zod';
+import { boundedMap } from '../http/json-bounds.ts';
 import {
   envMap,
   metadata,
@@ -79,19 +80,20 @@ export const McpServer = z
 
 const MCP_NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
-const mcpServers = z.record(z.string(), McpServer).superRefine((map, ctx) => {
-  const names = Object.keys(map);
-  if (names.length > MCP_SERVERS_MAX)
-    ctx.addIssue({ code: 'custom', message: `must have at most ${MCP_SERVERS_MAX} entries` });
-  for (const n of names) {
-    if (!MCP_NAME_RE.test(n))
-      ctx.addIssue({
-        code: 'custom',
-        path: [n],
-        message: 'server name must be 1-64 letters, digits, "_" or "-"',
-      });
-  }
-});
+// Bounded before any server is validated: the entry cap and name lengths come first.
+const mcpServers = boundedMap(
+  z.record(z.string(), McpServer).superRefine((map, ctx) => {
+    for (const n of Object.keys(map)) {
+      if (!MCP_NAME_RE.test(n))
+        ctx.addIssue({
+          code: 'custom',
+          path: [n],
+          message: 'server name must be 1-64 letters, digits, "_" or "-"',
+        });
+    }
+  }),
+  { maxEntries: MCP_SERVERS_MAX, maxKeyLength: 64 },
+);
 
 const skills = z
   .array(Skill)

@@ -121,8 +121,16 @@ export function createAgentsService(deps: { db: Db; audit: Pick<AuditService, 'r
       return canonicalJson(mutable(row, vaults)) === canonicalJson(input);
     },
     normalize: normalized,
-    // A referenced environment or vault deleted between the check and the write.
-    mapError: (err) => (isForeignKeyViolation(err) ? AppError.notFound('environment or vault') : undefined),
+    // A referenced environment or vault deleted between the check and the write: the
+    // request was valid when checked, so this is a conflict with a concurrent change (409),
+    // not a missing reference (404, answered by checkReferences).
+    mapError: (err) =>
+      isForeignKeyViolation(err)
+        ? new AppError(
+            'conflict',
+            'a referenced environment or vault was deleted while the agent was being saved; try again',
+          )
+        : undefined,
   });
 
   return {

@@ -4,7 +4,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { contextOf } from '../secrets/context.ts';
 import { ValidationErrorResponse } from '../secrets/responses.ts';
-import { ApplyBody, ApplyResponse } from './apply.schema.ts';
+import { APPLY_BODY_LIMIT, ApplyBody, ApplyResponse } from './apply.schema.ts';
 import type { ApplyService } from './apply.service.ts';
 
 export function applyRoutes(deps: { apply: ApplyService }): FastifyPluginAsync {
@@ -14,6 +14,8 @@ export function applyRoutes(deps: { apply: ApplyService }): FastifyPluginAsync {
       '/api/apply',
       {
         onRequest: [app.requireAuth],
+        // A whole manifest: up to 500 resources; larger ones are split by the client.
+        bodyLimit: APPLY_BODY_LIMIT,
         schema: {
           tags: ['Apply'],
           summary: 'Upsert environments, then vaults, then agents by name (best-effort per resource)',

@@ -8,6 +8,7 @@ import { EnvironmentBody } from '../environments/environments.schema.ts';
 import { envMap, metadata, resourceName, secretValue, text } from '../secrets/fields.ts';
 
 export const APPLY_MAX_RESOURCES = 500;
+export const APPLY_BODY_LIMIT = 10 * 1024 * 1024;
 export const SECRETS_PER_RESOURCE_MAX = 500;
 /** Across the whole manifest: one request must not turn into an unbounded amount of crypto and writes. */
 export const APPLY_MAX_SECRETS = 2000;
@@ -72,7 +73,14 @@ export const ApplyResult = z.object({
   name: z.string(),
   action: z.enum(['created', 'updated', 'unchanged', 'error']),
   id: z.string().nullable(),
+  code: z
+    .string()
+    .optional()
+    .describe(
+      'with action "error": the machine code, as in error responses (validation_failed, not_found, conflict, internal_error)',
+    ),
   errors: z.record(z.string(), z.array(z.string())).optional(),
+  more_errors: z.number().int().optional().describe('problems left out of errors (at most 20 are listed)'),
   secrets: z.record(z.string(), SecretAction).optional().describe('per-key outcome; never a value'),
 });
 

@@ -8,7 +8,8 @@ import type { AuditService } from '../audit/audit.service.ts';
 import type { Db } from '../db/database.ts';
 import { findEnvironmentByName } from '../environments/environments.repo.ts';
 import type { EnvironmentsService } from '../environments/environments.service.ts';
-import { AppError, type FieldErrors } from '../http/errors.ts';
+import { AppError, type ErrorCode, type FieldErrors } from '../http/errors.ts';
+import { capFieldErrors } from '../http/json-bounds.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { ResourceContext } from '../secrets/context.ts';
 import { resourceName } from '../secrets/fields.ts';
@@ -35,9 +36,11 @@ const ORDER: Record<Kind, number> = { Environment: 0, Vault: 1, Agent: 2 };
 /** Thrown inside a resource's transaction to roll it back and report field errors. */
 class ResourceError extends Error {
   readonly errors: FieldErrors;
-  constructor(errors: FieldErrors) {
+  readonly code: ErrorCode;
+  constructor(errors: FieldErrors, code: ErrorCode = 'validation_failed') {
     super('resource refused');
     this.errors = errors;
+    this.code = code;
   }
 }
 
@@ -86,42 +89,52 @@ export function createApplyService(deps: {
     return outcomes;
   };
 
+  type ParsedSpec =
+    | { kind: 'Environment'; data: z.output<typeof EnvironmentSpec> }
+    | { kind: 'Vault'; data: z.output<typeof VaultSpec> }
+    | { kind: 'Agent'; data: z.output<typeof AgentSpec> };
+
+  /** Pure validation, before any transaction is opened: a refused spec costs no round trip. */
+  const parseSpec = (kind: Kind, spec: Record<string, unknown>): ParsedSpec => {
+    const schema = kind === 'Environment' ? EnvironmentSpec : kind === 'Vault' ? VaultSpec : AgentSpec;
+    const parsed = schema.safeParse(spec);
+    if (!parsed.success) throw new ResourceError(zodErrors(parsed.error, 'spec'));
+    return { kind, data: parsed.data } as ParsedSpec;
+  };
+
   const applyOne = async (
     trx: Db,
     ctx: ResourceContext,
-    kind: Kind,
     name: string,
-    spec: Record<string, unknown>,
+    parsed: ParsedSpec,
   ): Promise<Omit<ApplyResultT, 'kind' | 'name'>> => {
-    if (kind === 'Environment') {
-      const parsed = EnvironmentSpec.safeParse(spec);
-      if (!parsed.success) throw new ResourceError(zodErrors(parsed.error, 'spec'));
+    if (parsed.kind === 'Environment') {
       const { secrets, ...fields } = parsed.data;
       const { id, action } = await deps.environments.upsertByName(ctx, { name, ...fields }, trx);
       const outcomes = await writeSecrets(trx, ctx, { kind: 'environment', id }, secrets);
       return { id, action: bump(action, outcomes), ...(outcomes ? { secrets: outcomes } : {}) };
     }
-    if (kind === 'Vault') {
-      const parsed = VaultSpec.safeParse(spec);
-      if (!parsed.success) throw new ResourceError(zodErrors(parsed.error, 'spec'));
+    if (parsed.kind === 'Vault') {
       const { secrets, ...fields } = parsed.data;
       const { id, action } = await deps.vaults.upsertByName(ctx, { name, ...fields }, trx);
       const outcomes = await writeSecrets(trx, ctx, { kind: 'vault', id }, secrets);
       return { id, action: bump(action, outcomes), ...(outcomes ? { secrets: outcomes } : {}) };
     }
-    const parsed = AgentSpec.safeParse(spec);
-    if (!parsed.success) throw new ResourceError(zodErrors(parsed.error, 'spec'));
     const { environment, vaults, ...fields } = parsed.data;
     let environmentId: string | null = null;
     if (environment !== null) {
       const env = await findEnvironmentByName(trx, ctx.tenantId, environment);
-      if (!env) throw new ResourceError({ 'spec.environment': [`environment "${environment}" not found`] });
+      if (!env)
+        throw new ResourceError(
+          { 'spec.environment': [`environment "${environment}" not found`] },
+          'not_found',
+        );
       environmentId = env.id;
     }
     const found = await findVaultsByNames(trx, ctx.tenantId, vaults);
     const missing = vaults.filter((v) => !found.some((f) => f.name === v));
     if (missing.length > 0) {
-      throw new ResourceError({ 'spec.vaults': missing.map((v) => `vault "${v}" not found`) });
+      throw new ResourceError({ 'spec.vaults': missing.map((v) => `vault "${v}" not found`) }, 'not_found');
     }
     const { id, action } = await deps.agents.upsertByName(
       ctx,
@@ -151,7 +164,8 @@ export function createApplyService(deps: {
         if (Object.keys(errors).length === 0 && seen.has(identity))
           errors['name'] = ['appears twice in the manifest'];
         seen.add(identity);
-        if (Object.keys(errors).length > 0) results[index] = { ...results[index]!, errors };
+        if (Object.keys(errors).length > 0)
+          results[index] = { ...results[index]!, code: 'validation_failed', errors };
         else queue.push({ index, kind: r.kind as Kind });
       });
       queue.sort((a, b) => ORDER[a.kind] - ORDER[b.kind] || a.index - b.index);
@@ -160,12 +174,11 @@ export function createApplyService(deps: {
       for (const { index, kind } of queue) {
         const r = request.resources[index]!;
         try {
-          const outcome = await deps.db
-            .transaction()
-            .execute((trx) => applyOne(trx, ctx, kind, r.name, r.spec));
+          const parsed = parseSpec(kind, r.spec);
+          const outcome = await deps.db.transaction().execute((trx) => applyOne(trx, ctx, r.name, parsed));
           results[index] = { kind: r.kind, name: r.name, ...outcome };
         } catch (err) {
-          results[index] = { ...results[index]!, errors: errorsOf(err, deps.logger) };
+          results[index] = { ...results[index]!, ...failureOf(err, deps.logger) };
         }
       }
 
@@ -195,16 +208,34 @@ function bump(
   return Object.values(outcomes).some((o) => o !== 'unchanged') ? 'updated' : 'unchanged';
 }
 
-function errorsOf(err: unknown, logger: Logger): FieldErrors {
-  if (err instanceof ResourceError) return err.errors;
-  // A concurrent apply created the same name between our lookup and insert.
-  if ((err as { code?: string } | null)?.code === '23505') {
-    return { name: ['was created concurrently by another request; apply again'] };
-  }
+/**
+ * What a failed resource reports: a machine code and field errors. Database races (a name
+ * taken or a reference deleted by a concurrent request) are conflicts the caller can retry,
+ * never "internal error" (api-hardening.races.test.ts).
+ */
+function failureOf(
+  err: unknown,
+  logger: Logger,
+): { code: ErrorCode; errors: FieldErrors; more_errors?: number } {
+  if (err instanceof ResourceError) return { code: err.code, ...capFieldErrors(err.errors) };
   if (err instanceof AppError) {
     const fieldErrors = err.extra['errors'] as FieldErrors | undefined;
-    return fieldErrors ?? { resource: [err.message] };
+    return { code: err.code, ...capFieldErrors(fieldErrors ?? { resource: [err.message] }) };
+  }
+  const pgCode = (err as { code?: string } | null)?.code;
+  // A concurrent apply created the same name between our lookup and insert.
+  if (pgCode === '23505') {
+    return {
+      code: 'conflict',
+      errors: { name: ['was created concurrently by another request; apply again'] },
+    };
+  }
+  if (pgCode === '23503') {
+    return {
+      code: 'conflict',
+      errors: { resource: ['a referenced resource was deleted while this apply ran; apply again'] },
+    };
   }
   logger.error({ err }, 'bulk apply: unexpected error on one resource');
-  return { resource: ['internal error'] };
+  return { code: 'internal_error', errors: { resource: ['internal error'] } };
 }

@@ -16,8 +16,30 @@ export function isUnsafeMethod(method: string): boolean {
   return !SAFE_METHODS.has(method.toUpperCase());
 }
 
+/**
+ * The origins that count as this site. With PUBLIC_URL set: exactly its origin (plus
+ * CHECK_ORIGIN_EXTRA). Without it (development): every loopback form of the listening address
+ * and the address the server prints, so the printed URL can sign in
+ * (api-hardening.origins.test.ts).
+ */
 export function allowedOrigins(config: Config): Set<string> {
-  return new Set([config.publicUrl.origin, ...config.checkOriginExtra]);
+  const own = config.publicUrlConfigured ? [config.publicUrl.origin] : developmentOrigins(config);
+  return new Set([...own, ...config.checkOriginExtra]);
+}
+
+function developmentOrigins(config: Config): string[] {
+  const hosts = ['localhost', '127.0.0.1', '[::1]'];
+  const bound = config.host.includes(':') ? `[${config.host}]` : config.host;
+  if (bound !== '0.0.0.0' && bound !== '[::]') hosts.push(bound);
+  const origins = [config.publicUrl.origin];
+  for (const host of hosts) {
+    try {
+      origins.push(new URL(`http://${host}:${config.port}`).origin);
+    } catch {
+      // A HOST that is no URL host name cannot be an origin either.
+    }
+  }
+  return origins;
 }
 
 /** The origin the browser claims for this request, from Origin or else Referer; null when neither. */

@@ -17,6 +17,11 @@ export interface Config {
   readonly port: number;
   readonly host: string;
   readonly publicUrl: URL;
+  /**
+   * False when neither PUBLIC_URL nor SERVICE_DOMAIN is set (development): publicUrl is then
+   * a stand-in, and every loopback form of the listening address counts as same-origin.
+   */
+  readonly publicUrlConfigured: boolean;
   /** True when PUBLIC_URL is https: redirect, HSTS and Secure cookies. */
   readonly httpsOnly: boolean;
   readonly dataDir: string;
@@ -451,6 +456,7 @@ export function parseConfig(env: Env): ParseResult {
     port: listenPort,
     host,
     publicUrl: effectivePublicUrl,
+    publicUrlConfigured: publicUrl !== undefined,
     httpsOnly: effectivePublicUrl.protocol === 'https:',
     dataDir: str('PADDOCK_DATA_DIR') ?? './.paddock',
     logLevel,

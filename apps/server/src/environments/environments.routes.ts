@@ -15,6 +15,9 @@ export function environmentsRoutes(deps: { environments: EnvironmentsService }):
       path: '/api/environments',
       tag: TAG,
       body: EnvironmentBody,
+      // Room for every field near its cap at once except env_vars, whose 200 × 32 KiB cap
+      // is for a few large values, not all of them (docs/api.md).
+      bodyLimit: 1024 * 1024,
       view: EnvironmentView,
       list: { summary: 'List environments (unpaginated, by name)', load: (ctx) => service.list(ctx) },
       summaries: {

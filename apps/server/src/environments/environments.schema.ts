@@ -1,6 +1,7 @@
 // The Environment resource: one schema for the API body, the manifest spec and the OpenAPI
 // document. Limits and choices are documented in docs/resources.md.
 import { z } from 'zod';
+import { boundedMap } from '../http/json-bounds.ts';
 import { envMap, envVarName, metadata, NAME_MAX, resourceName, text, timestamps } from '../secrets/fields.ts';
 
 export const PACKAGE_MANAGERS = ['apt', 'npm', 'pip'] as const;
@@ -13,9 +14,9 @@ export const ENV_VARS_MAX = 200;
 // requests>=2.31). Installs run as argv, never through a shell; a leading "-" would be an option.
 const PACKAGE_SPEC_RE = /^[A-Za-z0-9@][A-Za-z0-9@/._+:=<>~^*,!-]*$/;
 
-const packages = z
-  .record(z.string(), z.string().max(4096, 'must be at most 4096 characters'))
-  .superRefine((map, ctx) => {
+// Bounded before the entries are looked at: a map of 300,000 managers is one problem.
+const packages = boundedMap(
+  z.record(z.string(), z.string().max(4096, 'must be at most 4096 characters')).superRefine((map, ctx) => {
     for (const [manager, specs] of Object.entries(map)) {
       if (!(PACKAGE_MANAGERS as readonly string[]).includes(manager)) {
         ctx.addIssue({
@@ -37,10 +38,11 @@ const packages = z
         });
       }
     }
-  })
-  .describe(
-    'package manager (apt, npm, pip) → space-separated package specs, e.g. {"npm": "typescript@5.4.5"}',
-  );
+  }),
+  { maxEntries: PACKAGE_MANAGERS.length * 4, maxKeyLength: 100 },
+).describe(
+  'package manager (apt, npm, pip) → space-separated package specs, e.g. {"npm": "typescript@5.4.5"}',
+);
 
 /** Why a clone URL is refused, or null. https only: SSH and every other scheme are rejected. */
 export function repoUrlProblem(raw: string): string | null {

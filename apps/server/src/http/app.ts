@@ -15,7 +15,11 @@ import {
 } from 'fastify-type-provider-zod';
 import { authPlugin } from '../auth/auth.plugin.ts';
 import type { Deps } from '../deps.ts';
+import { createClientErrorHandler, createFrameworkErrorHandler } from './early-errors.ts';
 import { AppError, type ErrorBody, type FieldErrors } from './errors.ts';
+import { RefusedBody, registerJsonBodyParser, shapeError } from './json-body.ts';
+import { capFieldErrors, createProblemList, jsonShapeProblem } from './json-bounds.ts';
+import { describeOperation, SECURITY_SCHEMES } from './openapi-operations.ts';
 import { rateLimitKey } from './plugins/rate-limit-key.ts';
 import { isHealthProbe, registerSecurity } from './plugins/security.ts';
 import { registerRoutes } from './routes.ts';
@@ -27,7 +31,15 @@ export interface RouteEntry {
   url: string;
   hasSchema: boolean;
   schemaless: boolean;
+  /** The largest request body this route accepts, in bytes. */
+  bodyLimit: number;
 }
+
+/**
+ * Body limit of every route that does not declare its own: enough for the account, key and
+ * admin routes. Routes that accept more say so (resources, secrets, apply; docs/api.md).
+ */
+export const DEFAULT_BODY_LIMIT = 16 * 1024;
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -55,10 +67,14 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     // TRUSTED_PROXIES: only these peers may set X-Forwarded-For/-Proto. Without it every
     // proxied client shares the proxy's address (and so one rate-limit bucket).
     trustProxy: config.trustedProxies.length > 0 ? [...config.trustedProxies] : false,
-    bodyLimit: 10 * 1024 * 1024,
+    bodyLimit: DEFAULT_BODY_LIMIT,
     return503OnClosing: true,
+    // Requests that fail before routing answer like every other error (early-errors.ts).
+    frameworkErrors: createFrameworkErrorHandler(() => self, config),
+    clientErrorHandler: createClientErrorHandler(config),
     routerOptions: { ignoreTrailingSlash: true },
   }).withTypeProvider<ZodTypeProvider>();
+  const self: FastifyInstance = app;
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -67,11 +83,18 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   app.decorate('routeTable', routeTable);
   app.addHook('onRoute', (route) => {
     if (route.url.startsWith('/api/docs')) route.config = { ...(route.config ?? {}), schemaless: true };
+    describeOperation(route, { requireAuth: self.requireAuth, requireAdmin: self.requireAdmin });
     const schema = route.schema as Record<string, unknown> | undefined;
     const hasSchema =
       !!schema && ['body', 'querystring', 'params', 'response'].some((k) => schema[k] !== undefined);
     for (const method of [route.method].flat()) {
-      routeTable.push({ method, url: route.url, hasSchema, schemaless: route.config?.schemaless === true });
+      routeTable.push({
+        method,
+        url: route.url,
+        hasSchema,
+        schemaless: route.config?.schemaless === true,
+        bodyLimit: route.bodyLimit ?? DEFAULT_BODY_LIMIT,
+      });
     }
   });
 
@@ -89,6 +112,17 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   });
 
   registerSecurity(app, config);
+
+  // Sizes before parsing (json-body.ts), then sizes before schemas: a parsed body is
+  // checked for depth, entries and key lengths before any per-entry validation runs
+  // (json-bounds.ts). Both after authentication (onRequest), so an anonymous caller learns
+  // nothing about a route's schema.
+  registerJsonBodyParser(app);
+  app.addHook('preValidation', async (request) => {
+    if (request.body instanceof RefusedBody) throw shapeError(request.body.problem);
+    const problem = jsonShapeProblem(request.body);
+    if (problem) throw shapeError(problem);
+  });
 
   // Per-client-IP limit on /api, in memory per node, registered before any
   // authentication hook so failed authentication is metered too.
@@ -133,12 +167,11 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
         description:
           'Run AI coding agents in isolated sandboxes. Authenticate with `Authorization: Bearer <API key>`.',
         version: deps.version,
+        license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
       },
       servers: [{ url: config.publicUrl.origin }],
       components: {
-        securitySchemes: {
-          bearer: { type: 'http', scheme: 'bearer', description: 'An API key from POST /api/auth/token' },
-        },
+        securitySchemes: SECURITY_SCHEMES,
       },
     },
     transform: jsonSchemaTransform,
@@ -152,20 +185,28 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   app.setErrorHandler((error: FastifyError | AppError, request, reply) => {
     if (error instanceof AppError) {
       for (const [k, v] of Object.entries(error.headers)) reply.header(k, v);
-      const body: ErrorBody = { ...error.extra, error: error.code, message: error.message };
+      const fieldErrors = error.extra['errors'] as FieldErrors | undefined;
+      const body: ErrorBody = {
+        ...error.extra,
+        ...(fieldErrors ? capFieldErrors(fieldErrors) : {}),
+        error: error.code,
+        message: error.message,
+      };
       return reply.code(error.status).send(body);
     }
     if (hasZodFastifySchemaValidationErrors(error)) {
-      const errors: FieldErrors = {};
+      // At most MAX_LISTED_PROBLEMS problems are rendered; the rest are only counted.
+      const problems = createProblemList();
       for (const issue of error.validation) {
         const params = issue.params as { issue?: { path?: PropertyKey[] } } | undefined;
         const path =
           params?.issue?.path?.map(String).join('.') ||
           issue.instancePath.replace(/^\//, '').replaceAll('/', '.');
-        const field = path === '' ? (error.validationContext ?? 'body') : path;
-        errors[field] = [...(errors[field] ?? []), issue.message ?? 'is invalid'];
+        problems.add(path === '' ? (error.validationContext ?? 'body') : path, issue.message ?? 'is invalid');
       }
-      return reply.code(422).send({ error: 'validation_failed', message: 'validation failed', errors });
+      return reply
+        .code(422)
+        .send({ error: 'validation_failed', message: 'validation failed', ...problems.result() });
     }
     if (isResponseSerializationError(error)) {
       request.log.error({ err: error, route: request.routeOptions.url }, 'response did not match its schema');

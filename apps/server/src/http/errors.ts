@@ -3,6 +3,8 @@
 // registered here. Routes never hand-build error bodies.
 export const ERROR_CODES = {
   invalid_body: 400,
+  /** A request the HTTP parser or the router could not read (malformed line, header, length, URL). */
+  bad_request: 400,
   unauthorized: 401,
   subscription_required: 402,
   forbidden: 403,
@@ -15,9 +17,11 @@ export const ERROR_CODES = {
   conflict: 409,
   conversation_terminated: 410,
   payload_too_large: 413,
+  uri_too_long: 414,
   unsupported_media_type: 415,
   validation_failed: 422,
   rate_limited: 429,
+  headers_too_large: 431,
   internal_error: 500,
   service_unavailable: 503,
 } as const;

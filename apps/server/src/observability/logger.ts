@@ -18,11 +18,51 @@ const REDACTED_PATHS = [
   '*.secret',
 ];
 
-/** Query parameters that carry one-time credentials (verification links, OAuth callbacks). */
-const CREDENTIAL_PARAMS = /([?&](?:token|code|state)=)[^&#]*/gi;
+/**
+ * Query parameters that carry credentials (verification links, OAuth callbacks), by decoded
+ * lower-case name: `?%74oken=`, `?TOKEN=` and `?to%6Ben=` are all `token` to the router.
+ */
+const CREDENTIAL_PARAMS = new Set([
+  'token',
+  'code',
+  'state',
+  'access_token',
+  'refresh_token',
+  'api_key',
+  'password',
+  'secret',
+]);
 
-function redactUrl(url: string): string {
-  return url.replace(CREDENTIAL_PARAMS, '$1[redacted]');
+/** A parameter name as the query parser sees it; null when it does not decode. */
+function decodedName(raw: string): string | null {
+  try {
+    return decodeURIComponent(raw.replaceAll('+', ' ')).trim().toLowerCase();
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The URL with the value of every credential parameter replaced by `[redacted]`. Names are
+ * compared after percent-decoding and case-folding; a name that does not decode is redacted
+ * too (it could be anything). Used for every log line that carries a URL
+ * (api-hardening.logs.test.ts).
+ */
+export function redactUrl(url: string): string {
+  const q = url.indexOf('?');
+  if (q === -1) return url;
+  const hash = url.indexOf('#', q);
+  const query = hash === -1 ? url.slice(q + 1) : url.slice(q + 1, hash);
+  const redacted = query
+    .split('&')
+    .map((part) => {
+      const eq = part.indexOf('=');
+      if (eq === -1) return part;
+      const name = decodedName(part.slice(0, eq));
+      return name === null || CREDENTIAL_PARAMS.has(name) ? `${part.slice(0, eq)}=[redacted]` : part;
+    })
+    .join('&');
+  return `${url.slice(0, q + 1)}${redacted}${hash === -1 ? '' : '#[redacted]'}`;
 }
 
 interface LoggedRequest {

@@ -22,6 +22,8 @@ export interface NamedResourceRoutes<Input, View> {
   path: string;
   tag: string;
   body: z.ZodType<Input>;
+  /** Largest create/replace body in bytes: what the body schema's caps add up to (docs/api.md). */
+  bodyLimit: number;
   view: z.ZodType<View>;
   /** Omitted when the domain declares its own list route (agents: filters) before calling this. */
   list?: { summary: string; load(ctx: ResourceContext): Promise<View[]> };
@@ -45,7 +47,7 @@ export function registerNamedResourceRoutes<Input, View>(
   app: FastifyInstance,
   options: NamedResourceRoutes<Input, View>,
 ): void {
-  const { path, tag, body, view, list, summaries, service } = options;
+  const { path, tag, body, bodyLimit, view, list, summaries, service } = options;
   const security = [{ bearer: [] }];
   if (list) {
     app.get(
@@ -66,6 +68,7 @@ export function registerNamedResourceRoutes<Input, View>(
     path,
     {
       onRequest: [app.requireAuth],
+      bodyLimit,
       schema: {
         tags: [tag],
         summary: summaries.create,
@@ -102,6 +105,7 @@ export function registerNamedResourceRoutes<Input, View>(
     `${path}/:id`,
     {
       onRequest: [app.requireAuth],
+      bodyLimit,
       schema: {
         tags: [tag],
         summary: summaries.update,

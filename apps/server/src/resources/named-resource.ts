@@ -7,6 +7,11 @@
 //   "not found", never a 400 or a 403.
 // - Every change is audited in the transaction that makes it, so an audit failure rolls the
 //   change back.
+// - A delete counts only when its DELETE removed the row: of concurrent deletes of one row
+//   exactly one succeeds and is audited, the rest are "not found"
+//   (api-hardening.races.test.ts).
+// - Create, update and upsert-by-name (bulk apply) map database errors the same way, so a
+//   race never surfaces as an internal error.
 import { v7 as uuidv7 } from 'uuid';
 import type { AuditService } from '../audit/audit.service.ts';
 import type { Db } from '../db/database.ts';
@@ -37,7 +42,8 @@ export interface NamedResourceSpec<Row extends NamedRow, Input extends { name: s
   insert(conn: Db, tenantId: string, id: string, input: Input): Promise<Row>;
   /** Undefined when no row of the tenant has this id. */
   update(conn: Db, tenantId: string, id: string, input: Input): Promise<Row | undefined>;
-  delete(conn: Db, tenantId: string, id: string): Promise<unknown>;
+  /** False when no row was deleted (a concurrent delete got there first). */
+  delete(conn: Db, tenantId: string, id: string): Promise<boolean>;
   /** Refuses a delete (by throwing) while something still depends on the row. */
   beforeDelete?(conn: Db, tenantId: string, row: Row): Promise<void>;
   views(conn: Db, tenantId: string, rows: Row[]): Promise<View[]>;
@@ -134,20 +140,24 @@ export function createNamedResource<Row extends NamedRow, Input extends { name: 
       await db.transaction().execute(async (trx) => {
         const row = await find(trx, ctx.tenantId, id);
         await spec.beforeDelete?.(trx, ctx.tenantId, row);
-        await spec.delete(trx, ctx.tenantId, id);
+        // Both callers may have passed find(); the row lock makes the second DELETE wait
+        // for the first to commit and then remove nothing.
+        if (!(await spec.delete(trx, ctx.tenantId, id))) throw AppError.notFound(spec.noun);
         await record(trx, ctx, events.deleted, row);
       });
     },
 
     async upsertByName(ctx, input, trx) {
       const n = normalize(input);
-      const existing = await spec.findByName(trx, ctx.tenantId, n.name);
-      if (!existing) return { id: (await insert(trx, ctx, n)).id, action: 'created' };
-      if (await spec.unchanged(trx, ctx.tenantId, existing, n)) {
-        return { id: existing.id, action: 'unchanged' };
-      }
-      await update(trx, ctx, existing.id, n);
-      return { id: existing.id, action: 'updated' };
+      return await mapErrors(async () => {
+        const existing = await spec.findByName(trx, ctx.tenantId, n.name);
+        if (!existing) return { id: (await insert(trx, ctx, n)).id, action: 'created' as const };
+        if (await spec.unchanged(trx, ctx.tenantId, existing, n)) {
+          return { id: existing.id, action: 'unchanged' as const };
+        }
+        await update(trx, ctx, existing.id, n);
+        return { id: existing.id, action: 'updated' as const };
+      });
     },
   };
 }

@@ -2,6 +2,7 @@
 // Every string that reaches PostgreSQL is checked for NUL characters here: text and jsonb
 // columns refuse them, and that refusal must be a 422, never a 500.
 import { z } from 'zod';
+import { boundedMap } from '../http/json-bounds.ts';
 
 export const NAME_MAX = 100;
 export const METADATA_MAX_BYTES = 16 * 1024;
@@ -58,21 +59,27 @@ export const secretValue = z
   .refine(NO_NUL, STORABLE_MESSAGE)
   .refine((v) => Buffer.byteLength(v, 'utf8') <= SECRET_VALUE_MAX_BYTES, `must be at most 64 KiB`);
 
-/** A map keyed by environment-variable names with string values; keys are validated one by one. */
+/**
+ * A map keyed by environment-variable names with string values. The entry cap and key
+ * lengths are checked before any entry (boundedMap); then keys are validated one by one.
+ */
 export function envMap(valueSchema: z.ZodType<string>, maxEntries: number) {
-  return z.record(z.string(), valueSchema).superRefine((map, ctx) => {
-    const keys = Object.keys(map);
-    if (keys.length > maxEntries)
-      ctx.addIssue({ code: 'custom', message: `must have at most ${maxEntries} entries` });
-    for (const k of keys) {
-      const problem = envVarNameProblem(k);
-      if (problem) ctx.addIssue({ code: 'custom', path: [k], message: `key ${problem}` });
-    }
-  });
+  return boundedMap(
+    z.record(z.string(), valueSchema).superRefine((map, ctx) => {
+      for (const k of Object.keys(map)) {
+        const problem = envVarNameProblem(k);
+        if (problem) ctx.addIssue({ code: 'custom', path: [k], message: `key ${problem}` });
+      }
+    }),
+    { maxEntries, maxKeyLength: ENV_VAR_NAME_MAX },
+  );
 }
 
+const METADATA_MAX_DEPTH = 10;
+const METADATA_TOO_LARGE = 'must be at most 16 KiB as JSON';
+
 function jsonProblem(value: unknown, depth: number): string | null {
-  if (depth > 10) return 'must not nest deeper than 10 levels';
+  if (depth > METADATA_MAX_DEPTH) return `must not nest deeper than ${METADATA_MAX_DEPTH} levels`;
   if (typeof value === 'string') return NO_NUL(value) ? null : STORABLE_MESSAGE;
   if (value === null || typeof value === 'boolean') return null;
   if (typeof value === 'number') return Number.isFinite(value) ? null : 'numbers must be finite';
@@ -94,16 +101,28 @@ function jsonProblem(value: unknown, depth: number): string | null {
   return 'must be JSON';
 }
 
-/** Free-form JSON object for external tooling, at most 16 KiB serialized. */
-export const metadata = z.record(z.string(), z.unknown()).superRefine((value, ctx) => {
-  const problem = jsonProblem(value, 0);
-  if (problem) {
-    ctx.addIssue({ code: 'custom', message: problem });
-    return;
-  }
-  if (Buffer.byteLength(JSON.stringify(value), 'utf8') > METADATA_MAX_BYTES)
-    ctx.addIssue({ code: 'custom', message: 'must be at most 16 KiB as JSON' });
-});
+/**
+ * Free-form JSON object for external tooling, at most 16 KiB serialized. Size and depth are
+ * bounded before the walk and the serialization (boundedMap: a 16 KiB object has fewer
+ * than 16 Ki entries and keys shorter than 16 Ki characters).
+ */
+export const metadata = boundedMap(
+  z.record(z.string(), z.unknown()).superRefine((value, ctx) => {
+    const problem = jsonProblem(value, 0);
+    if (problem) {
+      ctx.addIssue({ code: 'custom', message: problem });
+      return;
+    }
+    if (Buffer.byteLength(JSON.stringify(value), 'utf8') > METADATA_MAX_BYTES)
+      ctx.addIssue({ code: 'custom', message: METADATA_TOO_LARGE });
+  }),
+  {
+    maxEntries: METADATA_MAX_BYTES / 4,
+    maxKeyLength: METADATA_MAX_BYTES,
+    maxDepth: METADATA_MAX_DEPTH,
+    maxBytes: { bytes: METADATA_MAX_BYTES, message: METADATA_TOO_LARGE },
+  },
+);
 
 export const timestamps = {
   created_at: z.string().describe('RFC 3339 UTC'),

@@ -32,6 +32,8 @@ export function registerSecretRoutes(
     `${prefix}/:id/secrets`,
     {
       onRequest: [app.requireAuth],
+      // One key and a value of at most 64 KiB, with room for JSON escapes (\n, \u0001).
+      bodyLimit: 256 * 1024,
       schema: {
         tags: [tag],
         summary: 'Create or replace one secret (201 when created, 200 when replaced or unchanged)',

@@ -14,6 +14,8 @@ export function vaultsRoutes(deps: { vaults: VaultsService }): FastifyPluginAsyn
       path: '/api/vaults',
       tag: TAG,
       body: VaultBody,
+      // A name and 16 KiB of metadata.
+      bodyLimit: 64 * 1024,
       view: VaultView,
       list: { summary: 'List vaults (unpaginated, by name)', load: (ctx) => service.list(ctx) },
       summaries: {

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { Server } from 'node:http';
 import { createSandboxClient, type SandboxClient } from '../client.ts';
 import type { SandboxLogger } from '../types.ts';
 
@@ -12,10 +13,11 @@ export interface ConformanceTarget {
 }
 
 /**
- * Network-policy enforcement checks. The suite starts an HTTP server on
- * 127.0.0.1 and fetches it from inside a sandbox under two names that the
- * backend must route to that loopback server (for sandboxd: its test-hosts
- * override). Without it only the policy endpoint itself is checked.
+ * Network-policy enforcement checks. The suite starts an HTTP server (on
+ * 127.0.0.1, or wherever `serve` puts it) and fetches it from inside a sandbox
+ * under two names that the backend must route to that server (for sandboxd:
+ * its test-hosts override; sandboxd refuses loopback, so its test serves from
+ * a test network namespace). Without it only the policy endpoint itself is checked.
  */
 export interface NetworkTarget {
   /** A host name the policy allows, resolved by the backend to the suite's loopback server. */
@@ -29,6 +31,11 @@ export interface NetworkTarget {
   fetchCommand?: (url: string) => string[];
   /** Port for the suite's loopback server. Default: any free port. */
   port?: number;
+  /**
+   * Makes the suite's server accept connections where the backend routes the two names, and returns the
+   * port. Default: listen on 127.0.0.1:`port`.
+   */
+  serve?: (server: Server) => Promise<number>;
 }
 
 /** What every conformance test works with: a client and a registry of sandboxes to clean up. */

@@ -83,12 +83,15 @@ function registerEnforcementTests(
         hits.set(host, (hits.get(host) ?? 0) + 1);
         response.writeHead(200, { 'content-type': 'text/plain' }).end(`conformance-ok ${host}`);
       });
-      await new Promise<void>((resolve) => server?.listen(network.port ?? 0, '127.0.0.1', resolve));
-      port = (server.address() as AddressInfo).port;
+      if (network.serve) port = await network.serve(server);
+      else {
+        await new Promise<void>((resolve) => server?.listen(network.port ?? 0, '127.0.0.1', resolve));
+        port = (server.address() as AddressInfo).port;
+      }
     });
     after(async () => {
       server?.closeAllConnections();
-      await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+      if (server?.listening) await new Promise<void>((resolve) => server?.close(() => resolve()));
     });
 
     const fetchFrom = async (host: string) => {

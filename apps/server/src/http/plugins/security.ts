@@ -38,16 +38,26 @@ export function registerSecurity(app: FastifyInstance, config: Config): void {
     });
   }
 
+  const headers = securityHeaders(config);
   app.addHook('onSend', async (_request, reply, payload) => {
-    // Routes that need a different policy (the interactive API docs) set their own.
-    if (!reply.hasHeader('content-security-policy'))
-      reply.header('content-security-policy', CONTENT_SECURITY_POLICY);
-    reply.header('x-content-type-options', 'nosniff');
-    reply.header('x-frame-options', 'DENY');
-    reply.header('referrer-policy', 'strict-origin-when-cross-origin');
-    reply.header('cross-origin-opener-policy', 'same-origin');
-    reply.header('permissions-policy', 'camera=(), microphone=(), geolocation=()');
-    if (config.httpsOnly) reply.header('strict-transport-security', HSTS);
+    for (const [name, value] of Object.entries(headers)) {
+      // Routes that need a different policy (the interactive API docs) set their own.
+      if (name === 'content-security-policy' && reply.hasHeader(name)) continue;
+      reply.header(name, value);
+    }
     return payload;
   });
+}
+
+/** The headers every response carries, however early it is answered (early-errors.ts too). */
+export function securityHeaders(config: Pick<Config, 'httpsOnly'>): Record<string, string> {
+  return {
+    'content-security-policy': CONTENT_SECURITY_POLICY,
+    'x-content-type-options': 'nosniff',
+    'x-frame-options': 'DENY',
+    'referrer-policy': 'strict-origin-when-cross-origin',
+    'cross-origin-opener-policy': 'same-origin',
+    'permissions-policy': 'camera=(), microphone=(), geolocation=()',
+    ...(config.httpsOnly ? { 'strict-transport-security': HSTS } : {}),
+  };
 }

@@ -1,0 +1,66 @@
+// The JSON body parser of the public app: sizes before parsing (issue 14, finding 1).
+// What must hold (api-hardening.flood.test.ts):
+// - A body's shape (entries, depth, values, key lengths) is scanned chunk by chunk as it
+//   arrives (json-bounds.ts); the first problem answers 422 at once, and the rest of the
+//   body is read and dropped without being kept, so a 10 MiB flood costs a scan of its
+//   first kilobytes and the connection stays usable.
+// - A body over the route's limit answers 413, from its Content-Length before a byte is
+//   read, or as soon as more bytes than the limit have arrived.
+// - Only a body that passes reaches Fastify's own JSON parser (prototype-poisoning
+//   protection, its messages for empty and malformed bodies).
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { AppError } from './errors.ts';
+import { createJsonShapeScanner, type ShapeProblem } from './json-bounds.ts';
+
+/** The body of a request refused while it streamed in; preValidation answers the refusal. */
+export class RefusedBody {
+  readonly problem: ShapeProblem;
+  constructor(problem: ShapeProblem) {
+    this.problem = problem;
+  }
+}
+
+export function shapeError(problem: ShapeProblem): AppError {
+  return AppError.validation({ [problem.path === '' ? 'body' : problem.path]: [problem.message] });
+}
+
+function tooLarge(limit: number): AppError {
+  return new AppError('payload_too_large', `request body is larger than this route accepts (${limit} bytes)`);
+}
+
+export function registerJsonBodyParser(app: FastifyInstance): void {
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  const limitOf = (request: FastifyRequest) => request.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit;
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', (request, payload, done) => {
+    const limit = limitOf(request);
+    if (Number(request.headers['content-length']) > limit) {
+      done(tooLarge(limit), undefined);
+      return;
+    }
+    const scanner = createJsonShapeScanner();
+    const chunks: Buffer[] = [];
+    let received = 0;
+    let settled = false;
+    const settle = (err: Error | null, body?: unknown) => {
+      if (settled) return;
+      settled = true;
+      chunks.length = 0;
+      done(err, body);
+    };
+    payload.on('data', (chunk: Buffer) => {
+      if (settled) return;
+      received += chunk.length;
+      if (received > limit) return settle(tooLarge(limit));
+      const problem = scanner.write(chunk);
+      if (problem) return settle(null, new RefusedBody(problem));
+      chunks.push(chunk);
+    });
+    payload.on('end', () => {
+      if (settled) return;
+      settled = true;
+      parseJson(request, Buffer.concat(chunks).toString('utf8'), done);
+    });
+    payload.on('error', (err: Error) => settle(err));
+  });
+}
