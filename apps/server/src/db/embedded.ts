@@ -411,5 +411,12 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     rmSync(pgData, { recursive: true, force: true });
     rmSync(`${pgData}.owner`, { force: true });
   };
-  return { url: `${base}/${database}`, adminUrl: `${base}/postgres`, port, clusterDir: pgData, stop, destroy };
+  return {
+    url: `${base}/${database}`,
+    adminUrl: `${base}/postgres`,
+    port,
+    clusterDir: pgData,
+    stop,
+    destroy,
+  };
 }
