@@ -5,16 +5,19 @@
  *
  * Used by this workspace's tests, packages/sandbox-client's conformance suite and scripts/bench-sandbox.ts.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import {
+  chmodSync,
   chownSync,
   existsSync,
+  mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
   rmdirSync,
   rmSync,
+  unlinkSync,
   writeFileSync,
 } from 'node:fs';
 import os from 'node:os';
@@ -22,6 +25,102 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const MAIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'main.ts');
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+
+/** How to spawn sandboxd (`spawn(command, args, { uid, gid })`); dispose() after it exited. */
+export interface SandboxdLaunch {
+  command: string;
+  args: string[];
+  /** ids for spawn() (undefined: no switch, or the command switches itself) */
+  ids: { uid: number; gid: number } | undefined;
+  dispose(): void;
+}
+
+/** A host tool by absolute path: a test may put a failing stand-in first on the daemon's PATH. */
+function hostBin(name: string): string {
+  for (const dir of ['/usr/bin', '/bin', '/usr/sbin', '/sbin']) {
+    if (existsSync(path.join(dir, name))) return path.join(dir, name);
+  }
+  return name;
+}
+
+/**
+ * The command that runs `node main.ts` as `user` (the caller must be root), or as the caller itself.
+ *
+ * A checkout below a directory the user cannot traverse (a clone in /root, mode 700) is bind-mounted in a
+ * private mount namespace of the daemon at a directory of ours the user can reach, and node and main.ts are
+ * given by their paths in that mount (node too, by a file bind, when it lives out of the user's reach
+ * outside the checkout). The daemon, its sandboxes and shims all live in that namespace (they inherit it);
+ * the host's mount table is not changed, and no permission of the user's directories is loosened. The
+ * command execs into the daemon, so the spawned pid is the daemon's.
+ */
+export function sandboxdLaunch(user?: { uid: number; gid: number }): SandboxdLaunch {
+  const direct = { command: process.execPath, args: [MAIN], dispose: () => {} };
+  if (!user) return { ...direct, ids: undefined };
+  const reach = (file: string, test: '-x' | '-r') =>
+    spawnSync(
+      hostBin('setpriv'),
+      [
+        `--reuid=${user.uid}`,
+        `--regid=${user.gid}`,
+        '--clear-groups',
+        '/bin/sh',
+        '-c',
+        `test ${test} "$1"`,
+        'probe',
+        file,
+      ],
+      { stdio: 'ignore' },
+    ).status === 0;
+  const nodeReachable = reach(process.execPath, '-x');
+  if (nodeReachable && reach(MAIN, '-r')) return { ...direct, ids: user };
+
+  const mnt = mkdtempSync(path.join(os.tmpdir(), 'paddock-sandboxd-checkout-'));
+  chmodSync(mnt, 0o755);
+  const checkout = path.join(mnt, 'checkout');
+  mkdirSync(checkout);
+  const inRepo = path.relative(REPO, process.execPath);
+  let node = process.execPath;
+  let nodeMount = '';
+  if (!inRepo.startsWith('..') && !path.isAbsolute(inRepo)) node = path.join(checkout, inRepo);
+  else if (!nodeReachable) {
+    nodeMount = path.join(mnt, 'node');
+    writeFileSync(nodeMount, '');
+  }
+  const script = [
+    'set -e',
+    `${hostBin('mount')} --bind -- "$1" "$2"`,
+    `if [ -n "$4" ]; then ${hostBin('mount')} --bind -- "$3" "$4"; node="$4"; else node="$3"; fi`,
+    `exec ${hostBin('setpriv')} --reuid=${user.uid} --regid=${user.gid} --clear-groups -- "$node" "$5"`,
+  ].join('\n');
+  return {
+    command: hostBin('unshare'),
+    args: [
+      '--mount',
+      '--propagation',
+      'private',
+      '/bin/sh',
+      '-c',
+      script,
+      'sandboxd-launch',
+      REPO,
+      checkout,
+      node,
+      nodeMount,
+      path.join(checkout, path.relative(REPO, MAIN)),
+    ],
+    ids: undefined,
+    dispose() {
+      // Never recursive: on the host these are empty (the binds live only in the daemon's namespace), and a
+      // recursive removal through a bind that was somehow visible here would delete the checkout.
+      try {
+        if (nodeMount) unlinkSync(nodeMount);
+        rmdirSync(checkout);
+        rmdirSync(mnt);
+      } catch {}
+    },
+  };
+}
 
 export interface TestSandboxdOptions {
   /** Test-only host name -> IP map for the egress proxy (written to SANDBOXD_HOSTS_FILE). */
@@ -171,11 +270,13 @@ export async function startTestSandboxd(opts: TestSandboxdOptions = {}): Promise
     );
     env['SANDBOXD_HOSTS_FILE'] = file;
   }
-  const child: ChildProcess = spawn(process.execPath, [MAIN], {
+  const launch = sandboxdLaunch(opts.user);
+  const child: ChildProcess = spawn(launch.command, launch.args, {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
-    ...(opts.user ? { uid: opts.user.uid, gid: opts.user.gid } : {}),
+    ...(launch.ids ?? {}),
   });
+  child.once('exit', () => launch.dispose());
   const logs: string[] = [];
   let errTail = '';
   child.stderr?.on('data', (d: Buffer) => {

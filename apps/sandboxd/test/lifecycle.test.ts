@@ -180,9 +180,15 @@ describe('lifecycle', () => {
         body,
       );
       assert.equal(noParent.status, 400);
-      const denied = await api(d, 'PUT', '/v1/sandboxes/writer/fs/write?path=/etc/passwd', body);
-      assert.equal(denied.status, 400);
-      assert.match(String(denied.json['message']), /Permission denied/);
+      // A file the sandbox user does not own. Rootless (the tests run without root), every file of the base
+      // appears owned by `sandbox` (one host uid; docs/sandboxd.md "Rootless"), so its own copy of /etc/passwd
+      // is writable there; the host's /usr (owned by an unmapped uid) is refused in both modes.
+      const refused = process.getuid?.() === 0 ? ['/etc/passwd', '/usr/bin/evil'] : ['/usr/bin/evil'];
+      for (const p of refused) {
+        const denied = await api(d, 'PUT', `/v1/sandboxes/writer/fs/write?path=${p}`, body);
+        assert.equal(denied.status, 400, `${p}: ${denied.text}`);
+        assert.match(String(denied.json['message']), /Permission denied/);
+      }
       assert.equal((await api(d, 'PUT', '/v1/sandboxes/writer/fs/write?path=x&mode=999', body)).status, 400);
       assert.equal((await api(d, 'PUT', '/v1/sandboxes/nope/fs/write?path=x', body)).status, 404);
     } finally {

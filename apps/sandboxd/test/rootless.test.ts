@@ -25,15 +25,13 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { EXEC_MODES, pathPlant, preloadPlant } from './attacks.ts';
-import { startTestSandboxd, type TestSandboxd } from './harness.ts';
+import { sandboxdLaunch, startTestSandboxd, type TestSandboxd } from './harness.ts';
 import { api, exec, ndjsonLines, sh, waitFor } from './helpers.ts';
 import { createTestNet, type TestNet } from './netns.ts';
 
 const TEST_USER = 'paddock-rootless-test';
 const REQUIRE = process.env['PADDOCK_REQUIRE_ROOTLESS'] === '1';
-const MAIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'main.ts');
 const SB = 'rootless';
 
 interface User {
@@ -89,20 +87,10 @@ function detect(): { user: User; unavailable: string | null } | { problem: strin
     user.switched
       ? run('setpriv', [`--reuid=${user.uid}`, `--regid=${user.gid}`, '--init-groups', ...argv])
       : run(argv[0]!, argv.slice(1));
-  const access = as([
-    '/bin/sh',
-    '-c',
-    'test -x "$1" && test -r "$2" && test -w "$3"',
-    'probe',
-    process.execPath,
-    MAIN,
-    os.tmpdir(),
-  ]);
-  if (!access.ok)
-    return {
-      problem:
-        `${user.name} cannot run ${process.execPath} on ${MAIN} or write to ${os.tmpdir()} ${access.out}`.trim(),
-    };
+  // node and main.ts need not be reachable: the harness bind-mounts a checkout the user cannot reach
+  // (sandboxdLaunch). The temp dir must be writable: the data dirs are made there.
+  const access = as(['/bin/sh', '-c', 'test -w "$1"', 'probe', os.tmpdir()]);
+  if (!access.ok) return { problem: `${user.name} cannot write to ${os.tmpdir()} ${access.out}`.trim() };
   const probe = as(['unshare', '--user', '--map-root-user', '--mount', '--pid', '--fork', '--net', 'true']);
   if (probe.ok) return { user, unavailable: null };
   const why: string[] = [];
@@ -126,8 +114,9 @@ async function startRefused(
 ): Promise<{ code: number | null; stderr: string }> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'sandboxd-rootless-refused-'));
   if (user.switched) chownSync(dataDir, user.uid, user.gid);
+  const launch = sandboxdLaunch(user.switched ? { uid: user.uid, gid: user.gid } : undefined);
   try {
-    const child = spawn(process.execPath, [MAIN], {
+    const child = spawn(launch.command, launch.args, {
       env: {
         PATH: `${pathPrefix ? `${pathPrefix}:` : ''}${process.env['PATH'] ?? '/usr/bin:/bin'}`,
         SANDBOXD_ADDR: '127.0.0.1:0',
@@ -135,8 +124,9 @@ async function startRefused(
         SANDBOXD_DATA_DIR: dataDir,
       },
       stdio: ['ignore', 'pipe', 'pipe'],
-      ...(user.switched ? { uid: user.uid, gid: user.gid } : {}),
+      ...(launch.ids ?? {}),
     });
+    child.once('exit', () => launch.dispose());
     let stderr = '';
     let stdout = '';
     child.stderr.on('data', (d: Buffer) => {

@@ -82,7 +82,14 @@ describe('exec env never reaches the host (finding 1, finding 12 PATH)', () => {
 
   it('leaves sandbox processes no inherited file descriptor beyond stdio', async () => {
     for (const { label, o } of EXEC_MODES) {
-      const r = await exec(d, 'sec-a', ['/bin/sh', '-c', 'ls /proc/$$/fd | sort -n | tr "\\n" " "'], o);
+      // The fds of a child the exec'd shell forks before it opens anything: listing the shell's own
+      // fds through a pipeline would race with the pipe fds the shell holds while it sets it up.
+      const r = await exec(
+        d,
+        'sec-a',
+        ['/bin/sh', '-c', 'sleep 30 & p=$!; ls /proc/$p/fd | sort -n | tr "\\n" " "; kill $p'],
+        o,
+      );
       assert.equal(r.stdout.trim(), '0 1 2', `${label}: ${r.stdout}`);
     }
   });

@@ -133,7 +133,19 @@ describe('exec sessions across a sandboxd restart', () => {
       'utf8',
     );
     const initPid = (JSON.parse(rec) as { init: { pid: number } }).init.pid;
-    const touched = spawnSync('nsenter', ['-t', String(initPid), '-m', '--', 'touch', '/tmp/go-2']);
+    // As the daemon does (namespaces.ts execArgv): without root, setns into the sandbox's mount namespace
+    // needs CAP_SYS_ADMIN in the user namespace that owns it, so enter that user namespace first.
+    const enterMount = ['-t', String(initPid), '-m', '--', 'touch', '/tmp/go-2'];
+    const touched =
+      process.getuid?.() === 0
+        ? spawnSync('nsenter', enterMount)
+        : spawnSync('nsenter', [
+            `--user=/proc/${initPid}/ns/user`,
+            '--preserve-credentials',
+            '--',
+            'nsenter',
+            ...enterMount,
+          ]);
     assert.equal(touched.status, 0, touched.stderr?.toString());
     await waitFor(() => existsSync(path.join(sessionDir(id), 'result.json')), 'result recorded by the shim');
     await waitFor(() => sessionShims(dataDir).length === 0, 'the shim exits with its session');

@@ -26,6 +26,15 @@ describe('readiness while the database goes down and comes back', () => {
       assert.deepEqual(down.json(), { checks: { database: 'error' }, status: 'error' });
       assert.ok(elapsed < 5000, `readiness took ${elapsed} ms while the database was down`);
       assert.equal((await app.inject({ method: 'GET', url: '/health' })).statusCode, 200);
+      // A request that needs the database answers 503 with Retry-After, not 500.
+      const login = await app.inject({
+        method: 'POST',
+        url: '/api/auth/login',
+        payload: { email: 'someone@example.com', password: 'a long passphrase' },
+      });
+      assert.equal(login.statusCode, 503, login.body);
+      assert.equal(login.json().error, 'service_unavailable');
+      assert.equal(login.headers['retry-after'], '1');
 
       // The same cluster comes back on the same address; the app's pool reconnects by itself.
       scratch.pg = await startEmbeddedPostgres({

@@ -245,7 +245,7 @@ describe('generated bad input', () => {
     );
   });
 
-  it('never answers random specs inside bulk apply with anything but 200 (fast-check)', async () => {
+  it('answers random specs inside bulk apply with 200 (400 only for a __proto__ key) (fast-check)', async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.constantFrom('Environment', 'Vault', 'Agent'),
@@ -261,7 +261,13 @@ describe('generated bad input', () => {
         ),
         async (kind, spec) => {
           const res = await send('POST', '/api/apply', { resources: [{ kind, name: 'random', spec }] });
-          assert.equal(res.statusCode, 200, res.body.slice(0, 300));
+          if (JSON.stringify(spec).includes('"__proto__"')) {
+            // Prototype-poisoning keys are refused by the JSON parser for the whole body (docs/api.md).
+            assert.equal(res.statusCode, 400, res.body.slice(0, 300));
+            assert.equal((JSON.parse(res.body) as { error: string }).error, 'invalid_body');
+          } else {
+            assert.equal(res.statusCode, 200, res.body.slice(0, 300));
+          }
         },
       ),
       { numRuns: 200 },

@@ -87,3 +87,20 @@ export async function assertReachable(pool: pg.Pool): Promise<void> {
     throw new Error(`cannot connect to the database (DATABASE_URL): ${reason}`);
   }
 }
+
+/** Network-level codes of a database that is down or unreachable. */
+const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'EPIPE']);
+/** SQLSTATEs of a server that cannot take the request now: admin/crash shutdown, starting up, too many connections. */
+const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
+
+/**
+ * An error that says the database cannot serve right now (down, restarting, pool exhausted),
+ * not that the request was wrong: the API answers 503 with Retry-After, never 500.
+ */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string' && (UNREACHABLE_CODES.has(code) || UNAVAILABLE_SQLSTATES.has(code)))
+    return true;
+  return /timeout exceeded when trying to connect|Connection terminated/.test(error.message);
+}

@@ -44,6 +44,8 @@ export interface EmbeddedDatabase {
   /** The cluster's directory (PGDATA): inside the data directory, or /var/lib/paddock/clusters/<id>. */
   clusterDir: string;
   stop(): Promise<void>;
+  /** Stops the server and deletes the cluster (with its owner record when kept outside the data directory). */
+  destroy(): Promise<void>;
 }
 
 export interface EmbeddedOptions {
@@ -404,5 +406,17 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
         `its password is kept in ${passwordFile}`,
     );
   }
-  return { url: `${base}/${database}`, adminUrl: `${base}/postgres`, port, clusterDir: pgData, stop };
+  const destroy = async () => {
+    await stop();
+    rmSync(pgData, { recursive: true, force: true });
+    rmSync(`${pgData}.owner`, { force: true });
+  };
+  return {
+    url: `${base}/${database}`,
+    adminUrl: `${base}/postgres`,
+    port,
+    clusterDir: pgData,
+    stop,
+    destroy,
+  };
 }

@@ -14,6 +14,7 @@ import {
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
 import { authPlugin } from '../auth/auth.plugin.ts';
+import { isDatabaseUnavailable } from '../db/database.ts';
 import type { Deps } from '../deps.ts';
 import { createClientErrorHandler, createFrameworkErrorHandler } from './early-errors.ts';
 import { AppError, type ErrorBody, type FieldErrors } from './errors.ts';
@@ -239,6 +240,13 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
           ? 'request body is not valid JSON'
           : error.message;
       return reply.code(status).send({ error: code, message });
+    }
+    if (isDatabaseUnavailable(error)) {
+      request.log.warn({ err: error }, 'database unavailable');
+      return reply
+        .code(503)
+        .header('retry-after', '1')
+        .send({ error: 'service_unavailable', message: 'the database is unavailable; retry shortly' });
     }
     request.log.error({ err: error }, 'unhandled error');
     // A 5xx never echoes internals.

@@ -32,10 +32,9 @@ export async function startScratchPostgres(
     dir,
     pg: await startEmbeddedPostgres({ dataDir: dir, ...options }),
     remove: async () => {
-      await scratch.pg.stop().catch(() => {});
-      rmSync(dir, { recursive: true, force: true });
       // As root the cluster may live outside `dir` (embedded.ts, clusterLocation).
-      rmSync(scratch.pg.clusterDir, { recursive: true, force: true });
+      await scratch.pg.destroy().catch(() => {});
+      rmSync(dir, { recursive: true, force: true });
     },
   };
   return scratch;
