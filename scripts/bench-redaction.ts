@@ -11,9 +11,9 @@
 //
 // With --json the table goes to stdout and the JSON to the file; without it the table goes
 // to stderr and the JSON to stdout.
-import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { createSecretRegistry, REDACTION_MARKER } from '../apps/server/src/conversations/redactor.ts';
+import { type Figure, median, writeReport } from './bench-report.ts';
 
 const { values } = parseArgs({
   options: {
@@ -26,24 +26,6 @@ const runs = Number(values.runs);
 const megabytes = Number(values.mb);
 if (!Number.isInteger(runs) || runs < 3) throw new Error('--runs must be an integer ≥ 3');
 if (!Number.isInteger(megabytes) || megabytes < 8) throw new Error('--mb must be an integer ≥ 8');
-
-interface Figure {
-  name: string;
-  unit: string;
-  median: number;
-  samples: number[];
-  /** MB per CPU-second of this process (median), for throughputs. */
-  cpu?: number;
-  baseline?: string;
-  ratio?: number;
-  goal?: string;
-}
-
-const median = (samples: number[]): number => {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? (sorted[middle] ?? 0) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2;
-};
 
 // Deterministic data (mulberry32), so runs and machines compare.
 let seed = 20261124;
@@ -217,43 +199,8 @@ for (const { count, states, buildMs, markers, measured } of redactors) {
 }
 if (sink === -1) console.log('');
 
-const round = (value: number): number => Math.round(value * 100) / 100;
-const table = [
-  ['measure', 'median', 'unit', 'cpu MB/s', 'ratio', 'goal'],
-  ...figures.map((figure) => [
-    figure.name,
-    String(round(figure.median)),
-    figure.unit,
-    figure.cpu === undefined ? '' : String(round(figure.cpu)),
-    figure.ratio === undefined ? '' : `${round(figure.ratio)}× ${figure.baseline}`,
-    figure.goal ?? '',
-  ]),
-];
-const widths =
-  table[0]?.map((_, column) => Math.max(...table.map((row) => (row[column] ?? '').length))) ?? [];
-const text = `${table.map((row) => row.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join('  ')).join('\n')}\n`;
-const json = `${JSON.stringify(
-  {
-    bench: 'redaction',
-    runs,
-    input_mb: round(input.length / 1e6),
-    chunk_bytes: CHUNK,
-    node: process.version,
-    figures: figures.map((figure) => ({
-      ...figure,
-      median: round(figure.median),
-      samples: figure.samples.map(round),
-      ...(figure.cpu === undefined ? {} : { cpu: round(figure.cpu) }),
-      ...(figure.ratio === undefined ? {} : { ratio: round(figure.ratio) }),
-    })),
-  },
-  null,
-  2,
-)}\n`;
-if (values.json) {
-  process.stdout.write(text);
-  writeFileSync(values.json, json);
-} else {
-  process.stderr.write(text);
-  process.stdout.write(json);
-}
+writeReport(
+  { bench: 'redaction', runs, input_mb: Math.round((input.length / 1e6) * 100) / 100, chunk_bytes: CHUNK },
+  figures,
+  { json: values.json, ratioLabel: (figure) => ` ${figure.baseline}` },
+);

@@ -9,10 +9,10 @@
 // With --json the table goes to stdout and the JSON to the file; without it the table goes
 // to stderr and the JSON to stdout.
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { startTestSandboxd } from '../apps/sandboxd/test/harness.ts';
 import { createSandboxClient, type SandboxClient } from '../packages/sandbox-client/src/index.ts';
+import { type Figure, median, writeReport } from './bench-report.ts';
 
 const { values } = parseArgs({
   options: {
@@ -22,22 +22,6 @@ const { values } = parseArgs({
 });
 const runs = Number(values.runs);
 if (!Number.isInteger(runs) || runs < 5) throw new Error('--runs must be an integer ≥ 5');
-
-interface Figure {
-  name: string;
-  unit: string;
-  median: number;
-  samples: number[];
-  baseline?: string;
-  ratio?: number;
-  goal?: string;
-}
-
-const median = (samples: number[]): number => {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? (sorted[middle] ?? 0) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2;
-};
 
 async function timed(run: () => Promise<unknown>): Promise<number> {
   const started = performance.now();
@@ -194,39 +178,4 @@ try {
   await sandboxd.stop();
 }
 
-const round = (value: number): number => Math.round(value * 100) / 100;
-const table = [
-  ['measure', 'median', 'unit', 'ratio', 'goal'],
-  ...figures.map((figure) => [
-    figure.name,
-    String(round(figure.median)),
-    figure.unit,
-    figure.ratio === undefined ? '' : `${round(figure.ratio)}×`,
-    figure.goal ?? '',
-  ]),
-];
-const widths =
-  table[0]?.map((_, column) => Math.max(...table.map((row) => (row[column] ?? '').length))) ?? [];
-const text = `${table.map((row) => row.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join('  ')).join('\n')}\n`;
-const json = `${JSON.stringify(
-  {
-    bench: 'sandbox',
-    runs,
-    node: process.version,
-    figures: figures.map((figure) => ({
-      ...figure,
-      median: round(figure.median),
-      samples: figure.samples.map(round),
-      ...(figure.ratio === undefined ? {} : { ratio: round(figure.ratio) }),
-    })),
-  },
-  null,
-  2,
-)}\n`;
-if (values.json) {
-  process.stdout.write(text);
-  writeFileSync(values.json, json);
-} else {
-  process.stderr.write(text);
-  process.stdout.write(json);
-}
+writeReport({ bench: 'sandbox', runs }, figures, { json: values.json });
