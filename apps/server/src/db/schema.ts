@@ -3,6 +3,7 @@
 import type { AccountsTables } from '../accounts/accounts.tables.ts';
 import type { AgentsTables } from '../agents/agents.tables.ts';
 import type { AuditTables } from '../audit/audit.tables.ts';
+import type { ConversationsTables } from '../conversations/conversations.tables.ts';
 import type { EnvironmentsTables } from '../environments/environments.tables.ts';
 import type { SecretsTables } from '../secrets/secrets.tables.ts';
 import type { VaultsTables } from '../vaults/vaults.tables.ts';
@@ -18,6 +19,7 @@ export interface Database
     SecretsTables,
     EnvironmentsTables,
     VaultsTables,
-    AgentsTables {
+    AgentsTables,
+    ConversationsTables {
   paddock_migrations: PaddockMigrationsTable;
 }

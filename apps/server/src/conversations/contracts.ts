@@ -1,0 +1,186 @@
+// The seams between the engine's rooms. Each room lives in its own file and keeps the
+// invariant written at its top; these types are the only thing the rooms share.
+//
+//   routes ─▶ conversations.service (gates, commands) ─▶ engine (one conversation server per
+//   owned conversation: provisioner → turns → lifecycle clock) ─▶ log writer ─▶ log_events rows
+//                                                                              └▶ feed ─▶ SSE/events readers
+//
+// - owner.ts        exactly one owner per live conversation (advisory lock + lease epoch)
+// - provisioner.ts  the provision stages, every backend call through packages/sandbox-client
+// - runtimes/*.ts   one adapter per runtime: the headless command of a turn
+// - log-writer.ts   the single writer: redact → budget → batch INSERT (fenced by the epoch) → notify
+// - feed.ts         wake-ups for readers in every process (in-process fan-out + LISTEN/NOTIFY)
+// - lifecycle.ts    the minute clock: idle timeout, max lifetime, provision deadline
+// - reattach.ts     re-joining a still-running turn without losing or duplicating a byte
+import type { McpServer, Runtime, Skill } from '../agents/agents.tables.ts';
+import type { SecretRegistry } from './redactor.ts';
+import type { StageName, StageState } from './conversations.tables.ts';
+
+/** Thrown by any owner write once another process has taken the conversation over. */
+export class StaleOwnerError extends Error {
+  constructor(conversationId: string) {
+    super(`conversation ${conversationId} is owned by another process now`);
+    this.name = 'StaleOwnerError';
+  }
+}
+
+/** Who writes: the conversation and the lease epoch its owner took. */
+export interface OwnerLease {
+  tenantId: string;
+  conversationId: string;
+  /** The epoch this owner took (conversations.owner_epoch); every write checks it. */
+  epoch: string;
+}
+
+export interface StageEvent {
+  stage: StageName;
+  state: StageState;
+  /** Set on done/failed/interrupted: time since the matching `started`. */
+  durationMs?: number;
+  /** A short human sentence (why a stage failed, what a stage did). Redacted before it is stored. */
+  message?: string;
+  turnId?: string;
+}
+
+/**
+ * The single log writer of one conversation (log-writer.ts). Every byte of sandbox output and
+ * every stage event of the conversation passes through it, and nothing else appends to
+ * log_events. Output is accepted synchronously (no await in the exec data path) and persisted
+ * in batches; stage events are persisted in order after all output written before them.
+ */
+export interface LogWriter {
+  /** Output of a turn (turnId set: its raw byte counters advance with each persisted batch) or of a provisioning command. */
+  output(stream: 'stdout' | 'stderr', chunk: Buffer, turnId?: string): void;
+  /** Persists all output written so far, then the stage row. Resolves once both are committed. */
+  stage(event: StageEvent): Promise<void>;
+  /** Ends the redactors' hold-back and persists everything buffered (end of a turn or a command). */
+  flush(): Promise<void>;
+  /** Flushes, then stops its timer. Further writes throw. */
+  close(): Promise<void>;
+  /** Resolves on the first failure to persist (StaleOwnerError when fenced off); the owner then stops. */
+  readonly failed: Promise<Error>;
+}
+
+export interface LogWriterFactory {
+  create(input: { lease: OwnerLease; registry: SecretRegistry }): LogWriter;
+}
+
+/** A wake-up for readers: rows up to `lastId` exist, or the conversation's owner/status changed. */
+export type FeedSignal =
+  | { type: 'events'; lastId: string }
+  | { type: 'status'; status: string }
+  | { type: 'owner_lost' };
+
+/** Wake-ups across processes (feed.ts). The rows carry the data; signals only say "look". */
+export interface Feed {
+  publish(conversationId: string, signal: FeedSignal): void;
+  subscribe(conversationId: string, listener: (signal: FeedSignal) => void): () => void;
+  close(): Promise<void>;
+}
+
+/** What a turn needs to know about the agent (a snapshot taken when the turn starts). */
+export interface AgentSnapshot {
+  id: string;
+  name: string;
+  runtime: Runtime;
+  model: string;
+  system: string | null;
+  skills: Skill[];
+  mcpServers: Record<string, McpServer>;
+  environmentId: string | null;
+}
+
+export interface TurnImage {
+  mediaType: string;
+  data: Buffer;
+}
+
+/** The headless command of one turn, as a runtime adapter builds it (runtimes/*.ts). */
+export interface TurnCommand {
+  argv: string[];
+  /** Added to the sandbox env for this exec only (never secrets the provisioner did not register). */
+  env: Record<string, string>;
+  cwd: string;
+  /** Files to write before the exec (config files, prompt, images), mode 600 unless stated. */
+  files: { path: string; content: Buffer | string; mode?: number }[];
+}
+
+export interface RuntimeAdapter {
+  runtime: Runtime;
+  /** Where the runtime keeps the on-disk session state that must survive a new sandbox. */
+  sessionPaths: string[];
+  /** Where inline skills go: `${skillsDir}/<name>/SKILL.md`. */
+  skillsDir: string;
+  buildTurn(input: {
+    agent: AgentSnapshot;
+    prompt: string;
+    images: TurnImage[];
+    /** The runtime session id of the previous turn, to resume. */
+    resumeSessionId: string | null;
+    mcpServers: Record<string, McpServer>;
+    turnId: string;
+  }): TurnCommand;
+  /** Reads the runtime's session id (and usage) out of its output, line by line; null when the line says nothing. */
+  parseLine(line: string): { sessionId?: string; usage?: Record<string, number> } | null;
+}
+
+export type RuntimeRegistry = (runtime: Runtime) => RuntimeAdapter;
+
+export interface ProvisionInput {
+  lease: OwnerLease;
+  sandboxId: string;
+  sandboxName: string;
+  agent: AgentSnapshot;
+  vaultId: string | null;
+  adapter: RuntimeAdapter;
+  writer: LogWriter;
+  registry: SecretRegistry;
+  signal: AbortSignal;
+}
+
+/** The result of provisioning, held in the owner's memory only. */
+export interface Provisioned {
+  /** The env every exec of the sandbox gets (secrets included; registered with the redactor). */
+  env: Record<string, string>;
+  /** The agent's MCP servers with `${VAR}` resolved. */
+  mcpServers: Record<string, McpServer>;
+  /** The sandbox callback key; revoked when the owner stops. */
+  callbackKeyId: string;
+  path: 'warm' | 'cold';
+}
+
+/** A provisioning step failed: the sandbox is destroyed and its row `failed`; the message is safe to show. */
+export class ProvisionError extends Error {
+  readonly stage: StageName;
+  constructor(stage: StageName, message: string) {
+    super(message);
+    this.name = 'ProvisionError';
+    this.stage = stage;
+  }
+}
+
+export interface Provisioner {
+  /** Runs `provision` and the warm or cold path; moves the sandbox row pending → starting → ready. */
+  provision(input: ProvisionInput): Promise<Provisioned>;
+  /** Reattach: decrypts again, mints a fresh callback key and rewrites the env file of a live sandbox. */
+  refreshEnv(input: ProvisionInput): Promise<Provisioned>;
+  /** Saves the runtime's session state out of the sandbox (sealed with the tenant key). */
+  saveSession(input: {
+    lease: OwnerLease;
+    sandboxName: string;
+    adapter: RuntimeAdapter;
+    env: Record<string, string>;
+  }): Promise<void>;
+  /** Puts the saved session state into a new sandbox; false when there is none. */
+  restoreSession(input: {
+    lease: OwnerLease;
+    sandboxName: string;
+    adapter: RuntimeAdapter;
+    env: Record<string, string>;
+  }): Promise<boolean>;
+}
+
+/** Whether some process holds a conversation's ownership lock right now (owner.ts); readers use it to tell a viewer the owner is gone. */
+export interface OwnershipProbe {
+  isOwned(conversationId: string): Promise<boolean>;
+}
