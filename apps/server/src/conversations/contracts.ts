@@ -13,8 +13,8 @@
 // - lifecycle.ts    the minute clock: idle timeout, max lifetime, provision deadline
 // - reattach.ts     re-joining a still-running turn without losing or duplicating a byte
 import type { McpServer, Runtime, Skill } from '../agents/agents.tables.ts';
-import type { SecretRegistry } from './redactor.ts';
 import type { StageName, StageState } from './conversations.tables.ts';
+import type { SecretRegistry } from './redactor.ts';
 
 /** Thrown by any owner write once another process has taken the conversation over. */
 export class StaleOwnerError extends Error {
