@@ -53,6 +53,7 @@ import {
   type NamespaceRuntime,
   RUN_BYTES,
   SHM_BYTES,
+  type ExecUser,
 } from './runtime/namespaces.ts';
 import { removeTree, writeJsonAtomic } from './state-files.ts';
 
@@ -76,6 +77,8 @@ export interface ExecParams extends Omit<ExecSpec, 'argv' | 'env'> {
   cmd: string[];
   env: Record<string, string>;
   dir: string;
+  /** `user=root`: uid 0 of the sandbox's user namespace (a sandboxd extension of the interface) */
+  user: ExecUser;
 }
 
 class Sandbox {
@@ -137,6 +140,8 @@ export interface ServiceDeps {
   idsFor(slot: number): IdMap;
   tools: HostTools;
   hostDirs: string[];
+  /** the sandbox root's CA bundle (runtime/base.ts), given to node as NODE_EXTRA_CA_CERTS */
+  caBundle: string | null;
   disks: Disks;
 }
 
@@ -251,6 +256,9 @@ export function createSandboxesService(deps: ServiceDeps) {
     mkdirSync(home, { recursive: true, mode: 0o755 });
     const gid = (id: number) => ids.hostGid ?? id;
     chownSync(root, ids.rootHostId, gid(ids.rootHostId));
+    // An overlay's root directory takes its owner from the upper directory: the sandbox root's, so it can
+    // add to /usr and /var/lib/dpkg themselves (not only to the directories below them).
+    for (const d of deps.hostDirs) chownSync(path.join(sb.layer, d), ids.rootHostId, gid(ids.rootHostId));
     chownSync(path.dirname(home), ids.rootHostId, gid(ids.rootHostId));
     chownSync(home, ids.userHostId, gid(ids.userHostId));
   }
@@ -417,6 +425,11 @@ export function createSandboxesService(deps: ServiceDeps) {
       persist(sb);
       if (early.listener) sb.listener = await early.listener;
       log.info('sandbox started', { sandbox: sb.rec.name, ms: Math.round(performance.now() - t0) });
+      if (h.idmapOff)
+        log.warn('system directories are read-only in this sandbox: idmapped mounts failed', {
+          sandbox: sb.rec.name,
+          reason: h.idmapOff,
+        });
     }
     if (!sb.listener) sb.listener = await openListener(sb, h.pid);
     sb.fifos.use(`/proc/${h.pid}/fd/${FIFO_FD}`);
@@ -477,15 +490,25 @@ export function createSandboxesService(deps: ServiceDeps) {
     if (!sb.destroyed) persist(sb);
   }
 
-  const defaultEnv = (tty: boolean): Record<string, string> => {
+  const defaultEnv = (tty: boolean, user: ExecUser): Record<string, string> => {
     const proxy = `http://127.0.0.1:${PROXY_PORT}`;
     const socks = `socks5h://127.0.0.1:${PROXY_PORT}`;
     const noProxy = 'localhost,127.0.0.1,::1';
+    const system = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+    const who: Record<string, string> =
+      user === 'root'
+        ? // Root installs system-wide: npm -g to node's own prefix, pip to /usr/local.
+          { PATH: system, HOME: '/root', USER: 'root', LOGNAME: 'root' }
+        : {
+            PATH: `${SANDBOX_HOME}/.local/bin:${system}`,
+            HOME: SANDBOX_HOME,
+            USER: 'sandbox',
+            LOGNAME: 'sandbox',
+            // Global npm installs go to the sandbox user's own prefix (on PATH above).
+            NPM_CONFIG_PREFIX: `${SANDBOX_HOME}/.local`,
+          };
     return {
-      PATH: `${SANDBOX_HOME}/.local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`,
-      HOME: SANDBOX_HOME,
-      USER: 'sandbox',
-      LOGNAME: 'sandbox',
+      ...who,
       SHELL: '/bin/bash',
       LANG: 'C.UTF-8',
       ...(tty ? { TERM: 'xterm-256color' } : {}),
@@ -498,8 +521,8 @@ export function createSandboxesService(deps: ServiceDeps) {
       no_proxy: noProxy,
       NO_PROXY: noProxy,
       NODE_USE_ENV_PROXY: '1',
-      // Global npm installs go to the sandbox user's own prefix (on PATH above).
-      NPM_CONFIG_PREFIX: `${SANDBOX_HOME}/.local`,
+      // node does not read the system's CA store; every other client in the sandbox does.
+      ...(deps.caBundle ? { NODE_EXTRA_CA_CERTS: deps.caBundle } : {}),
       // Debian marks the system Python as externally managed; user installs land in ~/.local.
       PIP_BREAK_SYSTEM_PACKAGES: '1',
     };
@@ -657,7 +680,11 @@ export function createSandboxesService(deps: ServiceDeps) {
       const dirRaw = query.get('dir');
       const dir = dirRaw ? path.posix.resolve(SANDBOX_HOME, dirRaw) : SANDBOX_HOME;
       const tty = bool('tty', false);
+      const userRaw = query.get('user');
+      if (userRaw !== null && userRaw !== '' && userRaw !== 'root' && userRaw !== 'sandbox')
+        throw new AppError('bad_request', 'user must be root or sandbox');
       return {
+        user: userRaw === 'root' ? 'root' : 'sandbox',
         cmd,
         env,
         dir,
@@ -674,9 +701,14 @@ export function createSandboxesService(deps: ServiceDeps) {
     async startExec(tenant: string, name: string, p: ExecParams): Promise<Session> {
       const sb = find(tenant, name);
       const h = await ready(sb);
-      const argv = cgroupArgv(sb, runtime.execArgv(h, p.cmd, p.dir));
-      // Inert data on the host side; applied inside, as the sandbox user (runtime/host-tools.ts).
-      const env = execEnv({ ...defaultEnv(p.tty), ...p.env });
+      if (p.user === 'root' && runtime.opts.rootless && h.rootHolderPid === undefined)
+        throw new AppError(
+          'sandbox_unavailable',
+          'this sandbox was started by an earlier sandboxd without a namespace for root execs; stop it and exec again',
+        );
+      const argv = cgroupArgv(sb, runtime.execArgv(h, p.cmd, p.dir, p.user));
+      // Inert data on the host side; applied inside, as the exec's user (runtime/host-tools.ts).
+      const env = execEnv({ ...defaultEnv(p.tty, p.user), ...p.env });
       const session = sb.sessions.create(p);
       try {
         await session.start(argv, env);
@@ -690,6 +722,7 @@ export function createSandboxesService(deps: ServiceDeps) {
         command: p.command.slice(0, 200),
         tty: p.tty,
         detachable: p.detachable,
+        ...(p.user === 'root' ? { user: 'root' } : {}),
       });
       return session;
     },
@@ -730,7 +763,7 @@ export function createSandboxesService(deps: ServiceDeps) {
       );
       const child = spawn(argv[0]!, argv.slice(1), {
         stdio: ['pipe', 'ignore', 'pipe'],
-        env: execEnv(defaultEnv(false)),
+        env: execEnv(defaultEnv(false, 'sandbox')),
       });
       let stderr = '';
       child.stderr.on('data', (d: Buffer) => {
