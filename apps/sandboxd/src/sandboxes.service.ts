@@ -23,16 +23,15 @@
  * - A running sandbox whose init died (OOM, host reboot, sandboxd restart with a dead init) is started
  *   again on demand over the same writable layer.
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import type net from 'node:net';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { promisify } from 'node:util';
 import { createCheckpointsService } from './checkpoints.service.ts';
-import { ID_SLOTS, type SandboxdOptions } from './config.ts';
+import { ID_RANGE, ID_SLOTS, type SandboxdOptions } from './config.ts';
 import { AppError } from './errors.ts';
 import { FifoPool } from './exec/procs.ts';
 import { type ExecSpec, type Session, SessionTable } from './exec/sessions.ts';
@@ -40,12 +39,13 @@ import type { Logger } from './log.ts';
 import { createEgressGuard } from './proxy/addresses.ts';
 import { type PolicyRule, parseRules } from './proxy/policy.ts';
 import { EgressProxy } from './proxy/proxy.ts';
-import { type IdMap, SANDBOX_HOME, SANDBOX_UID } from './runtime/base.ts';
+import { type IdMap, SANDBOX_HOME } from './runtime/base.ts';
 import type { Cgroups, SandboxCgroup } from './runtime/cgroups.ts';
 import type { Disks } from './runtime/disks.ts';
 import { ENV_KEY_RE, ENV_RESERVED_PREFIX, execEnv, HOST_ENV, type HostTools } from './runtime/host-tools.ts';
 import {
   cgroupWrap,
+  type ExecUser,
   FIFO_FD,
   holderAlive,
   type InitHandle,
@@ -53,11 +53,9 @@ import {
   type NamespaceRuntime,
   RUN_BYTES,
   SHM_BYTES,
-  type ExecUser,
 } from './runtime/namespaces.ts';
 import { removeTree, writeJsonAtomic } from './state-files.ts';
 
-const execFileP = promisify(execFile);
 export const PROXY_PORT = 3128;
 export const PAGE_SIZE = 50;
 const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$/;
@@ -264,28 +262,27 @@ export function createSandboxesService(deps: ServiceDeps) {
   }
 
   /**
-   * Gives a layer tree (whose "/" upper dir tells the ids it was made with) to `to`: the files of its root
-   * and its sandbox user change owner. No-op when they match (rootless: always). The tree must be quiet
-   * (sandbox stopped or not mounted); chown -R never follows a symlink.
+   * Gives a layer tree (whose "/" upper dir tells the ids it was made with) to `to`: every file owned by an
+   * id of the old slot's range (its root, its user, the system users packages chown to) moves to the same id
+   * of the new range. No-op when they match (rootless: always). The tree must be quiet (sandbox stopped or
+   * not mounted); lchown never follows a symlink.
    */
   async function remapIds(rootDir: string, to: IdMap): Promise<void> {
     const st = lstatSync(rootDir);
     const from = { uid: st.uid, gid: st.gid };
     if (from.uid === to.rootHostId && from.gid === (to.hostGid ?? to.rootHostId)) return;
     if (runtime.opts.rootless) return;
-    const tree = path.dirname(rootDir);
-    for (const [a, b] of [
-      [from.uid, to.rootHostId],
-      [from.uid + SANDBOX_UID, to.userHostId],
-    ] as const) {
-      await execFileP(tools.chown, ['-hR', `--from=${a}`, String(b), '--', tree], { env: HOST_ENV });
-    }
-    for (const [a, b] of [
-      [from.gid, to.rootHostId],
-      [from.gid + SANDBOX_UID, to.userHostId],
-    ] as const) {
-      await execFileP(tools.chown, ['-hR', `--from=:${a}`, `:${b}`, '--', tree], { env: HOST_ENV });
-    }
+    const shift = (id: number, base: number, target: number) =>
+      id >= base && id < base + ID_RANGE ? target + (id - base) : id;
+    const walk = async (p: string): Promise<void> => {
+      const s = await fs.lstat(p);
+      const uid = shift(s.uid, from.uid, to.rootHostId);
+      const gid = shift(s.gid, from.gid, to.rootHostId);
+      // chown clears setuid/setgid bits, as `chown` did before; the mode is kept otherwise.
+      if (uid !== s.uid || gid !== s.gid) await fs.lchown(p, uid, gid);
+      if (s.isDirectory()) for (const e of await fs.readdir(p)) await walk(path.join(p, e));
+    };
+    await walk(path.dirname(rootDir));
   }
 
   /** Mounts the sandbox's disk image, if it has one, and creates the layer's directories (under the lock). */

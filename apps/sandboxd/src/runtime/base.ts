@@ -205,6 +205,31 @@ function hostDirLayout(): { dirs: string[]; links: Map<string, string> } {
   return { dirs, links };
 }
 
+/**
+ * The host's system accounts (ids 1–999) as lines for the base's passwd or group, after its own entries:
+ * dpkg resolves the users and groups its database names (statoverride, package files), so a base without
+ * them cannot install packages. Only the name, id and (passwd) home and shell are kept: no password field,
+ * no comment, no group members (they may name the host's people); human accounts (≥ 1000) stay out.
+ */
+export function systemAccounts(text: string, kind: 'passwd' | 'group', taken: Set<string>): string {
+  const out: string[] = [];
+  for (const line of text.split('\n')) {
+    const f = line.split(':');
+    const id = Number(f[2]);
+    const name = f[0] ?? '';
+    if (!/^[a-z_][a-z0-9_.-]*$/.test(name) || !Number.isInteger(id) || id < 1 || id > 999 || taken.has(name))
+      continue;
+    taken.add(name);
+    if (kind === 'group') out.push(`${name}:x:${id}:`);
+    else {
+      const gid = Number(f[3]);
+      if (!Number.isInteger(gid)) continue;
+      out.push(`${name}:x:${id}:${gid}::${f[5] ?? '/nonexistent'}:${f[6] ?? '/usr/sbin/nologin'}`);
+    }
+  }
+  return out.map((l) => `${l}\n`).join('');
+}
+
 function appendUser(rootfs: string, file: string, line: string, name: string): string {
   let text = '';
   try {
@@ -278,6 +303,15 @@ export function ensureBase(
     dropSecrets(path.join(tmp, 'etc'));
     for (const [name, content] of Object.entries(ETC_FILES))
       writeFileSync(path.join(tmp, 'etc', name), content);
+    for (const kind of ['passwd', 'group'] as const) {
+      let host = '';
+      try {
+        host = readFileSync(path.join(etc, kind), 'utf8');
+      } catch {}
+      const own = ETC_FILES[kind]!;
+      const taken = new Set(own.split('\n').map((l) => l.split(':')[0] ?? ''));
+      writeFileSync(path.join(tmp, 'etc', kind), own + systemAccounts(host, kind, taken));
+    }
     if (existsSync(path.join(tmp, 'etc', 'apt', 'apt.conf.d')))
       writeFileSync(path.join(tmp, 'etc', 'apt', 'apt.conf.d', '00paddock-sandbox'), APT_CONF);
   } else {

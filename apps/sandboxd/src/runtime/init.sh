@@ -5,8 +5,8 @@
 # when there are none), SBX_IDMAP_PL (the perl program that makes them), SBX_DEV_TEMPLATE (device mount
 # points and /dev symlinks, copied into the /dev tmpfs), SBX_FSTAB_DEV (fstab: device bind mounts, devpts,
 # /dev/shm, /run, /proc), SBX_ROOTLESS (1 when sandboxd runs without root; the user namespaces are then
-# created here), SBX_OWNER / SBX_USER (root mode: the sandbox's own unprivileged host uids of its root and
-# user; SBX_OWNER creates and so owns the sandbox user namespace).
+# created here), SBX_OWNER / SBX_ID_RANGE (root mode: the first of the sandbox's own unprivileged host ids, its
+# root, and how many it has; SBX_OWNER creates and so owns the sandbox user namespace).
 # The working directory is the sandbox's state directory: the overlay options name their directories
 # relative to it, so /proc/self/mountinfo inside shows no host path.
 # Every external command costs a fork+exec, so the mounts are done by one mount(8) per phase.
@@ -44,8 +44,9 @@ else
     n=$((n + 1))
     [ "$n" -lt 200000 ] || { echo "user namespace holder did not start" >&2; exit 1; }
   done
-  printf '0 %s 1\n1000 %s 1\n' "$SBX_OWNER" "$SBX_USER" > "/proc/$holder_host/uid_map"
-  printf '0 %s 1\n1000 %s 1\n' "$SBX_OWNER" "$SBX_USER" > "/proc/$holder_host/gid_map"
+  # The sandbox's whole id range (its root first, its user at 1000, the system users packages use between).
+  printf '0 %s %s\n' "$SBX_OWNER" "$SBX_ID_RANGE" > "/proc/$holder_host/uid_map"
+  printf '0 %s %s\n' "$SBX_OWNER" "$SBX_ID_RANGE" > "/proc/$holder_host/gid_map"
 fi
 # Root mode: the lower layers, idmapped through the sandbox's user namespace, show host root's files as the
 # sandbox root's, so the sandbox root can change its own copy of them (apt, npm -g as root).

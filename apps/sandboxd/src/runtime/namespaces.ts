@@ -5,8 +5,9 @@
  * - Root mode: the mount, pid, net, uts, ipc and cgroup namespaces are created by host root, so every mount
  *   in them (overlay root, /dev, /proc) belongs to the host user namespace and cannot be changed from inside.
  *   Sandbox processes additionally live in their own user namespace (held by the "holder" process, created
- *   by the sandbox's own unprivileged host uid, which so owns it and is charged for it) where uid 0 and 1000
- *   map to that sandbox's own host ids (IdMap; no two sandboxes share one); host root is unmapped there, so
+ *   by the sandbox's own unprivileged host uid, which so owns it and is charged for it) where uids 0–65535
+ *   map to that sandbox's own host id range (IdMap: 0 its root, 1000 its user; no two sandboxes share an id);
+ *   host root is unmapped there, so
  *   setuid-root binaries of the base do not elevate and host-owned files grant only their "other" bits.
  * - Root mode, writable system directories: the lower layers (the base, the host's /usr, /var/lib/dpkg, a
  *   rootfs) are idmapped mounts through the sandbox's user namespace (IDMAP_PL), so files of host root appear
@@ -34,6 +35,7 @@ import { mkdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { ID_RANGE } from '../config.ts';
 import type { BaseImage, IdMap } from './base.ts';
 import { DEV_NODES, SANDBOX_UID } from './base.ts';
 import { EXEC_LOADER, HOST_ENV, type HostTools } from './host-tools.ts';
@@ -283,7 +285,7 @@ export class NamespaceRuntime {
       env: {
         ...HOST_ENV,
         SBX_OWNER: String(ids.rootHostId),
-        SBX_USER: String(ids.userHostId),
+        SBX_ID_RANGE: String(ID_RANGE),
         SBX_MERGED: m,
         SBX_FSTAB_ROOT: rootFstabIdmap,
         SBX_FSTAB_ROOT_PLAIN: rootFstabPlain,

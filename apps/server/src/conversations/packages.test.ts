@@ -22,7 +22,11 @@ describe('packageCommands', () => {
       [
         ['apt', 'root', ['apt-get', '-q', 'update']],
         ['apt', 'root', ['apt-get', '-q', 'install', '-y', '--no-install-recommends', 'jq']],
-        ['npm', 'sandbox', ['npm', 'install', '--global', '--no-fund', '--no-audit', '--no-update-notifier', 'cowsay']],
+        [
+          'npm',
+          'sandbox',
+          ['npm', 'install', '--global', '--no-fund', '--no-audit', '--no-update-notifier', 'cowsay'],
+        ],
         [
           'pip',
           'sandbox',

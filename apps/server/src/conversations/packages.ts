@@ -32,7 +32,8 @@ export interface PackageCommand {
  * Debian package: name (lowercase, `+.-`), optional `:arch`, then optionally `=version` or `/release`.
  * Versions: digits, letters, `.+~:-` (an epoch's `:` included).
  */
-const APT_SPEC = /^[a-z0-9][a-z0-9+.-]*(?::[a-z0-9-]+)?(?:=[A-Za-z0-9][A-Za-z0-9.+~:-]*|\/[a-z0-9][a-z0-9.-]*)?$/;
+const APT_SPEC =
+  /^[a-z0-9][a-z0-9+.-]*(?::[a-z0-9-]+)?(?:=[A-Za-z0-9][A-Za-z0-9.+~:-]*|\/[a-z0-9][a-z0-9.-]*)?$/;
 /** npm: optional `@scope/`, a name, optionally `@version-or-range-or-tag` (no spaces: specs are split on them). */
 const NPM_SPEC =
   /^(?:@[A-Za-z0-9][A-Za-z0-9._~-]*\/)?[A-Za-z0-9][A-Za-z0-9._~-]*(?:@[A-Za-z0-9.^~*+<>=|_-][A-Za-z0-9.^~*+<>=|_-]*)?$/;
