@@ -156,8 +156,12 @@ after(async () => {
   tnet?.close();
 });
 
-const run = async (name: string, script: string) => {
-  const r = await client.exec(name, { cmd: ['sh', '-c', script], timeoutMs: 60_000 });
+const run = async (name: string, script: string, user?: 'root') => {
+  const r = await client.exec(name, {
+    cmd: ['sh', '-c', script],
+    timeoutMs: 60_000,
+    ...(user ? { user } : {}),
+  });
   return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
 };
 
@@ -216,5 +220,54 @@ describe('packages stage on the default base', () => {
     assert.notEqual(other.out.split('\n')[2], SIX_VERSION);
     assert.equal(other.out.split('\n')[3], '0');
     assert.equal(existsSync('/usr/bin/hello'), false, 'the host has no /usr/bin/hello');
+  });
+});
+
+describe("the sandbox root's writable system directories", () => {
+  // The attack: the sandbox root replaces the programs the init and sandboxd's helpers run (sleep, setpriv,
+  // unshare, mount, umount, ip, cp, hostname, perl, nsenter) by wrappers that record who ran them, then
+  // kills the holder of its user namespace, so the sandbox stops and the next exec starts it again over the
+  // planted layer. A wrapper run by host root would record an id the sandbox does not map (65534).
+  it('never runs a program the sandbox root planted with host privileges, also across a restart', async () => {
+    const names = [
+      'sleep',
+      'setpriv',
+      'unshare',
+      'mount',
+      'umount',
+      'ip',
+      'cp',
+      'hostname',
+      'perl',
+      'nsenter',
+    ];
+    const plant = await run(
+      'pkg-b',
+      `set -e; touch /tmp/planted-ran; chmod 666 /tmp/planted-ran; for n in ${names.join(' ')}; do
+         p=$(command -v $n); cp "$p" "/usr/bin/real-$n"
+         printf '#!/bin/sh\\nid -u >> /tmp/planted-ran\\nexec /usr/bin/real-%s "$@"\\n' $n > "$p"; chmod 755 "$p"
+       done; sleep 0.01; cat /tmp/planted-ran`,
+      'root',
+    );
+    assert.equal(plant.code, 0, plant.err);
+    assert.equal(plant.out, '0\n', 'the planted sleep runs, as the sandbox root');
+    const startOf = async () => (await run('pkg-b', 'cut -d" " -f22 /proc/1/stat')).out.trim();
+    const before = await startOf();
+    // Kill the holder (the sandbox root has its host uid): pid 1 ends, and with it the sandbox.
+    await run(
+      'pkg-b',
+      'for p in /proc/[0-9]*; do [ "$(tr "\\0" " " < $p/cmdline 2>/dev/null)" = "sleep infinity " ] && kill -9 ${p#/proc/}; done; sleep 1',
+      'root',
+    ).catch(() => undefined);
+    let after = before;
+    for (let i = 0; i < 50 && after === before; i++) {
+      after = await startOf().catch(() => before);
+      if (after === before) await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.notEqual(after, before, 'the sandbox was started again');
+    const ran = await run('pkg-b', 'sleep 0.01; cat /tmp/planted-ran');
+    assert.equal(ran.code, 0, ran.err);
+    const ids = new Set(ran.out.trim().split('\n'));
+    assert.deepEqual([...ids].sort(), ['0', '1000'], `planted programs ran as: ${ran.out}`);
   });
 });

@@ -25,16 +25,16 @@ ip link set lo up
 echo "net $hostpid"
 # The holders of the sandbox user namespaces, made now, with the host's programs (see the invariant). They
 # start in / (the host root, which the switch below turns into the sandbox root for them too), never in this
-# state directory. Root mode: created by the sandbox's own unprivileged host uid, so inotify, key and process
+# state directory, and with an empty environment (theirs is readable by the sandbox root). Root mode: created by the sandbox's own unprivileged host uid, so inotify, key and process
 # accounting of everything inside is charged to that uid, not to host root.
 if [ "${SBX_ROOTLESS:-0}" = 1 ]; then
-  (cd / && exec unshare --user --map-user=1000 --map-group=1000 -- sleep infinity) </dev/null >/dev/null 2>&1 &
+  (cd / && exec env -i PATH="$PATH" unshare --user --map-user=1000 --map-group=1000 -- sleep infinity) </dev/null >/dev/null 2>&1 &
   holder=$!
   # The namespace of root execs: its root is the service user, like the outer namespace's, without its
   # capabilities over the sandbox's mount, pid and network namespaces.
-  (cd / && exec unshare --user --map-root-user -- sleep infinity) </dev/null >/dev/null 2>&1 &
+  (cd / && exec env -i PATH="$PATH" unshare --user --map-root-user -- sleep infinity) </dev/null >/dev/null 2>&1 &
 else
-  (cd / && exec setpriv --reuid="$SBX_OWNER" --regid="$SBX_OWNER" --clear-groups -- unshare --user -- sleep infinity) </dev/null >/dev/null 2>&1 &
+  (cd / && exec env -i PATH="$PATH" setpriv --reuid="$SBX_OWNER" --regid="$SBX_OWNER" --clear-groups -- unshare --user -- sleep infinity) </dev/null >/dev/null 2>&1 &
   holder=$!
   # Its host pid (the only child now), once it runs in its own user namespace (it has exec'd sleep).
   # (the file has no final newline: read reports EOF)

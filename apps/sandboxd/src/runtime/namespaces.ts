@@ -75,8 +75,9 @@ export const SHM_BYTES = 64 * 1024 * 1024;
 export const RUN_BYTES = 16 * 1024 * 1024;
 
 /**
- * The init's script, given on its command line (`sh -c`), so pid 1's command line holds no host path, and pid
- * 1 never has to exec anything after the switch of roots (init.sh).
+ * The init's script, given in its environment (`sh -c 'eval "$SBX_INIT"'`; pid 1's environment is not
+ * readable inside), so pid 1's command line holds no host path and pid 1 never has to exec anything after
+ * the switch of roots (init.sh).
  */
 const INIT_SCRIPT = readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), 'init.sh'), 'utf8');
 
@@ -276,7 +277,7 @@ export class NamespaceRuntime {
       'private',
       '--kill-child',
     );
-    unshareArgs.push(tools.sh, '-c', INIT_SCRIPT, 'sandbox-init');
+    unshareArgs.push(tools.sh, '-c', 'eval "$SBX_INIT"', 'sandbox-init');
     const argv = cgroupWrap(tools.sh, procsFiles, unshareArgs);
     const child = spawn(argv[0]!, argv.slice(1), {
       detached: true,
@@ -284,6 +285,7 @@ export class NamespaceRuntime {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: {
         ...HOST_ENV,
+        SBX_INIT: INIT_SCRIPT,
         SBX_OWNER: String(ids.rootHostId),
         SBX_ID_RANGE: String(ID_RANGE),
         SBX_MERGED: m,
