@@ -106,9 +106,12 @@ function attackSuite({ name: mode, user }: DaemonMode): void {
       for (const name of names) assert.equal((await api(d, 'POST', '/v1/sandboxes', { name })).status, 201);
     });
     after(async () => {
-      for (const n of names) await api(d, 'DELETE', `/v1/sandboxes/${n}`);
-      await d?.stop();
-      rmSync(canaryDir, { recursive: true, force: true });
+      try {
+        if (d) for (const n of names) await api(d, 'DELETE', `/v1/sandboxes/${n}`);
+        await d?.stop();
+      } finally {
+        if (canaryDir) rmSync(canaryDir, { recursive: true, force: true });
+      }
     });
 
     it('never copies a host canary (mode 600) or another sandbox’s file into a checkpoint or a restored sandbox', {
