@@ -28,6 +28,7 @@ async function take() {
 
 describe('checkpoints', () => {
   it('restores a checkpoint of 1,000 files into a new sandbox byte for byte, modes included', async () => {
+    // Generous exec timeouts: 2,000 process starts and a manifest of every file take a minute on a loaded machine.
     assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: 'ck-src' })).status, 201);
     const gen = await sh(
       d,
@@ -37,11 +38,11 @@ describe('checkpoints', () => {
        chmod 0600 dir1/f1; chmod 0755 dir2/f2; chmod 0444 dir3/f3; chmod 0700 dir4
        ln -s dir5/f5 link; printf '' > empty; echo tmpfile > /tmp/ckpt/t; rm dir6/f6
        find . -type f | wc -l`,
-      { timeoutMs: 60_000 },
+      { timeoutMs: 180_000 },
     );
     assert.equal(gen.exitCode, 0, gen.stderr);
     assert.equal(gen.stdout.trim(), '1000');
-    const before = await sh(d, 'ck-src', MANIFEST);
+    const before = await sh(d, 'ck-src', MANIFEST, { timeoutMs: 120_000 });
     assert.equal(before.exitCode, 0, before.stderr);
 
     const res = await api(d, 'POST', '/v1/sandboxes/ck-src/checkpoint');
@@ -70,7 +71,7 @@ describe('checkpoints', () => {
     assert.equal(restore.status, 200);
     const rlines = ndjsonLines(restore.text);
     assert.ok(!rlines.some((l) => l['type'] === 'error'), restore.text);
-    const after = await sh(d, 'ck-dst', MANIFEST);
+    const after = await sh(d, 'ck-dst', MANIFEST, { timeoutMs: 120_000 });
     assert.equal(after.exitCode, 0, after.stderr);
     assert.equal(after.stdout, before.stdout);
     assert.equal((await sh(d, 'ck-dst', 'ls ~/pre ~/data/later')).exitCode, 2);
