@@ -11,7 +11,10 @@ import type { Principal } from './auth/principal.ts';
 import { createPrincipalCache, type PrincipalCache } from './auth/principal-cache.ts';
 import { createSessionsService, type SessionsService } from './auth/sessions.service.ts';
 import type { Config } from './config/config.ts';
-import type { DatabaseHandle, Db } from './db/database.ts';
+import type { LogWriterFactory } from './conversations/contracts.ts';
+import { createFeed, type PgFeed } from './conversations/feed.ts';
+import { createLogWriterFactory } from './conversations/log-writer.ts';
+import { type DatabaseHandle, type Db, poolOptions } from './db/database.ts';
 import { createEnvironmentsService, type EnvironmentsService } from './environments/environments.service.ts';
 import type { TaskList } from './jobs/worker.ts';
 import { ACCOUNT_MAIL_TASK, createMailQueue, type MailQueue } from './mail/mail.queue.ts';
@@ -50,6 +53,10 @@ export interface Deps {
   authResolvers: ReadonlyArray<(request: FastifyRequest) => Promise<Principal | null>>;
   /** Resolved API keys, cached for 2 s per process (auth/principal-cache.ts). */
   principals: PrincipalCache;
+  /** Conversation log wake-ups across processes (one LISTEN connection, opened on first use). */
+  feed: PgFeed;
+  /** The single log writer of each owned conversation. */
+  logWriters: LogWriterFactory;
 }
 
 export interface CreateDepsInput {
@@ -102,6 +109,7 @@ export function createDeps(input: CreateDepsInput): Deps {
   const agents = createAgentsService({ db, audit });
   const principals = createPrincipalCache();
   const accountsDeps = createAccountsDeps({ ...input, db, audit, secrets, principals });
+  const conversationLog = createConversationLogDeps(input);
   return {
     ...input,
     db,
@@ -115,7 +123,25 @@ export function createDeps(input: CreateDepsInput): Deps {
     ...accountsDeps,
     authResolvers: [(request) => accountsDeps.sessions.resolve(request)],
     principals,
+    ...conversationLog,
   };
+}
+
+function createConversationLogDeps(input: CreateDepsInput): { feed: PgFeed; logWriters: LogWriterFactory } {
+  const { pool, url } = input.database;
+  const { ssl, connectionTimeoutMillis, keepAlive } = poolOptions(input.config, url);
+  const feed = createFeed({
+    pool,
+    clientConfig: { connectionString: url, ssl, connectionTimeoutMillis, keepAlive },
+    logger: input.logger,
+  });
+  const logWriters = createLogWriterFactory({
+    pool,
+    feed,
+    logger: input.logger,
+    outputBudgetMb: input.config.logOutputBudgetMb,
+  });
+  return { feed, logWriters };
 }
 
 function createAccountsDeps(
