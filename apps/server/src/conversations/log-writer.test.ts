@@ -155,7 +155,9 @@ describe('the log writer', () => {
     const turnId = await insertTurn(database.handle.db, conversation);
     const writer = writerFor(conversation, registry, { flushIntervalMs: 5 });
     writer.output('stdout', Buffer.from(`hello ${secret.slice(0, 10)}`), turnId);
-    await wait(100); // the timer persisted what is decided
+    // The timer persists what is decided.
+    for (let i = 0; i < 100 && (await storedText(database.handle.db, conversation.id, 'stdout')) === ''; i++)
+      await wait(50);
     assert.equal(await storedText(database.handle.db, conversation.id, 'stdout'), 'hello ');
     assert.deepEqual(await turnBytes(turnId), { stdout: 6, stderr: 0 });
     writer.output('stdout', Buffer.from(`${secret.slice(10)} bye`), turnId);
