@@ -11,9 +11,11 @@ import type { Principal } from './auth/principal.ts';
 import { createPrincipalCache, type PrincipalCache } from './auth/principal-cache.ts';
 import { createSessionsService, type SessionsService } from './auth/sessions.service.ts';
 import type { Config } from './config/config.ts';
-import type { LogWriterFactory } from './conversations/contracts.ts';
+import type { LogWriterFactory, OwnershipProbe } from './conversations/contracts.ts';
 import { createFeed, type PgFeed } from './conversations/feed.ts';
+import { isConversationLocked } from './conversations/log-events.repo.ts';
 import { createLogWriterFactory } from './conversations/log-writer.ts';
+import type { StreamOptions } from './conversations/stream.routes.ts';
 import { type DatabaseHandle, type Db, poolOptions } from './db/database.ts';
 import { createEnvironmentsService, type EnvironmentsService } from './environments/environments.service.ts';
 import type { TaskList } from './jobs/worker.ts';
@@ -57,6 +59,10 @@ export interface Deps {
   feed: PgFeed;
   /** The single log writer of each owned conversation. */
   logWriters: LogWriterFactory;
+  /** Whether any process owns a conversation now (log streams tell viewers when none does). */
+  ownershipProbe: OwnershipProbe;
+  /** Heartbeat interval of the log streams; read per request (tests shorten it). */
+  streamOptions: StreamOptions;
 }
 
 export interface CreateDepsInput {
@@ -127,7 +133,9 @@ export function createDeps(input: CreateDepsInput): Deps {
   };
 }
 
-function createConversationLogDeps(input: CreateDepsInput): { feed: PgFeed; logWriters: LogWriterFactory } {
+function createConversationLogDeps(
+  input: CreateDepsInput,
+): Pick<Deps, 'feed' | 'logWriters' | 'ownershipProbe' | 'streamOptions'> {
   const { pool, url } = input.database;
   const { ssl, connectionTimeoutMillis, keepAlive } = poolOptions(input.config, url);
   const feed = createFeed({
@@ -141,7 +149,12 @@ function createConversationLogDeps(input: CreateDepsInput): { feed: PgFeed; logW
     logger: input.logger,
     outputBudgetMb: input.config.logOutputBudgetMb,
   });
-  return { feed, logWriters };
+  return {
+    feed,
+    logWriters,
+    ownershipProbe: { isOwned: (conversationId) => isConversationLocked(pool, conversationId) },
+    streamOptions: { heartbeatMs: 15_000 },
+  };
 }
 
 function createAccountsDeps(
