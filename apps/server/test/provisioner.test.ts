@@ -1,6 +1,7 @@
 // The provisioner against a real sandboxd and the real database (issue 9, deliverable 3).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { gunzipSync } from 'node:zlib';
 import { ProvisionError } from '../src/conversations/contracts.ts';
 import { ENV_FILE_PATH } from '../src/conversations/env-file.ts';
 import {
@@ -13,6 +14,7 @@ import {
   sh,
   stagesOf,
   startProvisionHarness,
+  testAdapter,
 } from './helpers/provisioning.ts';
 
 let h: ProvisionHarness;
@@ -247,6 +249,144 @@ describe('provisioner', () => {
       `. ${ENV_FILE_PATH} && printf '%s %s' "$ROTATING" "$PADDOCK_TOKEN"`,
     );
     assert.equal(got, `second-value-ghijkl ${second.env['PADDOCK_TOKEN']}`);
+    await h.client.destroy(c.input.sandboxName);
+  });
+
+  test('network (spec rule 6): limited with hosts → allow rules only; limited without hosts → one * deny; unrestricted → no call', async () => {
+    const policyOf = async (name: string) => {
+      const res = await fetch(`${h.sandboxd.url}/v1/sandboxes/${name}/policy/network`, {
+        headers: { authorization: `Bearer ${h.sandboxd.token}` },
+      });
+      assert.equal(res.status, 200);
+      return ((await res.json()) as { rules: unknown[] }).rules;
+    };
+    const cases = [
+      {
+        env: {
+          networking_type: 'limited' as const,
+          networking_config: { allowed_hosts: ['api.github.com', '*.npmjs.org'] },
+        },
+        rules: [
+          { domain: 'api.github.com', action: 'allow' },
+          { domain: '*.npmjs.org', action: 'allow' },
+        ],
+        stages: ['provision:started', 'provision:done', 'network:started', 'network:done'],
+      },
+      {
+        env: { networking_type: 'limited' as const, networking_config: { allowed_hosts: [] } },
+        rules: [{ domain: '*', action: 'deny' }],
+        stages: ['provision:started', 'provision:done', 'network:started', 'network:done'],
+      },
+      {
+        env: {
+          networking_type: 'unrestricted' as const,
+          networking_config: { allowed_hosts: ['ignored.example.com'] },
+        },
+        rules: [],
+        stages: ['provision:started', 'provision:done'],
+      },
+    ];
+    for (const k of cases) {
+      const environmentId = await createEnvironment(h, k.env);
+      const c = await newConversation(h, { environmentId });
+      await provisionerFor(h).provision(c.input);
+      assert.deepEqual(stagesOf(c.writer.rows), k.stages);
+      assert.deepEqual(await policyOf(c.input.sandboxName), k.rules);
+      await h.client.destroy(c.input.sandboxName);
+    }
+  });
+
+  test('session state: saved from one sandbox, restored into another, files equal; the stored ciphertext has no plaintext', async () => {
+    const a = await newConversation(h);
+    const p = provisionerFor(h);
+    const provisioned = await p.provision(a.input);
+    const marker = 'session-marker-7c1e0f2a-plaintext-that-must-not-appear';
+    await sh(
+      h.client,
+      a.input.sandboxName,
+      `mkdir -p ~/.test-runtime/sessions/deep && printf '%s' '${marker}' > ~/.test-runtime/sessions/deep/s.jsonl && head -c 20000 /dev/urandom > ~/.test-runtime/sessions/blob && chmod 600 ~/.test-runtime/sessions/blob`,
+    );
+    const sum = (name: string) =>
+      sh(
+        h.client,
+        name,
+        'cd ~/.test-runtime/sessions && find . -type f | sort | xargs sha256sum && stat -c %a blob',
+      );
+    const before = await sum(a.input.sandboxName);
+    const save = {
+      lease: a.lease,
+      sandboxName: a.input.sandboxName,
+      adapter: a.input.adapter,
+      env: provisioned.env,
+    };
+    await p.saveSession(save);
+    const stored = await h.t.deps.db
+      .selectFrom('conversations')
+      .select(['session_state', 'session_state_at'])
+      .where('id', '=', a.lease.conversationId)
+      .executeTakeFirstOrThrow();
+    assert.ok(stored.session_state && stored.session_state.length > 0);
+    assert.ok(stored.session_state_at);
+    assert.ok(!stored.session_state.includes(Buffer.from(marker)));
+    assert.ok(!stored.session_state.includes(Buffer.from('s.jsonl')));
+    // Sealed, not merely compressed: the tenant key opens it to the tar.gz that holds the marker.
+    assert.notEqual(stored.session_state.subarray(0, 2).toString('hex'), '1f8b');
+    const opened = await h.t.deps.secrets.openBlob(
+      { tenantId: a.lease.tenantId, conversationId: a.lease.conversationId, purpose: 'session-state' },
+      stored.session_state,
+    );
+    assert.ok(gunzipSync(opened).includes(Buffer.from(marker)));
+    await h.client.destroy(a.input.sandboxName);
+
+    // A new sandbox of the same conversation (the old one was reclaimed).
+    const name2 = `${a.input.sandboxName.slice(0, -8)}${'0'.repeat(8)}`;
+    await h.client.create(name2);
+    assert.equal(await p.restoreSession({ ...save, sandboxName: name2 }), true);
+    assert.equal(await sum(name2), before);
+    await h.client.destroy(name2);
+
+    // Another conversation cannot open it (bound to its conversation), and has nothing of its own.
+    const b = await newConversation(h);
+    assert.equal(await p.restoreSession({ ...save, lease: b.lease, sandboxName: name2 }), false);
+    await h.t.deps.db
+      .updateTable('conversations')
+      .set({ session_state: stored.session_state })
+      .where('id', '=', b.lease.conversationId)
+      .execute();
+    await assert.rejects(p.restoreSession({ ...save, lease: b.lease, sandboxName: name2 }), {
+      name: 'DecryptionError',
+    });
+  });
+
+  test('session state over the size cap is not saved and says why', async () => {
+    const { createSessionStateStore } = await import('../src/conversations/session-state.ts');
+    const c = await newConversation(h);
+    await provisionerFor(h).provision(c.input);
+    await sh(
+      h.client,
+      c.input.sandboxName,
+      'mkdir -p ~/.test-runtime/sessions && head -c 300000 /dev/urandom > ~/.test-runtime/sessions/big',
+    );
+    const store = createSessionStateStore({
+      db: h.t.deps.db,
+      sandbox: h.client,
+      secrets: h.t.deps.secrets,
+      maxBytes: 100_000,
+    });
+    await assert.rejects(
+      store.save({
+        lease: c.lease,
+        sandboxName: c.input.sandboxName,
+        sessionPaths: testAdapter.sessionPaths,
+      }),
+      /larger than .* and was not saved/,
+    );
+    const row = await h.t.deps.db
+      .selectFrom('conversations')
+      .select('session_state')
+      .where('id', '=', c.lease.conversationId)
+      .executeTakeFirstOrThrow();
+    assert.equal(row.session_state, null);
     await h.client.destroy(c.input.sandboxName);
   });
 });
