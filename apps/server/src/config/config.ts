@@ -51,6 +51,8 @@ export interface Config {
      * PADDOCK_BASE_URL / SERVICE_BASE_URL). Default: PUBLIC_URL.
      */
     readonly callbackUrl: URL;
+    /** Live sandboxes (pending, starting, ready) one user may have at once. */
+    readonly maxConcurrentPerUser: number;
   };
   readonly mail: {
     readonly transport: MailTransport;
@@ -487,6 +489,7 @@ export function parseConfig(env: Env): ParseResult {
       idleTimeoutMinutes: nonNegInt('SANDBOX_IDLE_TIMEOUT_MINUTES', 60),
       maxLifetimeHours: nonNegInt('SANDBOX_MAX_LIFETIME_HOURS', 24),
       callbackUrl: callbackUrl ?? effectivePublicUrl,
+      maxConcurrentPerUser: positiveInt('SANDBOX_MAX_CONCURRENT_PER_USER', 5),
     },
     mail: {
       transport,
