@@ -48,6 +48,7 @@ export function createOwnership(deps: { db: Db; pool: pg.Pool; node: string; log
   let lost = false;
   let closing = false;
   const held = new Set<string>();
+  const acquiring = new Set<string>();
   const lostListeners: (() => void)[] = [];
   const channels = new Map<string, (payload: string) => void>();
 
@@ -89,34 +90,43 @@ export function createOwnership(deps: { db: Db; pool: pg.Pool; node: string; log
     return await opening;
   };
 
+  const acquire = async (tenantId: string, conversationId: string): Promise<OwnerLease | null> => {
+    const c = await conn();
+    const got = await c.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [
+      LOCK_NAMESPACE + conversationId,
+    ]);
+    if (!got.rows[0]?.ok) return null;
+    const bumped = await deps.db
+      .updateTable('conversations')
+      .set({ owner_epoch: sql<string>`owner_epoch + 1`, owner_node: deps.node })
+      .where('tenant_id', '=', tenantId)
+      .where('id', '=', conversationId)
+      .returning('owner_epoch')
+      .executeTakeFirst();
+    if (!bumped) {
+      await c.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [LOCK_NAMESPACE + conversationId]);
+      return null;
+    }
+    held.add(conversationId);
+    return { tenantId, conversationId, epoch: String(bumped.owner_epoch) };
+  };
+
   return {
     async open() {
       await conn();
     },
 
     async tryAcquire(tenantId, conversationId) {
-      if (held.has(conversationId)) return null;
-      const c = await conn();
-      const got = await c.query<{ ok: boolean }>(
-        'SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok',
-        [LOCK_NAMESPACE + conversationId],
-      );
-      if (!got.rows[0]?.ok) return null;
-      const bumped = await deps.db
-        .updateTable('conversations')
-        .set({ owner_epoch: sql<string>`owner_epoch + 1`, owner_node: deps.node })
-        .where('tenant_id', '=', tenantId)
-        .where('id', '=', conversationId)
-        .returning('owner_epoch')
-        .executeTakeFirst();
-      if (!bumped) {
-        await c.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [
-          LOCK_NAMESPACE + conversationId,
-        ]);
-        return null;
+      // Session advisory locks are re-entrant on one connection: two concurrent attempts of
+      // this process (a command and the orphan sweep) would both succeed and count the lock
+      // twice, so one release would not free it. One attempt per conversation at a time.
+      if (held.has(conversationId) || acquiring.has(conversationId)) return null;
+      acquiring.add(conversationId);
+      try {
+        return await acquire(tenantId, conversationId);
+      } finally {
+        acquiring.delete(conversationId);
       }
-      held.add(conversationId);
-      return { tenantId, conversationId, epoch: String(bumped.owner_epoch) };
     },
 
     async release(conversationId) {

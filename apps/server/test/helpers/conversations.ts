@@ -16,6 +16,7 @@ import { Writable } from 'node:stream';
 import { startTestSandboxd, type TestSandboxd } from '../../../sandboxd/test/harness.ts';
 import { type Config, type Env, parseConfig } from '../../src/config/config.ts';
 import type { ConversationView, TurnView } from '../../src/conversations/conversations.schemas.ts';
+import { openDatabase } from '../../src/db/database.ts';
 import { createDeps, type Deps, type EngineOptions } from '../../src/deps.ts';
 import { buildApp } from '../../src/http/app.ts';
 import { createLogger } from '../../src/observability/logger.ts';
@@ -82,11 +83,44 @@ export interface ConversationHarness {
   >;
   /** The persisted stdout of a conversation (or of one turn), concatenated. */
   stdout(id: string, turnId?: string): Promise<string>;
+  /**
+   * A second server instance on the same database and backend (another "process" of the
+   * cluster: its own ownership connection, command LISTEN and lifecycle clock).
+   */
+  secondInstance(): Promise<{
+    url: string;
+    deps: Deps;
+    api: ConversationHarness['api'];
+    close(): Promise<void>;
+  }>;
   /** Destroys a sandbox on the backend directly, behind the server's back. */
   destroyBackendSandbox(name: string): Promise<void>;
   /** Backend sandboxes that exist right now (by name). */
   backendSandboxes(): Promise<string[]>;
   close(): Promise<void>;
+}
+
+/** An API client for one app instance: JSON in, parsed JSON out. */
+function apiAt(url: string): ConversationHarness['api'] {
+  return async (user, method, path, body, headers = {}) => {
+    const res = await fetch(url + path, {
+      method,
+      headers: {
+        ...(user ? user.auth : {}),
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...headers,
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch {
+      // Not JSON (an SSE body): kept as text.
+    }
+    return { status: res.status, body: parsed, headers: res.headers };
+  };
 }
 
 async function freePort(): Promise<number> {
@@ -130,39 +164,29 @@ export async function startConversationHarness(options: HarnessOptions = {}): Pr
       cb();
     },
   });
-  const deps = createDeps({
-    version: VERSION,
-    config,
-    logger: createLogger({ level: config.logLevel, destination }),
-    metrics: createMetrics(),
-    database: database.handle,
-    engine: { runtimes: scriptedRuntimes, ...options.engine },
-  });
-  const app = await buildApp(deps);
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  await deps.conversationEngine.start();
-  const address = app.server.address();
-  const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
-
-  const api: ConversationHarness['api'] = async (user, method, path, body, headers = {}) => {
-    const res = await fetch(url + path, {
-      method,
-      headers: {
-        ...(user ? user.auth : {}),
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-        ...headers,
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  const instance = async (db: TestDatabase['handle']) => {
+    const deps = createDeps({
+      version: VERSION,
+      config,
+      logger: createLogger({ level: config.logLevel, destination }),
+      metrics: createMetrics(),
+      database: db,
+      engine: { runtimes: scriptedRuntimes, ...options.engine },
     });
-    const text = await res.text();
-    let parsed: unknown = text;
-    try {
-      parsed = text ? JSON.parse(text) : null;
-    } catch {
-      // Not JSON (an SSE body): kept as text.
-    }
-    return { status: res.status, body: parsed, headers: res.headers };
+    const app = await buildApp(deps);
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    await deps.conversationEngine.start();
+    const address = app.server.address();
+    return {
+      app,
+      deps,
+      url: `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`,
+    };
   };
+  const { app, deps, url } = await instance(database.handle);
+  const others: (() => Promise<void>)[] = [];
+
+  const api = apiAt(url);
 
   const created = async (user: TestUser, path: string, body: Record<string, unknown>) => {
     const res = await api(user, 'POST', path, body);
@@ -271,6 +295,16 @@ export async function startConversationHarness(options: HarnessOptions = {}): Pr
         .map((r) => r.text ?? '')
         .join('');
     },
+    async secondInstance() {
+      const handle = openDatabase({ connectionString: database.url, max: 10, connectionTimeoutMillis: 3000 });
+      const other = await instance(handle);
+      const close = async () => {
+        await other.app.close().catch(() => {});
+        await handle.close().catch(() => {});
+      };
+      others.push(close);
+      return { url: other.url, deps: other.deps, api: apiAt(other.url), close };
+    },
     async destroyBackendSandbox(name) {
       const res = await fetch(`${sandboxd.url}/v1/sandboxes/${name}`, {
         method: 'DELETE',
@@ -286,6 +320,7 @@ export async function startConversationHarness(options: HarnessOptions = {}): Pr
       return body.sandboxes.map((s) => s.name);
     },
     async close() {
+      for (const close of others) await close();
       await app.close().catch(() => {});
       // A backend left down is started once more so that stopping it removes everything.
       if (down) await harness.restartSandboxd().catch(() => {});
