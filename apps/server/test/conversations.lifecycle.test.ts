@@ -218,6 +218,30 @@ describe('the transition table (States and transitions)', () => {
   });
 });
 
+describe('the provision deadline', () => {
+  it('pending → failed when the 30-minute provision deadline passes: rows failed first, then the stuck work stopped', async () => {
+    const environment = await h.environment(user, { setup_script: 'sleep 120' });
+    const slow = await h.agent(user, { environment_id: environment });
+    const conv = await h.start(user, { agent_id: slow, prompt: 'echo never' });
+    await waitUntil(
+      async () => (await h.events(conv.id)).some((e) => e.stage === 'setup' && e.state === 'started'),
+      60_000,
+    );
+    await h.deps.db
+      .updateTable('sandboxes')
+      .set({ created_at: new Date(Date.now() - 31 * 60_000) })
+      .where('conversation_id', '=', conv.id)
+      .execute();
+    const failed = await h.waitFor(user, conv.id, (c) => c.status === 'failed');
+    assert.equal(failed.sandbox?.status, 'failed');
+    assert.match(failed.failure_reason ?? '', /within 30 minutes/);
+    const [turn] = await h.turns(user, conv.id);
+    assert.equal(turn?.status, 'failed');
+    await waitUntil(async () => !(await h.backendSandboxes()).includes(conv.sandbox?.name ?? ''));
+    assert.equal(await h.stdout(conv.id), '');
+  });
+});
+
 describe('when the sandbox backend goes down', () => {
   it("running → idle with the turn failed when the turn's backend socket drops", async () => {
     const conv = await h.start(user, { agent_id: agent, prompt: 'echo up; sleep 30' });
