@@ -40,6 +40,7 @@ export function createEngine(
   const { ownership, logger, db } = deps;
   const servers = new Map<string, ConversationServer>();
   let listening: Promise<void> | null = null;
+  let stopping = false;
 
   const onEnd = (server: ConversationServer, crashed: boolean) => {
     const id = server.lease.conversationId;
@@ -47,8 +48,9 @@ export function createEngine(
     servers.delete(id);
     void (async () => {
       await ownership.release(id);
-      // After a crash the orphan sweep retries on its next tick instead (no tight loop).
-      if (!crashed && (await hasQueuedTurn(db, id)))
+      // After a crash the orphan sweep retries on its next tick instead (no tight loop); a
+      // stopping process leaves the turn to the next owner.
+      if (!crashed && !stopping && (await hasQueuedTurn(db, id)))
         await send({ type: 'prompt', tenantId: server.lease.tenantId, conversationId: id });
     })().catch((err: unknown) =>
       logger.warn({ err, conversationId: id }, 'release after a server ended failed'),
@@ -117,6 +119,7 @@ export function createEngine(
   };
 
   ownership.onLost(() => {
+    if (stopping) return;
     for (const server of [...servers.values()]) void server.stop({ lost: true });
     servers.clear();
     listening = null;
@@ -158,6 +161,7 @@ export function createEngine(
     tick: () => clock.tick(),
 
     async stop() {
+      stopping = true;
       await clock.stop();
       await Promise.all([...servers.values()].map((s) => s.stop().catch(() => {})));
       servers.clear();

@@ -83,6 +83,7 @@ export function createOwnership(deps: { db: Db; pool: pg.Pool; node: string; log
 
   const conn = async (): Promise<pg.Client> => {
     if (client) return client;
+    if (closing) throw new Error('the ownership connection is closed (the process is stopping)');
     opening ??= connect().catch((err: unknown) => {
       opening = null;
       throw err;
