@@ -36,6 +36,7 @@ import {
 import { isConversationLocked } from './conversations/log-events.repo.ts';
 import { createLogWriterFactory } from './conversations/log-writer.ts';
 import { createOwnership, type Ownership } from './conversations/owner.ts';
+import { packageCommands } from './conversations/packages.ts';
 import { createProvisioner } from './conversations/provisioner.ts';
 import { defaultRuntimes } from './conversations/runtimes/registry.ts';
 import type { StreamOptions } from './conversations/stream.routes.ts';
@@ -275,6 +276,7 @@ function createConversationDeps(
         callbackKeys: createCallbackKeys({ apiKeys, callbackUrl: config.sandbox.callbackUrl }),
         sandbox,
         logger,
+        packagePlanner: packageCommands,
       }),
     revokeCallbackKeys: (conversationId) => apiKeys.revokeConversationKeys(conversationId),
     newSandboxName: sandboxName,
