@@ -1,5 +1,7 @@
 // Wiring happens here and only here. Services are factories taking their dependencies
 // explicitly; tests build the same graph with a test database.
+import { hostname } from 'node:os';
+import { createSandboxClient } from '@paddock/sandbox-client';
 import type { FastifyRequest } from 'fastify';
 import { createAccountMailTask } from './accounts/accounts.notifications.ts';
 import { type AccountsService, createAccountsService } from './accounts/accounts.service.ts';
@@ -11,7 +13,34 @@ import type { Principal } from './auth/principal.ts';
 import { createPrincipalCache, type PrincipalCache } from './auth/principal-cache.ts';
 import { createSessionsService, type SessionsService } from './auth/sessions.service.ts';
 import type { Config } from './config/config.ts';
-import type { DatabaseHandle, Db } from './db/database.ts';
+import { createCallbackKeys } from './conversations/callback-key.ts';
+import type {
+  LogWriterFactory,
+  OwnershipProbe,
+  Provisioner,
+  RuntimeRegistry,
+} from './conversations/contracts.ts';
+import {
+  type ConversationsService,
+  createConversationsService,
+  sandboxName,
+} from './conversations/conversations.service.ts';
+import { type ConversationEngine, createEngine } from './conversations/engine.ts';
+import { createFeed, type PgFeed } from './conversations/feed.ts';
+import { createGates, type SubscriptionGate } from './conversations/gates.ts';
+import {
+  DEFAULT_PROVISION_DEADLINE_MS,
+  DEFAULT_TICK_MS,
+  type LifecycleOptions,
+} from './conversations/lifecycle.ts';
+import { isConversationLocked } from './conversations/log-events.repo.ts';
+import { createLogWriterFactory } from './conversations/log-writer.ts';
+import { createOwnership, type Ownership } from './conversations/owner.ts';
+import { packageCommands } from './conversations/packages.ts';
+import { createProvisioner } from './conversations/provisioner.ts';
+import { defaultRuntimes } from './conversations/runtimes/registry.ts';
+import type { StreamOptions } from './conversations/stream.routes.ts';
+import { type DatabaseHandle, type Db, poolOptions } from './db/database.ts';
 import { createEnvironmentsService, type EnvironmentsService } from './environments/environments.service.ts';
 import type { TaskList } from './jobs/worker.ts';
 import { ACCOUNT_MAIL_TASK, createMailQueue, type MailQueue } from './mail/mail.queue.ts';
@@ -46,10 +75,23 @@ export interface Deps {
   vaults: VaultsService;
   agents: AgentsService;
   apply: ApplyService;
+  conversations: ConversationsService;
+  /** This process's conversation servers, command bus and lifecycle clock (start() at boot). */
+  conversationEngine: ConversationEngine;
+  /** Who owns which conversation in this process (owner.ts). */
+  ownership: Ownership;
   /** Credential resolvers tried after the bearer API key (e.g. the browser session cookie). */
   authResolvers: ReadonlyArray<(request: FastifyRequest) => Promise<Principal | null>>;
   /** Resolved API keys, cached for 2 s per process (auth/principal-cache.ts). */
   principals: PrincipalCache;
+  /** Conversation log wake-ups across processes (one LISTEN connection, opened on first use). */
+  feed: PgFeed;
+  /** The single log writer of each owned conversation. */
+  logWriters: LogWriterFactory;
+  /** Whether any process owns a conversation now (log streams tell viewers when none does). */
+  ownershipProbe: OwnershipProbe;
+  /** Heartbeat interval of the log streams; read per request (tests shorten it). */
+  streamOptions: StreamOptions;
 }
 
 export interface CreateDepsInput {
@@ -58,6 +100,16 @@ export interface CreateDepsInput {
   logger: Logger;
   metrics: Metrics;
   database: DatabaseHandle;
+  /** Conversation engine parts a test or a deployment replaces (defaults: the real ones). */
+  engine?: EngineOptions;
+}
+
+export interface EngineOptions {
+  runtimes?: RuntimeRegistry;
+  provisioner?: Provisioner;
+  subscription?: SubscriptionGate;
+  /** Lifecycle tick, provision deadline (defaults 60 s, 30 min); bounds from config. */
+  lifecycle?: Partial<LifecycleOptions>;
 }
 
 const READY_TIMEOUT_MS = 2500;
@@ -102,7 +154,14 @@ export function createDeps(input: CreateDepsInput): Deps {
   const agents = createAgentsService({ db, audit });
   const principals = createPrincipalCache();
   const accountsDeps = createAccountsDeps({ ...input, db, audit, secrets, principals });
+  const conversationLog = createConversationLogDeps(input);
+  const conversationDeps = createConversationDeps(input, {
+    apiKeys: accountsDeps.apiKeys,
+    secrets,
+    log: conversationLog,
+  });
   return {
+    ...conversationDeps,
     ...input,
     db,
     health: createHealthService(input.database),
@@ -115,6 +174,31 @@ export function createDeps(input: CreateDepsInput): Deps {
     ...accountsDeps,
     authResolvers: [(request) => accountsDeps.sessions.resolve(request)],
     principals,
+    ...conversationLog,
+  };
+}
+
+function createConversationLogDeps(
+  input: CreateDepsInput,
+): Pick<Deps, 'feed' | 'logWriters' | 'ownershipProbe' | 'streamOptions'> {
+  const { pool, url } = input.database;
+  const { ssl, connectionTimeoutMillis, keepAlive } = poolOptions(input.config, url);
+  const feed = createFeed({
+    pool,
+    clientConfig: { connectionString: url, ssl, connectionTimeoutMillis, keepAlive },
+    logger: input.logger,
+  });
+  const logWriters = createLogWriterFactory({
+    pool,
+    feed,
+    logger: input.logger,
+    outputBudgetMb: input.config.logOutputBudgetMb,
+  });
+  return {
+    feed,
+    logWriters,
+    ownershipProbe: { isOwned: (conversationId) => isConversationLocked(pool, conversationId) },
+    streamOptions: { heartbeatMs: 15_000 },
   };
 }
 
@@ -145,4 +229,65 @@ function createAccountsDeps(
     [ACCOUNT_MAIL_TASK]: createAccountMailTask({ db, config, mailer, mailQueue, audit, logger }),
   };
   return { accounts, apiKeys, sessions, mailer, mailQueue, jobTasks };
+}
+
+function createConversationDeps(
+  input: CreateDepsInput,
+  parts: { apiKeys: ApiKeysService; secrets: SecretsService; log: Pick<Deps, 'feed' | 'logWriters'> },
+) {
+  const { apiKeys, secrets, log } = parts;
+  const { config, logger, database } = input;
+  const db = database.db;
+  const options = input.engine ?? {};
+  const sandbox = createSandboxClient({
+    // Unconfigured: every conversation fails to provision with a clear reason (docs/configuration.md).
+    baseUrl: config.sandbox.baseUrl ?? 'http://127.0.0.1:9',
+    token: config.sandbox.token ?? 'unconfigured',
+    timeoutMs: config.sandbox.timeoutMs,
+    logger,
+  });
+  const { feed, logWriters } = log;
+  const gates = createGates({
+    db,
+    maxSandboxesPerUser: config.sandbox.maxConcurrentPerUser,
+    ...(options.subscription ? { subscription: options.subscription } : {}),
+  });
+  const ownership = createOwnership({
+    db,
+    pool: database.pool,
+    node: `${hostname()}:${process.pid}`,
+    logger,
+  });
+  const conversationEngine = createEngine({
+    db,
+    pool: database.pool,
+    sandbox,
+    ownership,
+    feed,
+    gates,
+    logger,
+    runtimes: options.runtimes ?? defaultRuntimes,
+    writers: logWriters,
+    provisioner:
+      options.provisioner ??
+      createProvisioner({
+        db,
+        secrets,
+        callbackKeys: createCallbackKeys({ apiKeys, callbackUrl: config.sandbox.callbackUrl }),
+        sandbox,
+        logger,
+        packagePlanner: packageCommands,
+      }),
+    revokeCallbackKeys: (conversationId) => apiKeys.revokeConversationKeys(conversationId),
+    newSandboxName: sandboxName,
+    lifecycle: {
+      tickMs: DEFAULT_TICK_MS,
+      provisionDeadlineMs: DEFAULT_PROVISION_DEADLINE_MS,
+      idleTimeoutMinutes: config.sandbox.idleTimeoutMinutes,
+      maxLifetimeHours: config.sandbox.maxLifetimeHours,
+      ...options.lifecycle,
+    },
+  });
+  const conversations = createConversationsService({ db, gates, engine: conversationEngine, logger });
+  return { conversations, conversationEngine, ownership };
 }

@@ -1,0 +1,154 @@
+// Issue 9, deliverable 2: exactly one owner per live conversation across server processes
+// sharing one database (advisory lock + lease epoch), commands reaching the owner whichever
+// process receives them, and a process whose ownership connection drops stopping its
+// conversation servers at once. Two app instances on one database stand for two processes.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { StaleOwnerError } from '../src/conversations/contracts.ts';
+import { createOwnership } from '../src/conversations/owner.ts';
+import { ownerSetConversation } from '../src/conversations/owner-writes.repo.ts';
+import { type ConversationHarness, startConversationHarness } from './helpers/conversations.ts';
+
+let h: ConversationHarness;
+before(async () => {
+  h = await startConversationHarness({ engine: { lifecycle: { tickMs: 200 } } });
+});
+after(async () => {
+  await h.close();
+});
+
+const idle = (c: { status: string }) => c.status === 'idle';
+
+describe('ownership (owner.ts, owner-writes.repo.ts)', () => {
+  it('a second process cannot take a conversation its owner holds; after release it can, with a new epoch', async () => {
+    const user = await h.user();
+    const agent = await h.agent(user);
+    const conv = await h.start(user, { agent_id: agent, prompt: 'true' });
+    await h.waitFor(user, conv.id, idle);
+    assert.equal(await h.deps.ownership.isOwned(conv.id), true, 'the warm conversation stays owned');
+    const other = createOwnership({
+      db: h.deps.db,
+      pool: h.database.handle.pool,
+      node: 'other',
+      logger: h.deps.logger,
+    });
+    try {
+      assert.equal(await other.tryAcquire(user.id, conv.id), null);
+      await h.api(user, 'POST', `/api/conversations/${conv.id}/terminate`);
+      await h.waitFor(user, conv.id, (c) => c.sandbox?.status === 'terminated');
+      const lease = await waitForLease(() => other.tryAcquire(user.id, conv.id));
+      const row = await h.deps.db
+        .selectFrom('conversations')
+        .select('owner_epoch')
+        .where('id', '=', conv.id)
+        .executeTakeFirstOrThrow();
+      assert.equal(lease.epoch, String(row.owner_epoch));
+      await other.release(conv.id);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it("a stale owner's writes are refused once another process took over", async () => {
+    const user = await h.user();
+    const agent = await h.agent(user);
+    const conv = await h.start(user, { agent_id: agent, prompt: 'true' });
+    await h.waitFor(user, conv.id, idle);
+    await h.api(user, 'POST', `/api/conversations/${conv.id}/terminate`);
+    await h.waitFor(user, conv.id, (c) => c.sandbox?.status === 'terminated');
+    const a = createOwnership({
+      db: h.deps.db,
+      pool: h.database.handle.pool,
+      node: 'a',
+      logger: h.deps.logger,
+    });
+    const b = createOwnership({
+      db: h.deps.db,
+      pool: h.database.handle.pool,
+      node: 'b',
+      logger: h.deps.logger,
+    });
+    try {
+      const leaseA = await waitForLease(() => a.tryAcquire(user.id, conv.id));
+      await a.close(); // a pauses and loses its connection (and lock)
+      const leaseB = await waitForLease(() => b.tryAcquire(user.id, conv.id));
+      assert.ok(Number(leaseB.epoch) > Number(leaseA.epoch));
+      await assert.rejects(ownerSetConversation(h.deps.db, leaseA, { status: 'idle' }), StaleOwnerError);
+      assert.equal(await ownerSetConversation(h.deps.db, leaseB, { unread: false }), true);
+    } finally {
+      await b.close();
+    }
+  });
+});
+
+describe('commands across processes (commands.ts)', () => {
+  it('a prompt received by a process that is not the owner runs on the owner', async () => {
+    const user = await h.user();
+    const agent = await h.agent(user);
+    const conv = await h.start(user, { agent_id: agent, prompt: 'echo one > /home/sandbox/f' });
+    await h.waitFor(user, conv.id, idle);
+    assert.equal(h.deps.ownership.holds(conv.id), true);
+    const b = await h.secondInstance();
+    const res = await b.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, {
+      prompt: 'cat /home/sandbox/f',
+    });
+    assert.equal(res.status, 202);
+    const turn = await h.waitForTurn(user, conv.id, 2);
+    assert.equal(turn.status, 'succeeded');
+    assert.equal(await h.stdout(conv.id, turn.id), 'one\n');
+    assert.equal(h.deps.ownership.holds(conv.id), true);
+    assert.equal(b.deps.ownership.holds(conv.id), false);
+    // Interrupt and terminate too.
+    await b.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'echo go; sleep 30' });
+    await h.waitFor(user, conv.id, (c) => c.status === 'running');
+    await until(async () => (await h.stdout(conv.id)).includes('go\n'));
+    assert.equal((await b.api(user, 'POST', `/api/conversations/${conv.id}/interrupt`)).status, 202);
+    assert.equal((await h.waitForTurn(user, conv.id, 3)).status, 'interrupted');
+    assert.equal((await b.api(user, 'POST', `/api/conversations/${conv.id}/terminate`)).status, 200);
+    await h.waitFor(user, conv.id, (c) => c.sandbox?.status === 'terminated');
+    await b.close();
+  });
+
+  it("losing the ownership connection stops the process's servers; another process adopts and the conversation goes on", async () => {
+    const user = await h.user();
+    const agent = await h.agent(user);
+    const conv = await h.start(user, { agent_id: agent, prompt: 'echo kept > /home/sandbox/f' });
+    await h.waitFor(user, conv.id, idle);
+    const b = await h.secondInstance();
+    // Cut the first instance's dedicated connection (the one holding the lock).
+    await h.database.handle.pool.query(
+      `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted
+         AND objid = (hashtextextended('paddock:conversation:' || $1::text, 0) & 4294967295)::oid`,
+      [conv.id],
+    );
+    await until(async () => !h.deps.ownership.holds(conv.id));
+    // The other process's sweep adopts the warm sandbox (or the prompt does): the turn runs.
+    const res = await b.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, {
+      prompt: 'cat /home/sandbox/f',
+    });
+    assert.equal(res.status, 202);
+    const turn = await h.waitForTurn(user, conv.id, 2, 30_000);
+    assert.equal(turn.status, 'succeeded');
+    assert.equal(await h.stdout(conv.id, turn.id), 'kept\n');
+    await b.close();
+  });
+});
+
+async function until(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('condition not reached');
+}
+
+async function waitForLease<T>(take: () => Promise<T | null>): Promise<T> {
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline) {
+    const lease = await take();
+    if (lease) return lease;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('no lease');
+}
