@@ -14,7 +14,7 @@ import { createPrincipalCache, type PrincipalCache } from './auth/principal-cach
 import { createSessionsService, type SessionsService } from './auth/sessions.service.ts';
 import type { Config } from './config/config.ts';
 import { createBasicLogWriters } from './conversations/basic-log-writer.ts';
-import { createBasicProvisioner } from './conversations/basic-provisioner.ts';
+import { createCallbackKeys } from './conversations/callback-key.ts';
 import type { Feed, LogWriterFactory, Provisioner, RuntimeRegistry } from './conversations/contracts.ts';
 import {
   type ConversationsService,
@@ -30,8 +30,13 @@ import {
 } from './conversations/lifecycle.ts';
 import { createLocalFeed } from './conversations/local-feed.ts';
 import { createOwnership, type Ownership } from './conversations/owner.ts';
+import { createProvisioner } from './conversations/provisioner.ts';
 import { defaultRuntimes } from './conversations/runtimes/registry.ts';
 import type { DatabaseHandle, Db } from './db/database.ts';
+import {
+  createEnvironmentCheckpoints,
+  type EnvironmentCheckpoints,
+} from './environments/environment-checkpoint.ts';
 import { createEnvironmentsService, type EnvironmentsService } from './environments/environments.service.ts';
 import type { TaskList } from './jobs/worker.ts';
 import { ACCOUNT_MAIL_TASK, createMailQueue, type MailQueue } from './mail/mail.queue.ts';
@@ -67,6 +72,8 @@ export interface Deps {
   agents: AgentsService;
   apply: ApplyService;
   conversations: ConversationsService;
+  /** Builds environment checkpoints (POST /api/environments/:id/checkpoint). */
+  environmentCheckpoints: EnvironmentCheckpoints;
   /** This process's conversation servers, command bus and lifecycle clock (start() at boot). */
   conversationEngine: ConversationEngine;
   /** Who owns which conversation (also the probe readers use to detect a dead owner). */
@@ -140,7 +147,7 @@ export function createDeps(input: CreateDepsInput): Deps {
   const agents = createAgentsService({ db, audit });
   const principals = createPrincipalCache();
   const accountsDeps = createAccountsDeps({ ...input, db, audit, secrets, principals });
-  const conversationDeps = createConversationDeps(input, accountsDeps.apiKeys);
+  const conversationDeps = createConversationDeps(input, accountsDeps.apiKeys, secrets, environments);
   return {
     ...conversationDeps,
     ...input,
@@ -187,7 +194,12 @@ function createAccountsDeps(
   return { accounts, apiKeys, sessions, mailer, mailQueue, jobTasks };
 }
 
-function createConversationDeps(input: CreateDepsInput, apiKeys: ApiKeysService) {
+function createConversationDeps(
+  input: CreateDepsInput,
+  apiKeys: ApiKeysService,
+  secrets: SecretsService,
+  environments: EnvironmentsService,
+) {
   const { config, logger, database } = input;
   const db = database.db;
   const options = input.engine ?? {};
@@ -196,6 +208,21 @@ function createConversationDeps(input: CreateDepsInput, apiKeys: ApiKeysService)
     baseUrl: config.sandbox.baseUrl ?? 'http://127.0.0.1:9',
     token: config.sandbox.token ?? 'unconfigured',
     timeoutMs: config.sandbox.timeoutMs,
+    logger,
+  });
+  const provisioner = createProvisioner({
+    db,
+    secrets,
+    callbackKeys: createCallbackKeys({ apiKeys, callbackUrl: config.sandbox.callbackUrl }),
+    sandbox,
+    logger,
+  });
+  const environmentCheckpoints = createEnvironmentCheckpoints({
+    db,
+    sandbox,
+    secrets,
+    environments,
+    coldPath: provisioner.coldPath,
     logger,
   });
   const feed = options.feed ?? createLocalFeed();
@@ -220,17 +247,7 @@ function createConversationDeps(input: CreateDepsInput, apiKeys: ApiKeysService)
     logger,
     runtimes: options.runtimes ?? defaultRuntimes,
     writers: options.writers ?? createBasicLogWriters({ db, feed }),
-    provisioner:
-      options.provisioner ??
-      createBasicProvisioner({
-        db,
-        sandbox,
-        callbackBaseUrl: config.publicUrl.origin,
-        mintCallbackKey: async (tenantId, conversationId) => {
-          const created = await apiKeys.mintConversationKey(tenantId, conversationId);
-          return { id: created.id, key: created.key };
-        },
-      }),
+    provisioner: options.provisioner ?? provisioner,
     revokeCallbackKeys: (conversationId) => apiKeys.revokeConversationKeys(conversationId),
     newSandboxName: sandboxName,
     lifecycle: {
@@ -242,5 +259,5 @@ function createConversationDeps(input: CreateDepsInput, apiKeys: ApiKeysService)
     },
   });
   const conversations = createConversationsService({ db, gates, engine: conversationEngine, logger });
-  return { conversations, conversationEngine, ownership, feed };
+  return { conversations, conversationEngine, ownership, feed, environmentCheckpoints };
 }
