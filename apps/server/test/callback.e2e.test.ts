@@ -152,7 +152,7 @@ describe('sandbox callback', () => {
 
     // The key, as the sandbox holds it (read by the test through the backend, not the log).
     const conv = await api(user.auth, 'GET', `/api/conversations/${id}`);
-    const sandboxName = String((conv.body?.['sandbox'] as { name: string }).name);
+    const sandboxName = String((conv.body?.['sandbox'] as { name: string } | undefined)?.name);
     const client = createSandboxClient({ baseUrl: sandboxd.url, token: sandboxd.token });
     const key = (
       await client.exec(sandboxName, {
