@@ -72,14 +72,11 @@ describe('checkpoints', () => {
     if (process.getuid?.() === 0) {
       // Root mode: the restored files (inside ck-dst's disk image when it has one) belong to ck-dst's own host
       // ids, not to ck-src's (the manifest's 1000:1000 inside says the same from the sandbox's side).
+      // One line maps the sandbox's whole range: `0 <first host id> 65536`; its user is the first + 1000.
       const map = await sh(d, 'ck-dst', 'cat /proc/self/uid_map');
-      const hostUser = Number(
-        map.stdout
-          .split('\n')
-          .find((l) => l.trim().startsWith('1000'))
-          ?.trim()
-          .split(/\s+/)[1],
-      );
+      const [inner, first] = map.stdout.trim().split(/\s+/).map(Number);
+      assert.equal(inner, 0);
+      const hostUser = first! + 1000;
       const srcMap = await sh(d, 'ck-src', 'cat /proc/self/uid_map');
       assert.notEqual(map.stdout, srcMap.stdout, 'the two sandboxes have their own ids');
       const f = statSync(

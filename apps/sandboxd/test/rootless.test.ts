@@ -342,7 +342,8 @@ if ('problem' in found) {
 
       const ps = await sh(d, SB, 'ps -eo pid=,args=');
       const lines = ps.stdout.trim().split('\n');
-      assert.match(lines[0]!, /^\s*1 \/bin\/sh -c while/);
+      // pid 1 is the init's shell, its script in its environment (runtime/namespaces.ts): no host path.
+      assert.match(lines[0]!, /^\s*1 \S*\/sh -c eval "\$SBX_INIT" sandbox-init$/);
       assert.ok(lines.length < 10, ps.stdout);
       assert.doesNotMatch(ps.stdout, /node|sandboxd|--test|process_api|systemd/);
 
@@ -421,6 +422,28 @@ if ('problem' in found) {
       for (const leak of [d.dataDir, ...tenants, 'paddock-sandboxd', 'tenants/'])
         assert.ok(!r.stdout.includes(leak), `${leak} visible inside:\n${r.stdout}`);
       assert.match(r.stdout, /\/proc\/1\/fd\/9\/.*Permission denied/);
+    });
+
+    it("runs root execs as uid 0 of the sandbox's own namespace: the base is its own, the host's /usr is not", async () => {
+      const r = await sh(
+        d,
+        SB,
+        'id -u; echo x > /etc/rootless-root && echo etc-ok; touch /usr/bin/evil-root; cat /proc/self/uid_map',
+        { user: 'root' },
+      );
+      assert.equal(r.exitCode, 0, r.stderr);
+      const lines = r.stdout.trim().split('\n');
+      assert.deepEqual(lines.slice(0, 2), ['0', 'etc-ok']);
+      // uid 0 maps to the service user (0 of the outer namespace), nothing else: no capability over the
+      // sandbox's mounts, and host root's /usr stays read-only (docs/sandboxd.md, "System packages").
+      assert.deepEqual(lines[2]!.trim().split(/\s+/), ['0', '0', '1']);
+      assert.match(r.stderr, /\/usr\/bin\/evil-root.*Permission denied/);
+      const remount = await sh(d, SB, 'mount -o remount,rw /usr 2>&1; umount /proc 2>&1; echo end', {
+        user: 'root',
+      });
+      assert.match(remount.stdout, /end\n$/);
+      assert.doesNotMatch(remount.stdout, /^end\n$/);
+      assert.equal((await sh(d, SB, 'test -r /proc/self/status && echo proc')).stdout, 'proc\n');
     });
 
     it('recovers when the sandbox user kills the holder of its user namespace', async () => {

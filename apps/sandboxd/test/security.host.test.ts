@@ -22,7 +22,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { WebSocket } from 'ws';
-import { DEFAULTS, HOST_PATH, loadConfig } from '../src/config.ts';
+import { DEFAULTS, HOST_PATH, ID_RANGE, loadConfig } from '../src/config.ts';
 import { startSandboxd } from '../src/index.ts';
 import { ensureBase, sandboxIds } from '../src/runtime/base.ts';
 import { resolveHostTools } from '../src/runtime/host-tools.ts';
@@ -175,13 +175,11 @@ describe('per-sandbox host identities (deliverable 2, findings 8, 9)', () => {
     for (const name of ['sec-a', 'sec-b']) {
       const r = await sh(d, name, 'cat /proc/self/uid_map /proc/self/gid_map; id -u; touch ~/mine');
       maps.set(name, r.stdout);
+      // One line per map, the sandbox's whole range: `0 <first host id> 65536`; its user is the first + 1000.
       const lines = r.stdout.trim().split('\n');
-      const hostUser = Number(
-        lines
-          .find((l) => l.trim().startsWith('1000'))
-          ?.trim()
-          .split(/\s+/)[1],
-      );
+      assert.deepEqual(lines[0]!.trim().split(/\s+/).slice(2), [String(ID_RANGE)], r.stdout);
+      assert.equal(lines[0]!.trim().split(/\s+/)[0], '0', r.stdout);
+      const hostUser = Number(lines[0]!.trim().split(/\s+/)[1]) + 1000;
       assert.ok(hostUser >= DEFAULTS.idBase, r.stdout);
       assert.equal(
         statSync(path.join(sandboxLayer(d, name), 'root', 'home', 'sandbox', 'mine')).uid,
