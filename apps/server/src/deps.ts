@@ -30,6 +30,7 @@ import {
 } from './conversations/lifecycle.ts';
 import { createLocalFeed } from './conversations/local-feed.ts';
 import { createOwnership, type Ownership } from './conversations/owner.ts';
+import { packageCommands } from './conversations/packages.ts';
 import { createProvisioner } from './conversations/provisioner.ts';
 import { defaultRuntimes } from './conversations/runtimes/registry.ts';
 import type { DatabaseHandle, Db } from './db/database.ts';
@@ -216,6 +217,7 @@ function createConversationDeps(
     callbackKeys: createCallbackKeys({ apiKeys, callbackUrl: config.sandbox.callbackUrl }),
     sandbox,
     logger,
+    packagePlanner: packageCommands,
   });
   const environmentCheckpoints = createEnvironmentCheckpoints({
     db,
