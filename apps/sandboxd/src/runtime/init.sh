@@ -25,8 +25,9 @@ ip link set lo up
 echo "net $hostpid"
 # The holders of the sandbox user namespaces, made now, with the host's programs (see the invariant). They
 # start in / (the host root, which the switch below turns into the sandbox root for them too), never in this
-# state directory, and with an empty environment (theirs is readable by the sandbox root). Root mode: created by the sandbox's own unprivileged host uid, so inotify, key and process
-# accounting of everything inside is charged to that uid, not to host root.
+# state directory, and with an empty environment (theirs is readable by the sandbox root). Root mode: created
+# by the sandbox's own unprivileged host uid, so inotify, key and process accounting of everything inside is
+# charged to that uid, not to host root.
 if [ "${SBX_ROOTLESS:-0}" = 1 ]; then
   (cd / && exec env -i PATH="$PATH" unshare --user --map-user=1000 --map-group=1000 -- sleep infinity) </dev/null >/dev/null 2>&1 &
   holder=$!
