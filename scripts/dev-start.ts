@@ -1,6 +1,7 @@
 // `npm start`: the whole development stack with no other setup.
 //   - the local sandbox backend (sandboxd) as its own process, with a generated token,
-//     unless SANDBOX_BASE_URL points at another backend;
+//     unless SANDBOX_BASE_URL points at another backend; sandboxes reach the server back at
+//     http://paddock.internal:<PORT> (SANDBOX_CALLBACK_URL, SANDBOXD_SERVICE_ROUTES);
 //   - paddock-server, which starts the embedded PostgreSQL (DATABASE_URL unset), runs
 //     migrations and prints its URL.
 // Ctrl-C / SIGTERM stops the server first (it drains, then stops its database), then
@@ -58,6 +59,9 @@ async function waitForHttp(url: string, timeoutMs: number): Promise<boolean> {
   return false;
 }
 
+// The server's port (its config default is 4000): sandboxd routes paddock.internal to it.
+const serverPort = Number(blank('PORT') ? '4000' : env['PORT']);
+
 async function startSandboxd(): Promise<void> {
   const main = join(root, 'apps/sandboxd/src/main.ts');
   if (!existsSync(main)) return;
@@ -73,6 +77,9 @@ async function startSandboxd(): Promise<void> {
       SANDBOXD_ADDR: `127.0.0.1:${port}`,
       SANDBOXD_TOKEN: token,
       SANDBOXD_DATA_DIR: join(dataDir, 'sandboxd'),
+      // Sandboxes call the server back at paddock.internal: the one name and port the egress
+      // proxy dials on loopback (docs/sandboxd.md "Service routes").
+      SANDBOXD_SERVICE_ROUTES: `paddock.internal=127.0.0.1:${serverPort}`,
       ...(blank('SANDBOXD_LOG_FORMAT') && !blank('LOG_FORMAT')
         ? { SANDBOXD_LOG_FORMAT: env['LOG_FORMAT'] }
         : {}),
@@ -92,6 +99,7 @@ async function startSandboxd(): Promise<void> {
   }
   env['SANDBOX_BASE_URL'] = url;
   env['SANDBOX_TOKEN'] = token;
+  if (blank('SANDBOX_CALLBACK_URL')) env['SANDBOX_CALLBACK_URL'] = `http://paddock.internal:${serverPort}`;
   console.error(`paddock: sandboxd is serving the sandbox interface on ${url}`);
 }
 

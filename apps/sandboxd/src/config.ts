@@ -3,6 +3,7 @@
  * A blank value means "unset"; a malformed value refuses to start, naming the variable.
  */
 import { readFileSync } from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import type { Level } from './log.ts';
 import { type Cidr, parseAllowList } from './proxy/addresses.ts';
@@ -41,6 +42,12 @@ export interface SandboxdOptions {
    * Names listed here are exempt from the private/loopback address refusal.
    */
   hostsOverride: Map<string, string>;
+  /**
+   * SANDBOXD_SERVICE_ROUTES: names the proxy dials at a fixed address and port even where the
+   * address is loopback or this host's (the platform service beside sandboxd, for the sandboxes'
+   * callbacks). Exactly that name and port; the network policy still applies by name.
+   */
+  serviceRoutes: Map<string, ServiceRoute>;
   /** Private ranges the egress proxy may reach (SANDBOXD_EGRESS_ALLOW_CIDRS); never the host or loopback. */
   egressAllow: Cidr[];
   proxy: {
@@ -117,6 +124,30 @@ export function parseAddr(name: string, raw: string): { host: string; port: numb
 }
 
 /** Parses an /etc/hosts-style file: "<ip> <name> [<name>...]" lines, # comments. */
+export interface ServiceRoute {
+  ip: string;
+  port: number;
+}
+
+/** `name=ip:port` entries, comma or space separated (`paddock.internal=127.0.0.1:4000`). */
+export function parseServiceRoutes(raw: string): Map<string, ServiceRoute> {
+  const map = new Map<string, ServiceRoute>();
+  for (const entry of raw.split(/[\s,]+/).filter(Boolean)) {
+    const m = /^([a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?)=(?:\[([0-9a-f:.]+)\]|([0-9.]+)):(\d{1,5})$/i.exec(
+      entry,
+    );
+    const ip = m ? (m[2] ?? m[3] ?? '') : '';
+    const port = m ? Number(m[4]) : 0;
+    if (!m || net.isIP(ip) === 0 || port < 1 || port > 65535 || !m[1]?.includes('.')) {
+      throw new ConfigError(
+        `SANDBOXD_SERVICE_ROUTES: ${JSON.stringify(entry)} is not name=ip:port (e.g. paddock.internal=127.0.0.1:4000)`,
+      );
+    }
+    map.set(m[1].toLowerCase(), { ip, port });
+  }
+  return map;
+}
+
 export function parseHostsFile(text: string): Map<string, string> {
   const map = new Map<string, string>();
   for (const line of text.split('\n')) {
@@ -181,6 +212,9 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Sandbox
       throw new ConfigError(`SANDBOXD_HOSTS_FILE cannot be read: ${(err as Error).message}`);
     }
   }
+  const serviceRoutes = blank(env['SANDBOXD_SERVICE_ROUTES'])
+    ? new Map<string, ServiceRoute>()
+    : parseServiceRoutes(env['SANDBOXD_SERVICE_ROUTES']);
   let egressAllow: Cidr[] = [];
   if (!blank(env['SANDBOXD_EGRESS_ALLOW_CIDRS'])) {
     try {
@@ -228,6 +262,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Sandbox
     limits,
     sessionBufferBytes: bufMb * 1024 * 1024,
     hostsOverride,
+    serviceRoutes,
     egressAllow,
     proxy,
     logLevel: levelRaw as Level,

@@ -76,6 +76,7 @@ export async function startSandboxd(input: StartOptions): Promise<RunningSandbox
     },
     sessionBufferBytes: input.sessionBufferBytes ?? DEFAULTS.sessionBufferMb * 1024 * 1024,
     hostsOverride: input.hostsOverride ?? new Map(),
+    serviceRoutes: input.serviceRoutes ?? new Map(),
     egressAllow: input.egressAllow ?? [],
     proxy: {
       connectionsMax: DEFAULTS.proxyConnectionsMax,

@@ -196,7 +196,13 @@ export function createSandboxesService(deps: ServiceDeps) {
   function newSandbox(rec: SandboxRecord, tenant: string): Sandbox {
     const dir = path.join(tenantsDir, tenant, 'sandboxes', rec.name);
     const proxy = new EgressProxy(
-      { log, hostsOverride: opts.hostsOverride, guard, limits: opts.proxy },
+      {
+        log,
+        hostsOverride: opts.hostsOverride,
+        serviceRoutes: opts.serviceRoutes,
+        guard,
+        limits: opts.proxy,
+      },
       rec.name,
       rec.policy,
     );

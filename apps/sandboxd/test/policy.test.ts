@@ -113,6 +113,35 @@ describe('configuration', () => {
     assert.deepEqual(c.proxy, { connectionsMax: 256, handshakeTimeoutMs: 10_000, idleTimeoutMs: 300_000 });
   });
 
+  it('SANDBOXD_SERVICE_ROUTES: name=ip:port entries; malformed entries refuse to start, naming the variable', () => {
+    const c = loadConfig({
+      ...base,
+      SANDBOXD_SERVICE_ROUTES: 'paddock.internal=127.0.0.1:4000, API.Example.test=[::1]:8443',
+    });
+    assert.deepEqual(
+      [...c.serviceRoutes],
+      [
+        ['paddock.internal', { ip: '127.0.0.1', port: 4000 }],
+        ['api.example.test', { ip: '::1', port: 8443 }],
+      ],
+    );
+    assert.equal(loadConfig({ ...base, SANDBOXD_SERVICE_ROUTES: ' ' }).serviceRoutes.size, 0);
+    for (const bad of [
+      'paddock.internal',
+      'paddock.internal=127.0.0.1',
+      'x=127.0.0.1:80',
+      'p.i=localhost:80',
+      'p.i=1.2.3.4:0',
+      'p.i=1.2.3.4:70000',
+    ]) {
+      assert.throws(
+        () => loadConfig({ ...base, SANDBOXD_SERVICE_ROUTES: bad }),
+        /SANDBOXD_SERVICE_ROUTES/,
+        bad,
+      );
+    }
+  });
+
   it('refuses malformed values, naming the variable', () => {
     for (const [k, v] of [
       ['SANDBOXD_ADDR', 'nope'],

@@ -41,6 +41,10 @@ import { createProvisioner } from './conversations/provisioner.ts';
 import { defaultRuntimes } from './conversations/runtimes/registry.ts';
 import type { StreamOptions } from './conversations/stream.routes.ts';
 import { type DatabaseHandle, type Db, poolOptions } from './db/database.ts';
+import {
+  createEnvironmentCheckpoints,
+  type EnvironmentCheckpoints,
+} from './environments/environment-checkpoint.ts';
 import { createEnvironmentsService, type EnvironmentsService } from './environments/environments.service.ts';
 import type { TaskList } from './jobs/worker.ts';
 import { ACCOUNT_MAIL_TASK, createMailQueue, type MailQueue } from './mail/mail.queue.ts';
@@ -76,6 +80,8 @@ export interface Deps {
   agents: AgentsService;
   apply: ApplyService;
   conversations: ConversationsService;
+  /** Builds environment checkpoints (POST /api/environments/:id/checkpoint). */
+  environmentCheckpoints: EnvironmentCheckpoints;
   /** This process's conversation servers, command bus and lifecycle clock (start() at boot). */
   conversationEngine: ConversationEngine;
   /** Who owns which conversation in this process (owner.ts). */
@@ -158,6 +164,7 @@ export function createDeps(input: CreateDepsInput): Deps {
   const conversationDeps = createConversationDeps(input, {
     apiKeys: accountsDeps.apiKeys,
     secrets,
+    environments,
     log: conversationLog,
   });
   return {
@@ -233,9 +240,14 @@ function createAccountsDeps(
 
 function createConversationDeps(
   input: CreateDepsInput,
-  parts: { apiKeys: ApiKeysService; secrets: SecretsService; log: Pick<Deps, 'feed' | 'logWriters'> },
+  parts: {
+    apiKeys: ApiKeysService;
+    secrets: SecretsService;
+    environments: EnvironmentsService;
+    log: Pick<Deps, 'feed' | 'logWriters'>;
+  },
 ) {
-  const { apiKeys, secrets, log } = parts;
+  const { apiKeys, secrets, environments, log } = parts;
   const { config, logger, database } = input;
   const db = database.db;
   const options = input.engine ?? {};
@@ -247,6 +259,22 @@ function createConversationDeps(
     logger,
   });
   const { feed, logWriters } = log;
+  const provisioner = createProvisioner({
+    db,
+    secrets,
+    callbackKeys: createCallbackKeys({ apiKeys, callbackUrl: config.sandbox.callbackUrl }),
+    sandbox,
+    logger,
+    packagePlanner: packageCommands,
+  });
+  const environmentCheckpoints = createEnvironmentCheckpoints({
+    db,
+    sandbox,
+    secrets,
+    environments,
+    coldPath: provisioner.coldPath,
+    logger,
+  });
   const gates = createGates({
     db,
     maxSandboxesPerUser: config.sandbox.maxConcurrentPerUser,
@@ -268,16 +296,7 @@ function createConversationDeps(
     logger,
     runtimes: options.runtimes ?? defaultRuntimes,
     writers: logWriters,
-    provisioner:
-      options.provisioner ??
-      createProvisioner({
-        db,
-        secrets,
-        callbackKeys: createCallbackKeys({ apiKeys, callbackUrl: config.sandbox.callbackUrl }),
-        sandbox,
-        logger,
-        packagePlanner: packageCommands,
-      }),
+    provisioner: options.provisioner ?? provisioner,
     revokeCallbackKeys: (conversationId) => apiKeys.revokeConversationKeys(conversationId),
     newSandboxName: sandboxName,
     lifecycle: {
@@ -289,5 +308,5 @@ function createConversationDeps(
     },
   });
   const conversations = createConversationsService({ db, gates, engine: conversationEngine, logger });
-  return { conversations, conversationEngine, ownership };
+  return { conversations, conversationEngine, ownership, environmentCheckpoints };
 }

@@ -215,6 +215,30 @@ describe('provisioner', () => {
     assert.equal(await h.client.get(c.input.sandboxName), null);
   });
 
+  test('fenced off mid-way (another process took over): no row written, the sandbox and key left to the new owner', async () => {
+    const environmentId = await createEnvironment(h, { setup_script: 'sleep 1' });
+    const c = await newConversation(h, { environmentId });
+    const p = provisionerFor(h).provision(c.input);
+    while (!c.writer.rows.some((r) => r.stage?.stage === 'setup'))
+      await new Promise((r) => setTimeout(r, 50));
+    await h.t.deps.db
+      .updateTable('conversations')
+      .set({ owner_epoch: 2 })
+      .where('id', '=', c.lease.conversationId)
+      .execute();
+    await assert.rejects(p, { name: 'StaleOwnerError' });
+    assert.equal((await sandboxRow(h, c.input.sandboxId)).status, 'starting');
+    assert.ok(await h.client.get(c.input.sandboxName), 'the sandbox is not destroyed by a stale owner');
+    const live = await h.t.deps.db
+      .selectFrom('api_keys')
+      .select('id')
+      .where('conversation_id', '=', c.lease.conversationId)
+      .where('revoked_at', 'is', null)
+      .execute();
+    assert.equal(live.length, 1);
+    await h.client.destroy(c.input.sandboxName);
+  });
+
   test('cancelling while provisioning marks the stage interrupted and destroys the sandbox', async () => {
     const environmentId = await createEnvironment(h, { setup_script: 'echo started; sleep 30' });
     const c = await newConversation(h, { environmentId });

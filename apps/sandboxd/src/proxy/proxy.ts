@@ -35,6 +35,12 @@ export interface ProxyDeps {
   log: Logger;
   /** Test/dev only: names resolved from this map instead of DNS (the addresses are checked like DNS answers). */
   hostsOverride: Map<string, string>;
+  /**
+   * Operator-configured routes to the platform service (SANDBOXD_SERVICE_ROUTES): this exact name
+   * and port are dialled at the configured address without the address guard (it may be loopback
+   * or this host); any other port of the name is refused. The policy still applies by name.
+   */
+  serviceRoutes?: Map<string, { ip: string; port: number }>;
   guard: EgressGuard;
   limits: ProxyLimits;
 }
@@ -163,6 +169,12 @@ export class EgressProxy {
     const policy = this.policy;
     if (policy.decide(host) === 'deny')
       throw new Refused(403, `egress to ${host} is denied by the sandbox network policy`);
+    const route = this.deps.serviceRoutes?.get(host);
+    if (route) {
+      if (port !== route.port)
+        throw new Refused(403, `egress to ${host}:${port} is refused: not the service port`);
+      return route.ip;
+    }
     const ip =
       this.deps.hostsOverride.get(host) ??
       (net.isIP(host) !== 0 ? host : (await dns.lookup(host).catch(() => null))?.address);

@@ -202,6 +202,8 @@ export function accountsRoutes(deps: AccountsRouteDeps): FastifyPluginAsync {
       '/api/auth/me',
       {
         onRequest: [app.requireAuth],
+        // A sandbox's callback key may ask who it acts for (docs/environments.md).
+        config: { allowConversationScope: true },
         schema: { tags, summary: 'The authenticated account', response: { 200: MeView } },
       },
       async (request) => {

@@ -16,7 +16,8 @@
 //   packages, clone and setup streams through the same writer as a turn's output (redacted).
 // - Any failure destroys the backend sandbox, marks the sandbox row `failed` with a user-safe
 //   reason, revokes the callback key, and throws ProvisionError(stage, reason). The conversation
-//   row is the caller's (engine.ts).
+//   row is the caller's (engine.ts). Except when fenced off (StaleOwnerError): then nothing is
+//   touched, since the sandbox and the key may be the new owner's.
 // - Every sandbox row write is fenced by the owner's epoch: a stale owner changes nothing
 //   (StaleOwnerError).
 // - Network policy is applied on the warm path too: a checkpoint holds files, not the policy.
@@ -420,6 +421,9 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
       err instanceof ProvisionError || err instanceof StaleOwnerError
         ? err
         : toProvisionError('provision', err, logger);
+    // A fenced-off owner touches nothing more: the sandbox and the callback key may already be
+    // the new owner's (it adopts the same sandbox name).
+    if (failure instanceof StaleOwnerError) throw failure;
     if (created) {
       await sandbox.destroy(input.sandboxName, { retry: true }).catch((destroyErr: unknown) => {
         logger.warn(
@@ -429,12 +433,10 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
       });
     }
     await deps.callbackKeys.revoke(input.lease.conversationId).catch(() => {});
-    if (!(failure instanceof StaleOwnerError)) {
-      const reason = input.registry.redact(`${failure.stage}: ${failure.message}`).toString('utf8');
-      await markSandbox(input.lease, input.sandboxId, 'failed', ['pending', 'starting', 'ready'], {
-        reason,
-      }).catch(() => {});
-    }
+    const reason = input.registry.redact(`${failure.stage}: ${failure.message}`).toString('utf8');
+    await markSandbox(input.lease, input.sandboxId, 'failed', ['pending', 'starting', 'ready'], {
+      reason,
+    }).catch(() => {});
     throw failure;
   }
 

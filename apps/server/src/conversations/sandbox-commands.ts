@@ -32,14 +32,14 @@ export async function runStreaming(
   writer: Pick<LogWriter, 'output'> | null,
   signal?: AbortSignal,
 ): Promise<CommandOutcome> {
-  const options: ExecStreamOptions & { user?: 'root' } = {
+  const options: ExecStreamOptions = {
     cmd: command.argv,
     timeoutMs: command.timeoutMs,
     retry: true,
     stdin: command.stdin !== undefined,
     ...(command.env ? { env: command.env } : {}),
     ...(command.dir ? { dir: command.dir } : {}),
-    // The backend's root exec (sbx-packages); ignored by a backend without it.
+    // The backend's root exec (sandboxd `user=root`); a backend that runs everything as root ignores it.
     ...(command.user === 'root' ? { user: 'root' as const } : {}),
     ...(writer
       ? {

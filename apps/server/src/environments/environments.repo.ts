@@ -98,9 +98,19 @@ export async function insertEnvironment(db: Db, tenantId: string, id: string, in
 }
 
 export async function updateEnvironment(db: Db, tenantId: string, id: string, input: EnvironmentInput) {
+  const fields = jsonFields(input);
   return await db
     .updateTable('environments')
-    .set({ ...jsonFields(input), updated_at: sql<Date>`now()` })
+    .set({
+      ...fields,
+      // A checkpoint holds what packages, repos and the setup script produced: a change to any
+      // of them makes it stale (the next conversation takes the cold path).
+      checkpoint_id: sql<
+        string | null
+      >`CASE WHEN packages = ${fields.packages}::jsonb AND repos = ${fields.repos}::jsonb
+        AND setup_script IS NOT DISTINCT FROM ${fields.setup_script} THEN checkpoint_id ELSE NULL END`,
+      updated_at: sql<Date>`now()`,
+    })
     .where('tenant_id', '=', tenantId)
     .where('id', '=', id)
     .returning(COLUMNS)

@@ -3,12 +3,17 @@ import type { FastifyPluginAsync } from 'fastify';
 import { registerNamedResourceRoutes } from '../resources/named-resource.routes.ts';
 import { ErrorResponse } from '../secrets/responses.ts';
 import { registerSecretRoutes } from '../secrets/secrets.routes.ts';
+import { registerEnvironmentCheckpointRoute } from './environment-checkpoint.routes.ts';
+import type { EnvironmentCheckpoints } from './environment-checkpoint.ts';
 import { EnvironmentBody, EnvironmentView } from './environments.schema.ts';
 import type { EnvironmentsService } from './environments.service.ts';
 
 const TAG = 'Environments';
 
-export function environmentsRoutes(deps: { environments: EnvironmentsService }): FastifyPluginAsync {
+export function environmentsRoutes(deps: {
+  environments: EnvironmentsService;
+  environmentCheckpoints: EnvironmentCheckpoints;
+}): FastifyPluginAsync {
   const service = deps.environments;
   return async (app) => {
     registerNamedResourceRoutes(app, {
@@ -30,5 +35,9 @@ export function environmentsRoutes(deps: { environments: EnvironmentsService }):
       service,
     });
     registerSecretRoutes(app, { prefix: '/api/environments', tag: TAG, owned: service.secrets });
+    registerEnvironmentCheckpointRoute(app, {
+      environments: service,
+      checkpoints: deps.environmentCheckpoints,
+    });
   };
 }

@@ -94,7 +94,9 @@ export async function startProvisionHarness(
   options: { sandboxd?: Parameters<typeof startTestSandboxd>[0]; env?: Record<string, string> } = {},
 ): Promise<ProvisionHarness> {
   const sandboxd = await startTestSandboxd(options.sandboxd ?? {});
-  const t = await buildTestApp({ env: options.env ?? {} });
+  const t = await buildTestApp({
+    env: { SANDBOX_BASE_URL: sandboxd.url, SANDBOX_TOKEN: sandboxd.token, ...options.env },
+  });
   const client = createSandboxClient({ baseUrl: sandboxd.url, token: sandboxd.token });
   const user = await createVerifiedUser(t.deps.db);
   return {
