@@ -31,6 +31,7 @@ import { ErrorResponse, ValidationErrorResponse } from '../secrets/responses.ts'
 import type { Feed, OwnershipProbe } from './contracts.ts';
 import type { LogStream } from './conversations.tables.ts';
 import { clearUnread, findConversationRef, type LogEventRow, listLogEvents } from './log-events.repo.ts';
+import { createLogTails, type LogTail, type LogTails } from './log-tail.ts';
 import { SSE_HEADERS, SSE_PING, SSE_RETRY, sseEvent } from './sse.ts';
 
 const TAG = 'Conversations';
@@ -39,6 +40,8 @@ const STREAMS = ['stdout', 'stderr', 'stage'] as const;
 /** Rows per read of a viewer: rows are ≤ 32 KiB, so a page is ≤ 2 MiB. */
 const PAGE_ROWS = 64;
 const CURSOR_RE = /^\d{1,15}$/;
+/** Most bytes of frames a caught-up viewer writes at once from the shared tail. */
+const TAIL_WRITE_BYTES = 1024 * 1024;
 
 export interface StreamOptions {
   /** Interval of heartbeats and ownership checks (default 15 s; tests shorten it). */
@@ -47,6 +50,8 @@ export interface StreamOptions {
 
 export interface StreamRoutesDeps {
   db: Db;
+  /** Shared per-conversation tails (log-tail.ts); created by the plugin when not given. */
+  logTails?: LogTails;
   logger: Logger;
   feed: Feed;
   ownershipProbe: OwnershipProbe;
@@ -155,6 +160,7 @@ export function streamRoutes(deps: StreamRoutesDeps): FastifyPluginAsync {
   return async (root) => {
     const app = root.withTypeProvider<ZodTypeProvider>();
     const viewers = new Set<() => void>();
+    const logTails = deps.logTails ?? createLogTails({ ...deps, frame: logEventFrame });
     // Open streams end when the server stops (clients resume elsewhere with Last-Event-ID).
     app.addHook('preClose', async () => {
       for (const stop of [...viewers]) stop();
@@ -198,6 +204,7 @@ export function streamRoutes(deps: StreamRoutesDeps): FastifyPluginAsync {
         const out = new PassThrough();
         const stop = startViewer({
           ...deps,
+          logTails,
           out,
           tenantId: principal.tenantId,
           conversationId: conversation.id,
@@ -258,7 +265,12 @@ export function streamRoutes(deps: StreamRoutesDeps): FastifyPluginAsync {
   };
 }
 
+export function logEventFrame(row: LogEventRow): string {
+  return sseEvent(row.stream, logEventView(row), String(row.id));
+}
+
 interface ViewerInput extends StreamRoutesDeps {
+  logTails: LogTails;
   out: PassThrough;
   tenantId: string;
   conversationId: string;
@@ -278,11 +290,15 @@ function startViewer(input: ViewerInput): () => void {
   let pumping = false;
   let timer: NodeJS.Timeout | null = null;
   let unsubscribe = (): void => {};
+  /** Set once acquired (follow mode): caught-up reads come from the shared tail. */
+  let tail: LogTail | null = null;
+  let releaseTail = (): void => {};
 
   const stop = (): void => {
     if (stopped) return;
     stopped = true;
     unsubscribe();
+    releaseTail();
     if (timer) clearInterval(timer);
     if (!out.destroyed) out.end();
   };
@@ -316,6 +332,15 @@ function startViewer(input: ViewerInput): () => void {
     try {
       while (dirty && !stopped) {
         dirty = false;
+        if (tail && cursor >= tail.floor) {
+          const got = tail.after(cursor, input.streams, TAIL_WRITE_BYTES);
+          cursor = got.last;
+          if (got.more) dirty = true;
+          if (got.frames.length > 0 && !write(got.frames)) await drained();
+          if (input.ownerReads && got.frames.includes('event: stage\n'))
+            await clearUnread(db, tenantId, conversationId);
+          continue;
+        }
         const rows = await listLogEvents(db, tenantId, conversationId, {
           after: cursor.toString(),
           streams: input.streams,
@@ -324,7 +349,7 @@ function startViewer(input: ViewerInput): () => void {
         if (rows.length === PAGE_ROWS) dirty = true;
         if (rows.length === 0 || stopped) break;
         cursor = BigInt(rows.at(-1)!.id);
-        const page = rows.map((row) => sseEvent(row.stream, logEventView(row), String(row.id))).join('');
+        const page = rows.map(logEventFrame).join('');
         if (!write(page)) await drained();
         if (input.ownerReads && rows.some((row) => row.stream === 'stage'))
           await clearUnread(db, tenantId, conversationId);
@@ -359,6 +384,7 @@ function startViewer(input: ViewerInput): () => void {
   if (input.follow) {
     unsubscribe = input.feed.subscribe(conversationId, (signal) => {
       if (signal.type === 'events') {
+        if (tail) return; // the tail reads and wakes this viewer
         if (signal.lastId !== '' && /^\d+$/.test(signal.lastId) && BigInt(signal.lastId) <= cursor) return;
         dirty = true;
         void pump();
@@ -374,8 +400,26 @@ function startViewer(input: ViewerInput): () => void {
     timer = setInterval(() => {
       dirty = true;
       void pump();
+      tail?.refresh().catch(fail);
       void beat(true);
     }, input.heartbeatMs);
+    input.logTails.acquire(tenantId, conversationId).then(
+      (acquired) => {
+        if (stopped) return acquired.release();
+        tail = acquired;
+        const off = acquired.onRows(() => {
+          dirty = true;
+          void pump();
+        });
+        releaseTail = () => {
+          off();
+          acquired.release();
+        };
+        dirty = true;
+        void pump();
+      },
+      (err: unknown) => input.logger.warn({ conversationId, err: String(err) }, 'log tail unavailable'),
+    );
     void pump().then(() => beat(false));
   } else {
     void pump();

@@ -1,0 +1,191 @@
+// The shared tail of a conversation log in one process: the viewers of a conversation that are
+// caught up read its newest rows once per wake-up, formatted once, instead of one query and one
+// JSON encoding per viewer (10 viewers cost one read, not ten).
+//
+// What must hold (tests in stream.routes.test.ts, "a viewer on another instance sees rows ...",
+// "delivers a large backlog in order" and the benchmark's delivery check):
+// 1. Contiguity: `entries` holds every row of the conversation with floor < id ≤ last, in id
+//    order. Rows of one conversation commit in id order (one writer, one batch after another,
+//    see log-writer.ts), so reading "after last" never skips a row that commits later.
+// 2. Bounded: at most MAX_BYTES of frames are kept; dropping the oldest raises `floor`. A viewer
+//    whose cursor is below `floor` reads from the database itself (stream.routes.ts).
+// 3. The tail lives while a viewer holds it; the last release stops its feed subscription.
+import type { Db } from '../db/database.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { Feed } from './contracts.ts';
+import type { LogStream } from './conversations.tables.ts';
+import { type LogEventRow, listLogEvents } from './log-events.repo.ts';
+
+const MAX_BYTES = 4 * 1024 * 1024;
+const PAGE_ROWS = 128;
+
+export interface TailEntry {
+  id: bigint;
+  stream: LogStream;
+  /** The complete SSE frame of the row. */
+  frame: string;
+}
+
+export interface LogTail {
+  /** Every row with floor < id ≤ last is in the tail. */
+  readonly floor: bigint;
+  readonly last: bigint;
+  /** Frames of the rows after `cursor` (cursor ≥ floor), up to about maxBytes; `last` is the id to resume after. */
+  after(
+    cursor: bigint,
+    streams: readonly LogStream[] | null,
+    maxBytes: number,
+  ): { frames: string; last: bigint; more: boolean };
+  /** Reads the rows committed since `last` (single flight: concurrent callers share one read). */
+  refresh(): Promise<void>;
+  /** Called after new rows were added. */
+  onRows(listener: () => void): () => void;
+  release(): void;
+}
+
+export interface LogTails {
+  acquire(tenantId: string, conversationId: string): Promise<LogTail>;
+}
+
+export function createLogTails(deps: {
+  db: Db;
+  feed: Feed;
+  logger: Pick<Logger, 'warn'>;
+  frame: (row: LogEventRow) => string;
+}): LogTails {
+  const tails = new Map<string, { tail: Promise<LogTail>; holders: number }>();
+
+  const open = async (tenantId: string, conversationId: string): Promise<LogTail> => {
+    const latest = await deps.db
+      .selectFrom('log_events')
+      .select((eb) => eb.fn.max('id').as('id'))
+      .where('tenant_id', '=', tenantId)
+      .where('conversation_id', '=', conversationId)
+      .executeTakeFirst();
+    let floor = BigInt(latest?.id ?? 0);
+    let last = floor;
+    let entries: TailEntry[] = [];
+    let head = 0; // entries[head..] are live; older ones are dropped lazily
+    let bytes = 0;
+    let reading: Promise<void> | null = null;
+    let again = false;
+    const listeners = new Set<() => void>();
+
+    const read = async (): Promise<void> => {
+      for (;;) {
+        const rows = await listLogEvents(deps.db, tenantId, conversationId, {
+          after: last.toString(),
+          streams: null,
+          limit: PAGE_ROWS,
+        });
+        for (const row of rows) {
+          const frame = deps.frame(row);
+          entries.push({ id: BigInt(row.id), stream: row.stream, frame });
+          bytes += frame.length;
+        }
+        if (rows.length > 0) last = BigInt(rows.at(-1)!.id);
+        while (bytes > MAX_BYTES && head < entries.length) {
+          const dropped = entries[head++]!;
+          bytes -= dropped.frame.length;
+          floor = dropped.id;
+        }
+        if (head > 1024) {
+          entries = entries.slice(head);
+          head = 0;
+        }
+        if (rows.length > 0) for (const listener of [...listeners]) listener();
+        if (rows.length < PAGE_ROWS) return;
+      }
+    };
+
+    const refresh = (): Promise<void> => {
+      if (reading) {
+        again = true; // a wake-up during a read: read once more after it
+        return reading;
+      }
+      reading = (async () => {
+        do {
+          again = false;
+          await read();
+        } while (again);
+      })().finally(() => {
+        reading = null;
+      });
+      return reading;
+    };
+
+    const key = `${tenantId}:${conversationId}`;
+    const unsubscribe = deps.feed.subscribe(conversationId, (signal) => {
+      if (signal.type !== 'events') return;
+      if (signal.lastId !== '' && /^\d+$/.test(signal.lastId) && BigInt(signal.lastId) <= last) return;
+      refresh().catch((err: unknown) =>
+        deps.logger.warn(
+          { conversationId, err: err instanceof Error ? err.message : String(err) },
+          'log tail read failed',
+        ),
+      );
+    });
+
+    // Rows committed between the max(id) read and the subscription: read them now.
+    refresh().catch(() => {});
+    return {
+      get floor() {
+        return floor;
+      },
+      get last() {
+        return last;
+      },
+      after(cursor, streams, maxBytes) {
+        let taken = 0;
+        let resume = cursor;
+        const parts: string[] = [];
+        // Binary search for the first entry after the cursor.
+        let lo = head;
+        let hi = entries.length;
+        while (lo < hi) {
+          const mid = (lo + hi) >>> 1;
+          if (entries[mid]!.id <= cursor) lo = mid + 1;
+          else hi = mid;
+        }
+        let at = lo;
+        for (; at < entries.length && taken < maxBytes; at++) {
+          const entry = entries[at]!;
+          resume = entry.id;
+          if (streams && !streams.includes(entry.stream)) continue;
+          parts.push(entry.frame);
+          taken += entry.frame.length;
+        }
+        if (at >= entries.length && resume < last) resume = last;
+        return { frames: parts.join(''), last: resume, more: at < entries.length };
+      },
+      refresh,
+      onRows(listener) {
+        listeners.add(listener);
+        return () => listeners.delete(listener);
+      },
+      release() {
+        const held = tails.get(key);
+        if (!held) return;
+        held.holders--;
+        if (held.holders > 0) return;
+        tails.delete(key);
+        unsubscribe();
+        listeners.clear();
+      },
+    };
+  };
+
+  return {
+    async acquire(tenantId, conversationId) {
+      const key = `${tenantId}:${conversationId}`;
+      let held = tails.get(key);
+      if (!held) {
+        held = { tail: open(tenantId, conversationId), holders: 0 };
+        tails.set(key, held);
+        held.tail.catch(() => tails.delete(key));
+      }
+      held.holders++;
+      return await held.tail;
+    },
+  };
+}

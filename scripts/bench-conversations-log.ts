@@ -1,0 +1,323 @@
+// Conversation log benchmark: the single log writer (redaction with 100 registered secrets,
+// batched fenced INSERTs, feed wake-ups) persisting agent-like output AND delivering it to 10
+// SSE viewers of the real app, next to a ceiling measured in the same run on the same database:
+// 100-row multi-row INSERT batches of the same row size into a table shaped like log_events,
+// one batch after another on one connection (as the single writer does).
+// Goals (issue 9): throughput ≥ 0.6 × the ceiling; viewer p99 ≤ 50 ms from write to SSE receipt
+// (measured at a steady 1 MB/s, below saturation: at saturation latency is queueing by design).
+//
+//   node scripts/bench-conversations-log.ts [--runs 3] [--mb 16] [--json out.json]
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { parseArgs } from 'node:util';
+import { isMainThread, parentPort, Worker } from 'node:worker_threads';
+import type { LogWriter } from '../apps/server/src/conversations/contracts.ts';
+import { createSecretRegistry, type SecretRegistry } from '../apps/server/src/conversations/redactor.ts';
+import { openDatabase } from '../apps/server/src/db/database.ts';
+import { insertConversation } from '../apps/server/test/helpers/conversation-rows.ts';
+import { createVerifiedUser } from '../apps/server/test/helpers/factories.ts';
+import { appOnDatabase, startScratchPostgres } from '../apps/server/test/helpers/scratch.ts';
+import { type Figure, median, writeReport } from './bench-report.ts';
+
+const { values } = parseArgs({
+  options: {
+    runs: { type: 'string', default: '3' },
+    mb: { type: 'string', default: '16' },
+    json: { type: 'string' },
+  },
+});
+const runs = Number(values.runs);
+const megabytes = Number(values.mb);
+if (!Number.isInteger(runs) || runs < 1) throw new Error('--runs must be a positive integer');
+if (!Number.isInteger(megabytes) || megabytes < 2) throw new Error('--mb must be an integer ≥ 2');
+
+const VIEWERS = Number(process.env['BENCH_VIEWERS'] ?? 10);
+const SECRETS = 100;
+const CHUNK = 16 * 1024;
+const PACED_CHUNK = 4 * 1024;
+const PACED_INTERVAL_MS = 4; // ≈ 1 MB/s
+const PACED_SECONDS = 4;
+const CEILING_ROWS = 100;
+
+let seed = 20261124;
+const random = (n: number): number => {
+  seed = (seed + 0x6d2b79f5) >>> 0;
+  let t = seed;
+  t = Math.imul(t ^ (t >>> 15), t | 1);
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+  return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * n);
+};
+const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+const draw = (length: number): string => Array.from({ length }, () => ALNUM[random(ALNUM.length)]).join('');
+const secrets = Array.from({ length: SECRETS }, (_, k) => `sk-bench-${k}-${draw(28)}`);
+const WORDS =
+  'the a to of and in is for on with build test error warning ok done running install package src'.split(' ');
+
+/** One chunk of agent-like output, starting with a `#seq n` tag the viewers look for. */
+function chunkOf(seq: number, size: number): Buffer {
+  const lines = [`#seq ${seq} #`];
+  let length = lines[0]!.length + 1;
+  while (length < size) {
+    const kind = random(100);
+    const line =
+      kind < 70
+        ? Array.from({ length: 4 + random(12) }, () => WORDS[random(WORDS.length)]).join(' ')
+        : kind < 97
+          ? `src/${draw(8)}.ts:${random(900)}: ${draw(20)}`
+          : `token=${secrets[random(secrets.length)]}`;
+    lines.push(line);
+    length += line.length + 1;
+  }
+  return Buffer.from(`${lines.join('\n')}\n`).subarray(0, size);
+}
+
+/** One request to the viewers' worker and its answer. */
+function ask<T>(worker: Worker, message: Record<string, unknown>): Promise<T> {
+  return new Promise((resolve, reject) => {
+    worker.once('message', (answer: { type: string; lastIds?: number[] }) =>
+      answer.type === 'timeout'
+        ? reject(new Error(`viewers timed out at ${answer.lastIds}`))
+        : resolve(answer as T),
+    );
+    worker.postMessage(message);
+  });
+}
+
+const percentile = (samples: number[], p: number): number => {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
+};
+
+// The viewers run in a worker thread, so parsing what they receive does not take the server's
+// event loop (in production viewers are other machines).
+interface Viewer {
+  lastId: number;
+  /** seq → receipt time (epoch ms, comparable across threads). */
+  seen: Map<number, number>;
+  close(): void;
+}
+
+function openViewer(url: string, auth: Record<string, string>): Promise<Viewer> {
+  return new Promise((resolve, reject) => {
+    const viewer: Viewer = { lastId: 0, seen: new Map(), close: () => request.destroy() };
+    const request = http.get(url, { headers: auth }, (response) => {
+      response.setEncoding('utf8');
+      let buffer = '';
+      response.on('data', (text: string) => {
+        const now = performance.timeOrigin + performance.now();
+        buffer += text;
+        let cut = buffer.indexOf('\n\n');
+        while (cut >= 0) {
+          const block = buffer.slice(0, cut);
+          buffer = buffer.slice(cut + 2);
+          cut = buffer.indexOf('\n\n');
+          // A light client: the id from its line, the tags straight from the JSON text (they
+          // hold no character JSON escapes), no JSON.parse of every event.
+          if (!block.startsWith('id: ')) continue;
+          viewer.lastId = Number(block.slice(4, block.indexOf('\n')));
+          for (const match of block.matchAll(/#seq (\d+) #/g)) viewer.seen.set(Number(match[1]), now);
+        }
+      });
+      resolve(viewer);
+    });
+    request.on('error', reject);
+  });
+}
+
+if (!isMainThread) {
+  let viewers: Viewer[] = [];
+  parentPort!.on(
+    'message',
+    async (message: {
+      cmd: string;
+      url?: string;
+      auth?: Record<string, string>;
+      count?: number;
+      last?: number;
+    }) => {
+      if (message.cmd === 'open') {
+        viewers = await Promise.all(
+          Array.from({ length: message.count! }, () => openViewer(message.url!, message.auth!)),
+        );
+        parentPort!.postMessage({ type: 'opened' });
+      } else if (message.cmd === 'wait') {
+        const deadline = Date.now() + 120_000;
+        while (!viewers.every((v) => v.lastId >= message.last!)) {
+          if (Date.now() > deadline) {
+            parentPort!.postMessage({ type: 'timeout', lastIds: viewers.map((v) => v.lastId) });
+            return;
+          }
+          await new Promise((r) => setTimeout(r, 1));
+        }
+        const at = performance.timeOrigin + performance.now();
+        parentPort!.postMessage({ type: 'done', at, seen: viewers.map((v) => [...v.seen]) });
+        for (const v of viewers) v.close();
+        viewers = [];
+      }
+    },
+  );
+} else {
+  const scratch = await startScratchPostgres({ database: 'bench' });
+  try {
+    const { app, deps, database, close } = await appOnDatabase(scratch.pg.url, {
+      RATE_LIMIT_MAX: '100000000',
+      LOG_OUTPUT_BUDGET_MB: '0',
+    });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+    const user = await createVerifiedUser(database.db);
+    const viewers = new Worker(new URL(import.meta.url));
+    const ceilingDb = openDatabase({ connectionString: scratch.pg.url, max: 2 });
+    // log_events' columns, identity, check, storage and index (not its foreign key).
+    await ceilingDb.pool.query(`CREATE TABLE bench_log (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tenant_id uuid NOT NULL, conversation_id uuid NOT NULL, turn_id uuid,
+    stream text NOT NULL CHECK (stream IN ('stdout', 'stderr', 'stage')),
+    data bytea, stage text, state text, duration_ms integer, message text,
+    created_at timestamptz NOT NULL DEFAULT now())`);
+    await ceilingDb.pool.query('ALTER TABLE bench_log ALTER COLUMN data SET STORAGE EXTERNAL');
+    await ceilingDb.pool.query('CREATE INDEX ON bench_log (conversation_id, id)');
+
+    const registry = (): SecretRegistry => {
+      const r = createSecretRegistry();
+      r.registerAll(secrets);
+      return r;
+    };
+    const setup = async () => {
+      const conversation = await insertConversation(database.db, user.id);
+      await ask(viewers, {
+        cmd: 'open',
+        url: `${base}/api/conversations/${conversation.id}/stream`,
+        auth: user.auth,
+        count: VIEWERS,
+      });
+      const writer: LogWriter = deps.logWriters.create({
+        lease: { tenantId: user.id, conversationId: conversation.id, epoch: conversation.epoch },
+        registry: registry(),
+      });
+      await new Promise((r) => setTimeout(r, 100)); // viewers connected and listening
+      return { conversation, writer };
+    };
+    const lastIdOf = async (conversationId: string) =>
+      Number(
+        (
+          await database.pool.query<{ id: number }>(
+            'SELECT max(id) AS id FROM log_events WHERE conversation_id = $1',
+            [conversationId],
+          )
+        ).rows[0]?.id ?? 0,
+      );
+
+    const throughput: number[] = [];
+    const ceiling: number[] = [];
+    const ratios: number[] = [];
+    const p99s: number[] = [];
+    const p50s: number[] = [];
+    const total = megabytes * 1024 * 1024;
+    for (let run = 0; run < runs; run++) {
+      // 1. Sustained: write as fast as output arrives from a busy agent, until persisted and delivered.
+      const { conversation, writer } = await setup();
+      const chunks = Array.from({ length: Math.ceil(total / CHUNK) }, (_, i) => chunkOf(i, CHUNK));
+      const started = performance.timeOrigin + performance.now();
+      for (let i = 0; i < chunks.length; i++) {
+        writer.output('stdout', chunks[i]!);
+        if (i % 16 === 15) await new Promise((r) => setImmediate(r)); // let batches and viewers run
+      }
+      await writer.close();
+      if (process.env['BENCH_DEBUG'])
+        console.error('persisted after', performance.timeOrigin + performance.now() - started);
+      const last = await lastIdOf(conversation.id);
+      const delivered = await ask<{ at: number }>(viewers, { cmd: 'wait', last });
+      const seconds = (delivered.at - started) / 1000;
+      const mbps = total / 1024 / 1024 / seconds;
+      throughput.push(mbps);
+      const rows = await database.pool.query<{ n: number; bytes: number }>(
+        `SELECT count(*)::int AS n, sum(length(data))::bigint AS bytes FROM log_events WHERE conversation_id = $1`,
+        [conversation.id],
+      );
+      const rowSize = Math.round(Number(rows.rows[0]!.bytes) / rows.rows[0]!.n);
+
+      // 2. The ceiling: the same bytes as 100-row INSERT batches of rows of the same size.
+      const rowData = Buffer.concat(chunks).subarray(0, rowSize);
+      const batches = Math.ceil(total / rowSize / CEILING_ROWS);
+      const placeholders = Array.from(
+        { length: CEILING_ROWS },
+        (_, i) => `($1::uuid, $2::uuid, 'stdout', $${i + 3}::bytea)`,
+      ).join(', ');
+      const ceilingStarted = performance.now();
+      for (let batch = 0; batch < batches; batch++) {
+        await ceilingDb.pool.query(
+          `INSERT INTO bench_log (tenant_id, conversation_id, stream, data) VALUES ${placeholders}`,
+          [user.id, conversation.id, ...Array.from({ length: CEILING_ROWS }, () => rowData)],
+        );
+      }
+      const ceilingMbps =
+        (batches * CEILING_ROWS * rowSize) / 1024 / 1024 / ((performance.now() - ceilingStarted) / 1000);
+      ceiling.push(ceilingMbps);
+      ratios.push(mbps / ceilingMbps);
+      await ceilingDb.pool.query('TRUNCATE bench_log');
+
+      // 3. Latency at a steady 1 MB/s: write time → SSE receipt, for every chunk and viewer.
+      const paced = await setup();
+      const written = new Map<number, number>();
+      const count = Math.floor((PACED_SECONDS * 1000) / PACED_INTERVAL_MS);
+      for (let i = 0; i < count; i++) {
+        const chunk = chunkOf(i, PACED_CHUNK);
+        written.set(i, performance.timeOrigin + performance.now());
+        paced.writer.output('stdout', chunk);
+        await new Promise((r) => setTimeout(r, PACED_INTERVAL_MS));
+      }
+      await paced.writer.close();
+      const pacedLast = await lastIdOf(paced.conversation.id);
+      const received = await ask<{ seen: [number, number][][] }>(viewers, { cmd: 'wait', last: pacedLast });
+      const latencies: number[] = [];
+      for (const seen of received.seen) {
+        const bySeq = new Map(seen);
+        for (const [seq, at] of written) {
+          const got = bySeq.get(seq);
+          if (got !== undefined) latencies.push(got - at);
+        }
+      }
+      p50s.push(percentile(latencies, 50));
+      p99s.push(percentile(latencies, 99));
+    }
+    await ceilingDb.close();
+    await viewers.terminate();
+    await close();
+
+    const figures: Figure[] = [
+      {
+        name: `log persisted + delivered to ${VIEWERS} viewers (${SECRETS} secrets)`,
+        unit: 'MB/s',
+        median: median(throughput),
+        samples: throughput,
+        baseline: 'batched INSERT ceiling',
+        ratio: median(ratios),
+        goal: '≥ 0.6×',
+      },
+      {
+        name: 'batched INSERT ceiling (100-row batches)',
+        unit: 'MB/s',
+        median: median(ceiling),
+        samples: ceiling,
+      },
+      { name: 'viewer latency p50 at 1 MB/s', unit: 'ms', median: median(p50s), samples: p50s },
+      {
+        name: 'viewer latency p99 at 1 MB/s',
+        unit: 'ms',
+        median: median(p99s),
+        samples: p99s,
+        goal: '≤ 50 ms',
+      },
+    ];
+    writeReport(
+      { benchmark: 'conversations-log', runs, megabytes, viewers: VIEWERS, secrets: SECRETS },
+      figures,
+      {
+        json: values.json,
+      },
+    );
+  } finally {
+    await scratch.remove();
+  }
+}
