@@ -115,7 +115,7 @@ async function followTurn(
   ctx: CommandContext,
   api: ApiClient,
   conversationId: string,
-  target: { turnId: string | null; since: string | null },
+  target: { turnId: string | null; since: string | null; after?: string | undefined },
 ): Promise<number> {
   const renderer = newRenderer(ctx);
   const detach = new AbortController();
@@ -141,6 +141,7 @@ async function followTurn(
       conversationId,
       streams: null,
       wait: true,
+      ...(target.after ? { after: target.after } : {}),
       signal: detach.signal,
       check: settled,
       onNotice: (kind, text) => renderer.notice(kind, text),
@@ -192,6 +193,20 @@ async function followTurn(
     stopListening();
     renderer.close();
   }
+}
+
+/** The id of the conversation's last stage event ('' when none), read with `wait=false`. */
+async function lastStageEventId(api: ApiClient, conversationId: string): Promise<string> {
+  const drained = await follow({
+    client: api,
+    conversationId,
+    streams: ['stage'],
+    wait: false,
+    signal: new AbortController().signal,
+    onEvent: () => 'continue',
+    onNotice: () => {},
+  });
+  return drained.lastEventId;
 }
 
 async function resolveAgentNames(api: ApiClient): Promise<Map<string, string>> {
@@ -256,6 +271,11 @@ export function registerConversationCommands(program: Command, ctx: CommandConte
       const api = ctx.client();
       const prompt = await promptText(textArg);
       const images = readImages(opts.image);
+      // Where the new turn's events begin: stage events are few, and the last one (the end of
+      // the previous turn, or a lifecycle stage) comes after all output before it, since the
+      // log writer persists a stage after the output written before it and a prompt is refused
+      // while a turn runs. Following from there skips the earlier turns without replaying them.
+      const after = opts.follow ? await lastStageEventId(api, id) : undefined;
       const { turn } = await whileProvisioning(ctx, () =>
         api.request<{ turn: Turn }>('POST', `${conversationPath(id)}/prompts`, {
           prompt,
@@ -268,7 +288,7 @@ export function registerConversationCommands(program: Command, ctx: CommandConte
         return;
       }
       if (ctx.format() === 'json') ctx.io.out(`${JSON.stringify({ turn_accepted: turn })}\n`);
-      const code = await followTurn(ctx, api, id, { turnId: turn.id, since: turn.created_at });
+      const code = await followTurn(ctx, api, id, { turnId: turn.id, since: turn.created_at, after });
       if (code !== 0) throw new ExitStatus(code);
     });
 

@@ -26,6 +26,8 @@ export interface FollowOptions {
   streams: string[] | null;
   /** false: drain what exists and end (`wait=false`); true: follow live. */
   wait: boolean;
+  /** Start after this event id (sent as the first Last-Event-ID); from the beginning when absent. */
+  after?: string;
   signal: AbortSignal;
   onEvent(event: LogEvent): Decision | Promise<Decision>;
   onNotice(kind: 'owner_lost' | 'reconnecting' | 'reconnected', text: string): void;
@@ -86,7 +88,7 @@ export async function follow(options: FollowOptions): Promise<{ end: FollowEnd; 
     query.size > 0 ? `?${query}` : ''
   }`;
 
-  let lastEventId = '';
+  let lastEventId = options.after ?? '';
   let delay = timing.retryInitialMs;
   let failingSince: number | null = null;
   let toldReconnecting = false;

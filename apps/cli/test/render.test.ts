@@ -59,10 +59,11 @@ function render(mode: RenderMode, events: LogEvent[], options = {}) {
   return { out: out.join(''), err: err.join(''), tty: tty.join('') };
 }
 
+const ESC = '\u001b';
 /** What a terminal shows: every `\r` + clear-line the spinner writes wipes what the line held. */
 const screen = (s: string) =>
   s
-    .replaceAll(/\u001b\[[0-9;]*m/g, '')
+    .replaceAll(new RegExp(`${ESC}\\[[0-9;]*m`, 'g'), '')
     .split('\n')
     .map((line) => line.split('\r\u001b[2K').at(-1))
     .join('\n');
@@ -90,11 +91,11 @@ describe('rendering the log', () => {
 
   it('colours only when asked, and the person mode clears its spinner line before output', () => {
     const coloured = render('person', LOG, { color: true }).err;
-    assert.match(coloured, /\u001b\[32m✔/);
-    assert.match(coloured, /\u001b\[31m✖/);
-    assert.doesNotMatch(render('person', LOG, { color: false }).err, /\u001b\[3\dm/);
+    assert.ok(coloured.includes(`${ESC}[32m✔`));
+    assert.ok(coloured.includes(`${ESC}[31m✖`));
+    assert.ok(!render('person', LOG, { color: false }).err.includes(`${ESC}[3`));
     const { tty } = render('person', LOG, { color: false });
-    assert.match(tty, /⠙ setup 0ms\r\u001b\[2Kinstalling\n✔ setup 80ms\n/);
+    assert.ok(tty.includes(`⠙ setup 0ms\r${ESC}[2Kinstalling\n✔ setup 80ms\n`), JSON.stringify(tty));
   });
 
   it('renders stages as plain lines when stderr is not a terminal', () => {
