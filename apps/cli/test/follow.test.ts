@@ -215,6 +215,18 @@ describe('following the stream', () => {
     }
   });
 
+  it('starts after a given event id (the first request carries it as Last-Event-ID)', async () => {
+    script = [
+      (req, res) => {
+        open(res);
+        res.end(`${replay(Number(req.headers['last-event-id']) + 1, 12)}event: end\ndata: {}\n\n`);
+      },
+    ];
+    const { text, headers } = await run({ wait: false, after: '9' });
+    assert.equal(headers[0]?.['last-event-id'], '9');
+    assert.equal(text, numbered(10, 12));
+  });
+
   it('stops when onEvent says so, and sends the streams filter', async () => {
     script = [
       (_req, res) => {
