@@ -42,7 +42,8 @@ export function createClient(options: { url: string; apiKey: string | null; time
       // not JSON: reported below by status
     }
     const body = (parsed ?? {}) as { error?: string; message?: string; errors?: unknown };
-    const retryAfter = Number(res.headers.get('retry-after'));
+    const header = res.headers.get('retry-after');
+    const retryAfter = header === null || header.trim() === '' ? Number.NaN : Number(header);
     const meta = {
       status: res.status,
       code: body.error ?? null,

@@ -212,6 +212,7 @@ describe('following the stream', () => {
       });
       assert.equal(result.end, 'detached');
       assert.ok(Date.now() - started < 5000);
+      assert.equal(seen.length, 1, 'a 503 without Retry-After waits the backoff, not 0 s');
     }
   });
 
@@ -223,7 +224,7 @@ describe('following the stream', () => {
       },
     ];
     const { text, headers } = await run({ wait: false, after: '9' });
-    assert.equal(headers[0]?.['last-event-id'], '9');
+    assert.equal(headers[0]?.['last-event-id'], '9', JSON.stringify(headers));
     assert.equal(text, numbered(10, 12));
   });
 
