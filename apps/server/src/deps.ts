@@ -1,5 +1,7 @@
 // Wiring happens here and only here. Services are factories taking their dependencies
 // explicitly; tests build the same graph with a test database.
+import { hostname } from 'node:os';
+import { createSandboxClient } from '@paddock/sandbox-client';
 import type { FastifyRequest } from 'fastify';
 import { createAccountMailTask } from './accounts/accounts.notifications.ts';
 import { type AccountsService, createAccountsService } from './accounts/accounts.service.ts';
@@ -11,6 +13,24 @@ import type { Principal } from './auth/principal.ts';
 import { createPrincipalCache, type PrincipalCache } from './auth/principal-cache.ts';
 import { createSessionsService, type SessionsService } from './auth/sessions.service.ts';
 import type { Config } from './config/config.ts';
+import { createBasicLogWriters } from './conversations/basic-log-writer.ts';
+import { createBasicProvisioner } from './conversations/basic-provisioner.ts';
+import type { Feed, LogWriterFactory, Provisioner, RuntimeRegistry } from './conversations/contracts.ts';
+import {
+  type ConversationsService,
+  createConversationsService,
+  sandboxName,
+} from './conversations/conversations.service.ts';
+import { type ConversationEngine, createEngine } from './conversations/engine.ts';
+import { createGates, type SubscriptionGate } from './conversations/gates.ts';
+import {
+  DEFAULT_PROVISION_DEADLINE_MS,
+  DEFAULT_TICK_MS,
+  type LifecycleOptions,
+} from './conversations/lifecycle.ts';
+import { createLocalFeed } from './conversations/local-feed.ts';
+import { createOwnership, type Ownership } from './conversations/owner.ts';
+import { defaultRuntimes } from './conversations/runtimes/registry.ts';
 import type { DatabaseHandle, Db } from './db/database.ts';
 import { createEnvironmentsService, type EnvironmentsService } from './environments/environments.service.ts';
 import type { TaskList } from './jobs/worker.ts';
@@ -46,6 +66,12 @@ export interface Deps {
   vaults: VaultsService;
   agents: AgentsService;
   apply: ApplyService;
+  conversations: ConversationsService;
+  /** This process's conversation servers, command bus and lifecycle clock (start() at boot). */
+  conversationEngine: ConversationEngine;
+  /** Who owns which conversation (also the probe readers use to detect a dead owner). */
+  ownership: Ownership;
+  feed: Feed;
   /** Credential resolvers tried after the bearer API key (e.g. the browser session cookie). */
   authResolvers: ReadonlyArray<(request: FastifyRequest) => Promise<Principal | null>>;
   /** Resolved API keys, cached for 2 s per process (auth/principal-cache.ts). */
@@ -58,6 +84,18 @@ export interface CreateDepsInput {
   logger: Logger;
   metrics: Metrics;
   database: DatabaseHandle;
+  /** Conversation engine parts a test or a deployment replaces (defaults: the real ones). */
+  engine?: EngineOptions;
+}
+
+export interface EngineOptions {
+  runtimes?: RuntimeRegistry;
+  provisioner?: Provisioner;
+  writers?: LogWriterFactory;
+  feed?: Feed;
+  subscription?: SubscriptionGate;
+  /** Lifecycle tick, provision deadline (defaults 60 s, 30 min); bounds from config. */
+  lifecycle?: Partial<LifecycleOptions>;
 }
 
 const READY_TIMEOUT_MS = 2500;
@@ -102,7 +140,9 @@ export function createDeps(input: CreateDepsInput): Deps {
   const agents = createAgentsService({ db, audit });
   const principals = createPrincipalCache();
   const accountsDeps = createAccountsDeps({ ...input, db, audit, secrets, principals });
+  const conversationDeps = createConversationDeps(input, accountsDeps.apiKeys);
   return {
+    ...conversationDeps,
     ...input,
     db,
     health: createHealthService(input.database),
@@ -145,4 +185,62 @@ function createAccountsDeps(
     [ACCOUNT_MAIL_TASK]: createAccountMailTask({ db, config, mailer, mailQueue, audit, logger }),
   };
   return { accounts, apiKeys, sessions, mailer, mailQueue, jobTasks };
+}
+
+function createConversationDeps(input: CreateDepsInput, apiKeys: ApiKeysService) {
+  const { config, logger, database } = input;
+  const db = database.db;
+  const options = input.engine ?? {};
+  const sandbox = createSandboxClient({
+    // Unconfigured: every conversation fails to provision with a clear reason (docs/configuration.md).
+    baseUrl: config.sandbox.baseUrl ?? 'http://127.0.0.1:9',
+    token: config.sandbox.token ?? 'unconfigured',
+    timeoutMs: config.sandbox.timeoutMs,
+    logger,
+  });
+  const feed = options.feed ?? createLocalFeed();
+  const gates = createGates({
+    db,
+    maxSandboxesPerUser: config.sandbox.maxConcurrentPerUser,
+    ...(options.subscription ? { subscription: options.subscription } : {}),
+  });
+  const ownership = createOwnership({
+    db,
+    pool: database.pool,
+    node: `${hostname()}:${process.pid}`,
+    logger,
+  });
+  const conversationEngine = createEngine({
+    db,
+    pool: database.pool,
+    sandbox,
+    ownership,
+    feed,
+    gates,
+    logger,
+    runtimes: options.runtimes ?? defaultRuntimes,
+    writers: options.writers ?? createBasicLogWriters({ db, feed }),
+    provisioner:
+      options.provisioner ??
+      createBasicProvisioner({
+        db,
+        sandbox,
+        callbackBaseUrl: config.publicUrl.origin,
+        mintCallbackKey: async (tenantId, conversationId) => {
+          const created = await apiKeys.mintConversationKey(tenantId, conversationId);
+          return { id: created.id, key: created.key };
+        },
+      }),
+    revokeCallbackKeys: (conversationId) => apiKeys.revokeConversationKeys(conversationId),
+    newSandboxName: sandboxName,
+    lifecycle: {
+      tickMs: DEFAULT_TICK_MS,
+      provisionDeadlineMs: DEFAULT_PROVISION_DEADLINE_MS,
+      idleTimeoutMinutes: config.sandbox.idleTimeoutMinutes,
+      maxLifetimeHours: config.sandbox.maxLifetimeHours,
+      ...options.lifecycle,
+    },
+  });
+  const conversations = createConversationsService({ db, gates, engine: conversationEngine, logger });
+  return { conversations, conversationEngine, ownership, feed };
 }

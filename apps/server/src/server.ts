@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Config } from './config/config.ts';
 import { migrate } from './db/migrate.ts';
 import { type ConfiguredDatabase, openConfiguredDatabase } from './db/open.ts';
-import { createDeps, type Deps } from './deps.ts';
+import { createDeps, type Deps, type EngineOptions } from './deps.ts';
 import { buildApp } from './http/app.ts';
 import { type JobRunner, migrateJobs, startJobRunner } from './jobs/worker.ts';
 import type { Logger } from './observability/logger.ts';
@@ -23,6 +23,7 @@ export interface RunningServer {
 export async function openDeps(
   config: Config,
   logger: Logger,
+  engine?: EngineOptions,
 ): Promise<{ deps: Deps; db: ConfiguredDatabase }> {
   const db = await openConfiguredDatabase(config, logger);
   try {
@@ -39,12 +40,17 @@ export async function openDeps(
     logger,
     metrics: createMetrics(),
     database: db.database,
+    ...(engine ? { engine } : {}),
   });
   return { deps, db };
 }
 
-export async function startServer(config: Config, logger: Logger): Promise<RunningServer> {
-  const { deps, db } = await openDeps(config, logger);
+export async function startServer(
+  config: Config,
+  logger: Logger,
+  engine?: EngineOptions,
+): Promise<RunningServer> {
+  const { deps, db } = await openDeps(config, logger, engine);
   const app = await buildApp(deps);
   let jobs: JobRunner;
   try {
@@ -62,6 +68,16 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
   try {
     await app.listen({ port: config.port, host: config.host });
   } catch (err) {
+    await jobs.stop().catch(() => {});
+    await db.close();
+    throw err;
+  }
+  try {
+    // Hears commands, starts the lifecycle clock and runs the boot sweep (once per cluster):
+    // conversations a dead process left behind are adopted and their turns re-joined.
+    await deps.conversationEngine.start();
+  } catch (err) {
+    await app.close().catch(() => {});
     await jobs.stop().catch(() => {});
     await db.close();
     throw err;

@@ -189,6 +189,16 @@ describe('configuration', () => {
     });
   }
 
+  it('limits live sandboxes per user to SANDBOX_MAX_CONCURRENT_PER_USER (default 5, a positive integer)', () => {
+    assert.equal(parseConfig({}).config.sandbox.maxConcurrentPerUser, 5);
+    assert.equal(
+      parseConfig({ SANDBOX_MAX_CONCURRENT_PER_USER: '12' }).config.sandbox.maxConcurrentPerUser,
+      12,
+    );
+    for (const bad of ['0', 'abc', '-1', '2.5'])
+      refuses({ SANDBOX_MAX_CONCURRENT_PER_USER: bad }, 'SANDBOX_MAX_CONCURRENT_PER_USER');
+  });
+
   it('validates numbers, booleans, ports and URLs by name', () => {
     refuses({ PORT: '70000' }, 'PORT');
     refuses({ METRICS_PORT: 'x' }, 'METRICS_PORT');

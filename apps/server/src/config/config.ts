@@ -46,6 +46,8 @@ export interface Config {
     readonly timeoutMs: number;
     readonly idleTimeoutMinutes: number;
     readonly maxLifetimeHours: number;
+    /** Live sandboxes (pending, starting, ready) one user may have at once. */
+    readonly maxConcurrentPerUser: number;
   };
   readonly mail: {
     readonly transport: MailTransport;
@@ -477,6 +479,7 @@ export function parseConfig(env: Env): ParseResult {
       timeoutMs: positiveInt('SANDBOX_TIMEOUT_MS', 30_000),
       idleTimeoutMinutes: nonNegInt('SANDBOX_IDLE_TIMEOUT_MINUTES', 60),
       maxLifetimeHours: nonNegInt('SANDBOX_MAX_LIFETIME_HOURS', 24),
+      maxConcurrentPerUser: positiveInt('SANDBOX_MAX_CONCURRENT_PER_USER', 5),
     },
     mail: {
       transport,

@@ -8,6 +8,8 @@ export const ERROR_CODES = {
   unauthorized: 401,
   subscription_required: 402,
   forbidden: 403,
+  /** A suspended account cannot start or continue conversations. */
+  account_suspended: 403,
   csrf_failed: 403,
   email_not_verified: 403,
   account_unavailable: 403,
@@ -15,15 +17,27 @@ export const ERROR_CODES = {
   not_found: 404,
   method_not_allowed: 405,
   conflict: 409,
+  /** A prompt while a turn runs. */
+  conversation_busy: 409,
+  /** A prompt, interrupt or terminate to a conversation whose provisioning failed. */
+  conversation_failed: 409,
+  /** An interrupt while no turn runs. */
+  no_turn_running: 409,
   conversation_terminated: 410,
   payload_too_large: 413,
   uri_too_long: 414,
   unsupported_media_type: 415,
   validation_failed: 422,
+  /** The vault is not on the agent's allowlist. */
+  vault_not_allowed: 422,
   rate_limited: 429,
+  /** The concurrent-sandbox quota per user is reached (with Retry-After). */
+  sandbox_quota_exceeded: 429,
   headers_too_large: 431,
   internal_error: 500,
   service_unavailable: 503,
+  /** Prompt, interrupt or terminate while the conversation's server provisions (with Retry-After). */
+  conversation_provisioning: 503,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -7,6 +7,7 @@ import { applyRoutes } from '../apply/apply.routes.ts';
 import { auditRoutes } from '../audit/audit.routes.ts';
 import { apiKeysRoutes } from '../auth/api-keys.routes.ts';
 import { oauthRoutes } from '../auth/oauth.routes.ts';
+import { conversationsRoutes } from '../conversations/conversations.routes.ts';
 import type { Deps } from '../deps.ts';
 import { environmentsRoutes } from '../environments/environments.routes.ts';
 import { vaultsRoutes } from '../vaults/vaults.routes.ts';
@@ -25,4 +26,7 @@ export async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<
   await app.register(vaultsRoutes(deps));
   await app.register(agentsRoutes(deps));
   await app.register(applyRoutes(deps));
+  await app.register(
+    conversationsRoutes({ conversations: deps.conversations, onClose: () => deps.conversationEngine.stop() }),
+  );
 }

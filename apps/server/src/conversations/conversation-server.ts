@@ -1,0 +1,571 @@
+// The conversation server: the one place that drives one owned conversation — provision, turns,
+// interrupt, terminate, delete, reclaim — holding in memory only what must never be stored
+// (the secret registry, the provisioned env with its secrets and callback key).
+//
+// What must hold (conversations.lifecycle.test.ts: one test per row of the spec's table):
+// 1. One loop per server works the turns in seq order (a running turn first: reattach), so two
+//    turns of one conversation never overlap; commands only kick the loop or signal the turn.
+// 2. Every state the owner writes is fenced by its lease (owner-writes.repo.ts); a status a
+//    request decided (terminated) is never overwritten (onlyIf).
+// 3. A failed first provisioning fails the conversation (sandbox destroyed, row `failed`); a
+//    failed wake of an existing conversation fails the turn and the sandbox but leaves the
+//    conversation idle and resumable.
+// 4. The server lets ownership go only when nothing live remains (no live sandbox): an idle
+//    conversation with a warm sandbox stays owned so its lifecycle clock keeps running.
+import type { SandboxClient } from '@paddock/sandbox-client';
+import { v7 as uuidv7 } from 'uuid';
+import type { Db } from '../db/database.ts';
+import { AppError } from '../http/errors.ts';
+import type { Logger } from '../observability/logger.ts';
+import {
+  type AgentSnapshot,
+  type Feed,
+  type LogWriterFactory,
+  type OwnerLease,
+  ProvisionError,
+  type Provisioned,
+  type Provisioner,
+  type RuntimeRegistry,
+  type StageEvent,
+  StaleOwnerError,
+} from './contracts.ts';
+import { turnImages } from './conversations.repo.ts';
+import type { Gates } from './gates.ts';
+import {
+  ownerEndTurn,
+  ownerFailOpenTurns,
+  ownerInsertSandbox,
+  ownerLiveSandbox,
+  ownerLoadConversation,
+  ownerNextTurn,
+  ownerSetConversation,
+  ownerSetExecSession,
+  ownerSetSandbox,
+  ownerStartTurn,
+  turnRawBytes,
+} from './owner-writes.repo.ts';
+import { replayDeduplicator } from './reattach.ts';
+import { createSecretRegistry } from './redactor.ts';
+import { attachTurn, startTurn, type TurnEnd, type TurnIo, type TurnRun } from './turn.ts';
+
+export interface ServerDeps {
+  db: Db;
+  sandbox: SandboxClient;
+  provisioner: Provisioner;
+  writers: LogWriterFactory;
+  feed: Feed;
+  runtimes: RuntimeRegistry;
+  gates: Gates;
+  revokeCallbackKeys(conversationId: string): Promise<unknown>;
+  newSandboxName(tenantId: string): string;
+  logger: Logger;
+}
+
+type Live = Awaited<ReturnType<typeof ownerLiveSandbox>>;
+type Turn = NonNullable<Awaited<ReturnType<typeof ownerNextTurn>>>;
+type Conversation = Awaited<ReturnType<typeof ownerLoadConversation>>;
+
+export interface ConversationServer {
+  readonly lease: OwnerLease;
+  kick(): void;
+  interrupt(): Promise<void>;
+  terminate(): Promise<void>;
+  remove(): Promise<void>;
+  /** Lifecycle: destroys an idle warm sandbox (idle timeout, max lifetime). */
+  reclaim(message: string): Promise<void>;
+  /** Provisioning deadline passed: fail the rows, then stop the stuck work. */
+  failProvisioning(message: string): Promise<void>;
+  /** Leaves the conversation to another process: the turn keeps running in the sandbox. */
+  stop(options?: { lost?: boolean }): Promise<void>;
+  /** What the lifecycle clock needs: whether a turn runs or provisioning is in progress. */
+  busy(): boolean;
+}
+
+const STAGE_STATE = { succeeded: 'done', failed: 'failed', interrupted: 'interrupted' } as const;
+
+/** A message safe to show a user for an unexpected failure (never the raw error: it may carry secrets). */
+function safeReason(err: unknown): string {
+  if (err instanceof ProvisionError) return err.message;
+  if (err instanceof AppError) return err.message;
+  return 'the sandbox backend failed';
+}
+
+export function createConversationServer(
+  deps: ServerDeps,
+  lease: OwnerLease,
+  onEnd: (server: ConversationServer, crashed: boolean) => void,
+): ConversationServer {
+  const { db, sandbox } = deps;
+  const log = deps.logger.child({ conversationId: lease.conversationId });
+  const registry = createSecretRegistry();
+  const writer = deps.writers.create({ lease, registry });
+  let provisioned: Provisioned | null = null;
+  let current: { id: string; name: string } | null = null;
+  let run: TurnRun | null = null;
+  let working: Promise<void> | null = null;
+  let again = false;
+  let stopped = false;
+  let provisioning = false;
+  let abort = new AbortController();
+  /** An interrupt that arrived before the turn's process was running (or re-joined). */
+  let interruptPending = false;
+
+  const stage = async (event: StageEvent) => {
+    await writer.stage({
+      ...event,
+      ...(event.message ? { message: registry.redact(event.message).toString('utf8') } : {}),
+    });
+  };
+  const publishStatus = (status: string) =>
+    deps.feed.publish(lease.conversationId, { type: 'status', status });
+
+  const agentOf = async (conv: Conversation): Promise<AgentSnapshot> => {
+    if (!conv.agent_id) throw new AppError('not_found', 'the agent of this conversation was deleted');
+    return await deps.gates.agent(lease.tenantId, conv.agent_id);
+  };
+
+  const end = async (crashed = false) => {
+    if (stopped) return;
+    stopped = true;
+    await writer.close().catch(() => {});
+    await deps.revokeCallbackKeys(lease.conversationId).catch(() => {});
+    onEnd(server, crashed);
+  };
+
+  const destroy = async (name: string) => {
+    await sandbox
+      .destroy(name, { retry: true })
+      .catch((err: unknown) => log.warn({ err }, 'sandbox destroy failed'));
+  };
+
+  const provision = async (row: NonNullable<Live>, conv: Conversation): Promise<boolean> => {
+    const firstWake = conv.status === 'pending';
+    provisioning = true;
+    try {
+      const agent = await agentOf(conv);
+      await deps.gates.continuation(lease.tenantId);
+      const adapter = deps.runtimes(agent.runtime);
+      provisioned = await deps.provisioner.provision({
+        lease,
+        sandboxId: row.id,
+        sandboxName: row.name,
+        agent,
+        vaultId: conv.vault_id,
+        adapter,
+        writer,
+        registry,
+        signal: abort.signal,
+      });
+      current = { id: row.id, name: row.name };
+      if (!firstWake) {
+        await deps.provisioner
+          .restoreSession({ lease, sandboxName: row.name, adapter, env: provisioned.env })
+          .catch((err: unknown) =>
+            log.warn({ err: safeReason(err) }, 'restoring the runtime session failed'),
+          );
+      }
+      return true;
+    } catch (err) {
+      if (err instanceof StaleOwnerError || stopped) throw err;
+      const reason = safeReason(err);
+      log.warn(
+        { reason, stage: err instanceof ProvisionError ? err.stage : 'provision' },
+        'provisioning failed',
+      );
+      if (!(err instanceof ProvisionError))
+        await stage({ stage: 'provision', state: 'failed', message: reason });
+      await destroy(row.name);
+      await ownerSetSandbox(db, lease, row.id, 'failed', reason);
+      provisioned = null;
+      current = null;
+      if (firstWake) {
+        await ownerFailOpenTurns(db, lease, 'failed', reason);
+        if (
+          await ownerSetConversation(
+            db,
+            lease,
+            { status: 'failed', failureReason: reason },
+            { onlyIf: ['pending', 'running'] },
+          )
+        )
+          publishStatus('failed');
+      } else {
+        await ownerFailOpenTurns(db, lease, 'failed', reason);
+        if (
+          await ownerSetConversation(
+            db,
+            lease,
+            { status: 'idle', touchActivity: true },
+            { onlyIf: ['running'] },
+          )
+        )
+          publishStatus('idle');
+      }
+      return false;
+    } finally {
+      provisioning = false;
+    }
+  };
+
+  /** Owner changed while the sandbox lived: verify it and rewrite its env (stage `reattach`). */
+  const reattachSandbox = async (
+    row: NonNullable<Live>,
+    conv: Conversation,
+  ): Promise<'ok' | 'gone' | 'failed'> => {
+    const t0 = Date.now();
+    await stage({ stage: 'reattach', state: 'started' });
+    try {
+      const info = await sandbox.get(row.name, { retry: true });
+      if (!info) {
+        await ownerSetSandbox(db, lease, row.id, 'terminated', 'the sandbox was gone');
+        await stage({
+          stage: 'reattach',
+          state: 'failed',
+          durationMs: Date.now() - t0,
+          message: 'the sandbox was gone; provisioning a new one',
+        });
+        return 'gone';
+      }
+      const agent = await agentOf(conv);
+      await deps.gates.continuation(lease.tenantId);
+      provisioned = await deps.provisioner.refreshEnv({
+        lease,
+        sandboxId: row.id,
+        sandboxName: row.name,
+        agent,
+        vaultId: conv.vault_id,
+        adapter: deps.runtimes(agent.runtime),
+        writer,
+        registry,
+        signal: abort.signal,
+      });
+      current = { id: row.id, name: row.name };
+      await stage({ stage: 'reattach', state: 'done', durationMs: Date.now() - t0 });
+      return 'ok';
+    } catch (err) {
+      if (err instanceof StaleOwnerError || stopped) throw err;
+      const reason = safeReason(err);
+      await stage({ stage: 'reattach', state: 'failed', durationMs: Date.now() - t0, message: reason });
+      await ownerSetSandbox(db, lease, row.id, 'failed', reason);
+      await ownerFailOpenTurns(db, lease, 'failed', reason);
+      if (
+        await ownerSetConversation(
+          db,
+          lease,
+          { status: 'idle', touchActivity: true },
+          { onlyIf: ['running'] },
+        )
+      )
+        publishStatus('idle');
+      return 'failed';
+    }
+  };
+
+  const ensureSandbox = async (conv: Conversation): Promise<boolean> => {
+    let row = await ownerLiveSandbox(db, lease);
+    if (!row) {
+      await ownerFailOpenTurns(db, lease, 'failed', 'no sandbox was admitted for this turn');
+      await ownerSetConversation(db, lease, { status: 'idle' }, { onlyIf: ['running'] });
+      return false;
+    }
+    if (row.status === 'ready' && provisioned && current?.id === row.id) return true;
+    if (row.status === 'ready') {
+      const state = await reattachSandbox(row, conv);
+      if (state === 'ok') return true;
+      if (state === 'failed') return false;
+      await ownerInsertSandbox(db, lease, uuidv7(), deps.newSandboxName(lease.tenantId));
+      row = await ownerLiveSandbox(db, lease);
+      if (!row) return false;
+    }
+    return await provision(row, conv);
+  };
+
+  const turnIo = (turn: Turn, adapter: ReturnType<RuntimeRegistry>): TurnIo => ({
+    sandbox,
+    sandboxName: current?.name ?? '',
+    turnId: turn.id,
+    writer,
+    adapter,
+    onSession: (sessionId) => {
+      ownerSetExecSession(db, lease, turn.id, sessionId).catch((err: unknown) =>
+        log.warn({ err: safeReason(err) }, 'could not record the exec session'),
+      );
+    },
+  });
+
+  const finishTurn = async (
+    turn: Turn,
+    result: TurnEnd,
+    startedAt: number,
+    adapter: ReturnType<RuntimeRegistry>,
+  ) => {
+    if (result.status === 'detached') return;
+    await writer.flush();
+    await ownerEndTurn(db, lease, turn.id, {
+      status: result.status,
+      exitCode: result.exitCode,
+      error: result.error,
+      runtimeSessionId: result.sessionId ?? null,
+      usage: result.usage ?? null,
+    });
+    await stage({
+      stage: 'turn',
+      state: STAGE_STATE[result.status],
+      durationMs: Date.now() - startedAt,
+      turnId: turn.id,
+      ...(result.error ? { message: result.error } : {}),
+    });
+    const idle = await ownerSetConversation(
+      db,
+      lease,
+      {
+        status: 'idle',
+        unread: true,
+        touchActivity: true,
+        ...(result.sessionId ? { runtimeSessionId: result.sessionId } : {}),
+      },
+      { onlyIf: ['running', 'pending'] },
+    );
+    if (idle) publishStatus('idle');
+    if (provisioned && current) {
+      await deps.provisioner
+        .saveSession({ lease, sandboxName: current.name, adapter, env: provisioned.env })
+        .catch((err: unknown) => log.warn({ err: safeReason(err) }, 'saving the runtime session failed'));
+    }
+  };
+
+  const failTurnEarly = async (turn: Turn, message: string, status: 'failed' | 'interrupted' = 'failed') => {
+    await ownerEndTurn(db, lease, turn.id, { status, exitCode: null, error: message });
+    await stage({ stage: 'turn', state: status, turnId: turn.id, message });
+    if (
+      await ownerSetConversation(
+        db,
+        lease,
+        { status: 'idle', touchActivity: true },
+        { onlyIf: ['running', 'pending'] },
+      )
+    )
+      publishStatus('idle');
+  };
+
+  const runTurn = async (conv: Conversation, turn: Turn) => {
+    let agent: AgentSnapshot;
+    try {
+      agent = await agentOf(conv);
+      await deps.gates.continuation(lease.tenantId);
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err;
+      await failTurnEarly(turn, err.message);
+      return;
+    }
+    const adapter = deps.runtimes(agent.runtime);
+    const io = turnIo(turn, adapter);
+    const startedAt = Date.now();
+    if (turn.status === 'running') {
+      if (!turn.exec_session_id) {
+        await failTurnEarly(turn, "the turn's process could not be found after its server restarted");
+        return;
+      }
+      const dedup = replayDeduplicator(await turnRawBytes(db, lease, turn.id));
+      try {
+        run = await attachTurn(io, turn.exec_session_id, dedup.wrap, dedup.onInfo);
+      } catch {
+        await failTurnEarly(turn, "the turn's process could not be re-joined");
+        return;
+      }
+    } else {
+      if (interruptPending) {
+        interruptPending = false;
+        await failTurnEarly(turn, 'interrupted before it started', 'interrupted');
+        return;
+      }
+      const images = (await turnImages(db, lease.tenantId, turn.id)).map((i) => ({
+        mediaType: i.media_type,
+        data: i.data,
+      }));
+      const command = adapter.buildTurn({
+        agent,
+        prompt: turn.prompt,
+        images,
+        resumeSessionId: conv.runtime_session_id,
+        mcpServers: provisioned?.mcpServers ?? agent.mcpServers,
+        turnId: turn.id,
+      });
+      await ownerStartTurn(db, lease, turn.id, current?.id ?? '');
+      if (await ownerSetConversation(db, lease, { status: 'running' }, { onlyIf: ['pending', 'idle'] }))
+        publishStatus('running');
+      await stage({ stage: 'turn', state: 'started', turnId: turn.id });
+      try {
+        for (const file of command.files) {
+          await sandbox.writeFile(io.sandboxName, file.path, file.content, {
+            mode: file.mode ?? 0o600,
+            mkdirParents: true,
+          });
+        }
+        run = await startTurn(io, {
+          argv: command.argv,
+          env: { ...provisioned?.env, ...command.env },
+          cwd: command.cwd,
+        });
+      } catch {
+        // A spawn that never starts: the turn fails, the conversation goes idle.
+        await finishTurn(
+          turn,
+          { status: 'failed', exitCode: null, error: 'the turn could not be started in the sandbox' },
+          startedAt,
+          adapter,
+        );
+        return;
+      }
+    }
+    if (interruptPending) {
+      interruptPending = false;
+      void run.interrupt().catch((err: unknown) => log.warn({ err: safeReason(err) }, 'interrupt failed'));
+    }
+    const result = await run.done;
+    run = null;
+    await finishTurn(turn, result, startedAt, adapter);
+  };
+
+  const loop = async () => {
+    while (!stopped) {
+      const conv = await ownerLoadConversation(db, lease);
+      if (conv.status === 'terminated' || conv.status === 'failed') break;
+      const turn = await ownerNextTurn(db, lease);
+      if (!turn) break;
+      if (!(await ensureSandbox(conv))) continue;
+      await runTurn(conv, turn);
+    }
+    const live = stopped ? undefined : await ownerLiveSandbox(db, lease);
+    if (!stopped && !live) await end();
+  };
+
+  const kick = () => {
+    if (stopped) return;
+    if (working) {
+      again = true;
+      return;
+    }
+    working = (async () => {
+      do {
+        again = false;
+        try {
+          await loop();
+        } catch (err) {
+          if (err instanceof StaleOwnerError) {
+            log.warn('ownership was taken over: stopping this conversation server');
+            await stopNow(true);
+            return;
+          }
+          log.error({ err }, 'conversation server failed');
+          await stopNow(false, true);
+          return;
+        }
+      } while (again && !stopped);
+    })().finally(() => {
+      working = null;
+    });
+  };
+
+  const stopNow = async (lost: boolean, crashed = false) => {
+    abort.abort();
+    run?.detach();
+    run = null;
+    if (lost) {
+      stopped = true;
+      onEnd(server, true);
+      return;
+    }
+    await end(crashed);
+  };
+
+  writer.failed.then(
+    (err) => {
+      if (!stopped) {
+        log.warn({ err: err.message }, 'the log writer failed: stopping this conversation server');
+        void stopNow(err instanceof StaleOwnerError);
+      }
+    },
+    () => {},
+  );
+
+  const destroyLive = async (status: 'terminated' | 'failed', reason: string) => {
+    const row = await ownerLiveSandbox(db, lease);
+    const name = row?.name ?? current?.name;
+    if (name) await destroy(name);
+    if (row) await ownerSetSandbox(db, lease, row.id, status, reason);
+    provisioned = null;
+    current = null;
+  };
+
+  const server: ConversationServer = {
+    lease,
+    kick,
+    busy: () => provisioning || run !== null,
+
+    async interrupt() {
+      if (run) {
+        await run.interrupt();
+        return;
+      }
+      interruptPending = true;
+      kick();
+    },
+
+    async terminate() {
+      const t0 = Date.now();
+      abort.abort();
+      abort = new AbortController();
+      await ownerFailOpenTurns(db, lease, 'interrupted', 'the conversation was terminated');
+      await stage({ stage: 'terminate', state: 'started' });
+      run?.detach();
+      run = null;
+      await destroyLive('terminated', 'terminated');
+      await stage({ stage: 'terminate', state: 'done', durationMs: Date.now() - t0 });
+      publishStatus('terminated');
+      await working?.catch(() => {});
+      await end();
+    },
+
+    async remove() {
+      abort.abort();
+      run?.detach();
+      run = null;
+      if (current) await destroy(current.name);
+      stopped = true;
+      await writer.close().catch(() => {});
+      onEnd(server, true);
+    },
+
+    async reclaim(message) {
+      if (provisioning || run || working) return;
+      const t0 = Date.now();
+      await stage({ stage: 'sandbox', state: 'started', message });
+      await destroyLive('terminated', message);
+      await stage({ stage: 'sandbox', state: 'done', durationMs: Date.now() - t0, message });
+      await end();
+    },
+
+    async failProvisioning(message) {
+      const row = await ownerLiveSandbox(db, lease);
+      if (row) await ownerSetSandbox(db, lease, row.id, 'failed', message);
+      await ownerFailOpenTurns(db, lease, 'failed', message);
+      await ownerSetConversation(
+        db,
+        lease,
+        { status: 'failed', failureReason: message },
+        { onlyIf: ['pending', 'running'] },
+      );
+      await stage({ stage: 'provision', state: 'failed', message });
+      publishStatus('failed');
+      abort.abort();
+      if (row) await destroy(row.name);
+      await end();
+    },
+
+    async stop(options = {}) {
+      await stopNow(options.lost === true);
+    },
+  };
+  return server;
+}

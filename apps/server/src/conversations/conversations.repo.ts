@@ -1,0 +1,318 @@
+// SQL for conversations, their sandboxes and turns as the API reads and admits them. Every
+// method takes the tenant id first. Writes of a conversation's owner (fenced by its lease
+// epoch) live in owner-writes.repo.ts.
+import { type Kysely, sql, type Transaction } from 'kysely';
+import { v7 as uuidv7 } from 'uuid';
+import type { Db } from '../db/database.ts';
+import type { Database as DatabaseSchema } from '../db/schema.ts';
+import type {
+  ConversationSource,
+  ConversationStatus,
+  SandboxStatus,
+  TurnStatus,
+} from './conversations.tables.ts';
+import { LIVE_SANDBOX_STATUSES } from './conversations.tables.ts';
+
+type Conn = Kysely<DatabaseSchema> | Transaction<DatabaseSchema>;
+
+const CONVERSATION_COLUMNS = [
+  'c.id',
+  'c.tenant_id',
+  'c.agent_id',
+  'c.vault_id',
+  'c.status',
+  'c.source',
+  'c.parent_conversation_id',
+  'c.title',
+  'c.unread',
+  'c.failure_reason',
+  'c.runtime_session_id',
+  'c.created_at',
+  'c.updated_at',
+  'c.last_activity_at',
+] as const;
+
+function withLatestSandbox(db: Conn) {
+  return db
+    .selectFrom('conversations as c')
+    .leftJoinLateral(
+      (eb) =>
+        eb
+          .selectFrom('sandboxes')
+          .select(['sandboxes.name', 'sandboxes.status', 'sandboxes.reason'])
+          .whereRef('sandboxes.conversation_id', '=', 'c.id')
+          .orderBy('sandboxes.created_at', 'desc')
+          .orderBy('sandboxes.id', 'desc')
+          .limit(1)
+          .as('s'),
+      (join) => join.onTrue(),
+    )
+    .select(CONVERSATION_COLUMNS)
+    .select(['s.name as sandbox_name', 's.status as sandbox_status', 's.reason as sandbox_reason']);
+}
+
+export type ConversationRow = NonNullable<Awaited<ReturnType<typeof findConversation>>>;
+
+export async function findConversation(db: Conn, tenantId: string, id: string) {
+  return await withLatestSandbox(db)
+    .where('c.tenant_id', '=', tenantId)
+    .where('c.id', '=', id)
+    .executeTakeFirst();
+}
+
+export interface ConversationFilters {
+  status?: ConversationStatus;
+  agentId?: string;
+}
+
+/** Newest first (ids are UUIDv7, so id order is creation order); `afterId` is the last id of the previous page. */
+export async function listConversations(
+  db: Db,
+  tenantId: string,
+  filters: ConversationFilters,
+  limit: number,
+  afterId: string | undefined,
+) {
+  let q = withLatestSandbox(db).where('c.tenant_id', '=', tenantId);
+  if (filters.status) q = q.where('c.status', '=', filters.status);
+  if (filters.agentId) q = q.where('c.agent_id', '=', filters.agentId);
+  if (afterId) q = q.where('c.id', '<', afterId);
+  return await q
+    .orderBy('c.id', 'desc')
+    .limit(limit + 1)
+    .execute();
+}
+
+/**
+ * Takes the per-user admission lock (the user row, FOR UPDATE) and reports what the gates
+ * need: whether the account is suspended and how many live sandboxes it has. Held until the
+ * transaction ends, so two admissions of one user are serialized: the quota check and the
+ * insert are atomic per user (test: "admits exactly 5 of 20 parallel starts").
+ */
+export async function lockForAdmission(trx: Transaction<DatabaseSchema>, tenantId: string) {
+  const user = await trx
+    .selectFrom('users')
+    .select(['suspended_at'])
+    .where('id', '=', tenantId)
+    .forUpdate()
+    .executeTakeFirst();
+  const live = await trx
+    .selectFrom('sandboxes')
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .where('tenant_id', '=', tenantId)
+    .where('status', 'in', LIVE_SANDBOX_STATUSES)
+    .executeTakeFirstOrThrow();
+  return { exists: user !== undefined, suspended: user?.suspended_at != null, liveSandboxes: Number(live.n) };
+}
+
+export async function insertConversation(
+  trx: Conn,
+  row: {
+    id: string;
+    tenantId: string;
+    agentId: string;
+    vaultId: string | null;
+    source: ConversationSource;
+    parentConversationId: string | null;
+    title: string;
+  },
+): Promise<void> {
+  await trx
+    .insertInto('conversations')
+    .values({
+      id: row.id,
+      tenant_id: row.tenantId,
+      agent_id: row.agentId,
+      vault_id: row.vaultId,
+      status: 'pending',
+      source: row.source,
+      parent_conversation_id: row.parentConversationId,
+      title: row.title,
+    })
+    .execute();
+}
+
+export async function insertSandbox(
+  trx: Conn,
+  row: { tenantId: string; conversationId: string; name: string },
+): Promise<string> {
+  const id = uuidv7();
+  await trx
+    .insertInto('sandboxes')
+    .values({
+      id,
+      tenant_id: row.tenantId,
+      conversation_id: row.conversationId,
+      name: row.name,
+      status: 'pending',
+    })
+    .execute();
+  return id;
+}
+
+/** A queued turn with the next sequence number, and its images. */
+export async function insertTurn(
+  trx: Conn,
+  row: {
+    tenantId: string;
+    conversationId: string;
+    prompt: string;
+    images: { mediaType: string; data: Buffer }[];
+  },
+) {
+  const id = uuidv7();
+  const turn = await trx
+    .insertInto('turns')
+    .values({
+      id,
+      tenant_id: row.tenantId,
+      conversation_id: row.conversationId,
+      seq: sql<number>`(SELECT COALESCE(max(seq), 0) + 1 FROM turns WHERE conversation_id = ${row.conversationId})`,
+      prompt: row.prompt,
+      status: 'queued',
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  if (row.images.length > 0) {
+    await trx
+      .insertInto('turn_images')
+      .values(
+        row.images.map((image) => ({
+          id: uuidv7(),
+          tenant_id: row.tenantId,
+          turn_id: id,
+          media_type: image.mediaType,
+          data: image.data,
+        })),
+      )
+      .execute();
+  }
+  return turn;
+}
+
+export type TurnRow = Awaited<ReturnType<typeof insertTurn>>;
+
+/** Locks the conversation row for a state change decided by the caller. */
+export async function lockConversation(trx: Transaction<DatabaseSchema>, tenantId: string, id: string) {
+  return await trx
+    .selectFrom('conversations')
+    .select(['id', 'status', 'agent_id', 'vault_id'])
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', id)
+    .forUpdate()
+    .executeTakeFirst();
+}
+
+export async function setConversationStatus(
+  db: Conn,
+  tenantId: string,
+  id: string,
+  status: ConversationStatus,
+  options: { touchActivity?: boolean } = {},
+): Promise<void> {
+  await db
+    .updateTable('conversations')
+    .set({
+      status,
+      updated_at: sql<Date>`now()`,
+      ...(options.touchActivity ? { last_activity_at: sql<Date>`now()` } : {}),
+    })
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', id)
+    .execute();
+}
+
+export async function findLiveSandbox(db: Conn, tenantId: string, conversationId: string) {
+  return await db
+    .selectFrom('sandboxes')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .where('conversation_id', '=', conversationId)
+    .where('status', 'in', LIVE_SANDBOX_STATUSES)
+    .executeTakeFirst();
+}
+
+export type SandboxRow = NonNullable<Awaited<ReturnType<typeof findLiveSandbox>>>;
+
+export async function sandboxNames(db: Conn, tenantId: string, conversationId: string): Promise<string[]> {
+  const rows = await db
+    .selectFrom('sandboxes')
+    .select('name')
+    .where('tenant_id', '=', tenantId)
+    .where('conversation_id', '=', conversationId)
+    .where('status', 'in', LIVE_SANDBOX_STATUSES)
+    .execute();
+  return rows.map((r) => r.name);
+}
+
+export async function setSandboxStatus(
+  db: Conn,
+  tenantId: string,
+  sandboxId: string,
+  status: SandboxStatus,
+  reason: string | null = null,
+): Promise<void> {
+  const ended = status === 'terminated' || status === 'failed';
+  await db
+    .updateTable('sandboxes')
+    .set({
+      status,
+      reason,
+      updated_at: sql<Date>`now()`,
+      ...(ended ? { ended_at: sql<Date>`now()` } : {}),
+      ...(status === 'ready' ? { ready_at: sql<Date>`now()` } : {}),
+    })
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', sandboxId)
+    .execute();
+}
+
+export async function findRunningTurn(db: Conn, tenantId: string, conversationId: string) {
+  return await db
+    .selectFrom('turns')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .where('conversation_id', '=', conversationId)
+    .where('status', 'in', ['queued', 'running'] satisfies TurnStatus[])
+    .orderBy('seq')
+    .executeTakeFirst();
+}
+
+export async function listTurns(db: Db, tenantId: string, conversationId: string) {
+  return await db
+    .selectFrom('turns')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .where('conversation_id', '=', conversationId)
+    .orderBy('seq')
+    .execute();
+}
+
+export async function turnImages(db: Db, tenantId: string, turnId: string) {
+  return await db
+    .selectFrom('turn_images')
+    .select(['media_type', 'data'])
+    .where('tenant_id', '=', tenantId)
+    .where('turn_id', '=', turnId)
+    .orderBy('id')
+    .execute();
+}
+
+export async function deleteConversation(db: Db, tenantId: string, id: string): Promise<boolean> {
+  const res = await db
+    .deleteFrom('conversations')
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return Number(res.numDeletedRows) > 0;
+}
+
+export async function markRead(db: Db, tenantId: string, id: string): Promise<void> {
+  await db
+    .updateTable('conversations')
+    .set({ unread: false })
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', id)
+    .where('unread', '=', true)
+    .execute();
+}

@@ -1,0 +1,312 @@
+// Conversations as the API sees them: admission through the gates, the state checks of each
+// command (busy, terminated, failed, provisioning) decided in one transaction on the locked
+// conversation row, then a command to the conversation's owner (commands.ts).
+//
+// What must hold (conversations.lifecycle.test.ts, conversations.routes.test.ts):
+// - A prompt while a turn runs is 409 conversation_busy; to a terminated conversation 410
+//   conversation_terminated; to a failed one 409 conversation_failed; while the conversation
+//   provisions 503 conversation_provisioning with Retry-After (interrupt and terminate too);
+//   DELETE always executes.
+// - Every accepted prompt resets the idle clock (last_activity_at) in the accepting transaction.
+// - A follow-up prompt to a conversation whose sandbox is gone re-admits a sandbox through the
+//   quota in the same transaction that queues the turn.
+import { randomBytes } from 'node:crypto';
+import { v7 as uuidv7 } from 'uuid';
+import type { Principal } from '../auth/principal.ts';
+import type { Db } from '../db/database.ts';
+import { AppError } from '../http/errors.ts';
+import type { Logger } from '../observability/logger.ts';
+import { isUuid } from '../secrets/fields.ts';
+import type { Command } from './commands.ts';
+import {
+  type ConversationFilters,
+  type ConversationRow,
+  deleteConversation,
+  findConversation,
+  findLiveSandbox,
+  findRunningTurn,
+  insertConversation,
+  insertSandbox,
+  insertTurn,
+  listConversations,
+  listTurns,
+  lockConversation,
+  sandboxNames,
+  setConversationStatus,
+  type TurnRow,
+} from './conversations.repo.ts';
+import type { ConversationView, TurnView } from './conversations.schemas.ts';
+import type { ConversationSource } from './conversations.tables.ts';
+import type { Gates } from './gates.ts';
+import { decodeImages } from './images.ts';
+
+export const PROVISIONING_RETRY_AFTER_SECONDS = 5;
+const TITLE_MAX = 80;
+
+/** What the service needs of the engine: route a command to the owner; destroy backend sandboxes. */
+export interface EngineCommands {
+  send(command: Command): Promise<void>;
+  destroySandboxes(names: string[]): Promise<void>;
+}
+
+export interface Caller {
+  principal: Principal;
+  /** The X-Paddock-Client header, when sent. */
+  client: string | undefined;
+}
+
+interface ImageInput {
+  media_type: string;
+  data: string;
+}
+
+export interface ConversationsService {
+  create(
+    caller: Caller,
+    input: {
+      agent_id: string;
+      vault_id?: string | null | undefined;
+      prompt: string;
+      images?: ImageInput[] | undefined;
+    },
+  ): Promise<ConversationView>;
+  list(
+    tenantId: string,
+    query: ConversationFilters & { limit: number; cursor?: string | undefined },
+  ): Promise<{ data: ConversationView[]; meta: { next_cursor: string | null; has_more: boolean } }>;
+  get(tenantId: string, id: string): Promise<ConversationView>;
+  turns(tenantId: string, id: string): Promise<TurnView[]>;
+  prompt(
+    tenantId: string,
+    id: string,
+    input: { prompt: string; images?: ImageInput[] | undefined },
+  ): Promise<TurnView>;
+  interrupt(tenantId: string, id: string): Promise<TurnView>;
+  terminate(tenantId: string, id: string): Promise<ConversationView>;
+  remove(tenantId: string, id: string): Promise<void>;
+}
+
+/** `paddock-<first 8 hex of the tenant id>-<8 random hex>`. */
+export function sandboxName(tenantId: string): string {
+  return `paddock-${tenantId.replace(/-/g, '').slice(0, 8)}-${randomBytes(4).toString('hex')}`;
+}
+
+/** First line of the first prompt, whitespace collapsed, at most 80 characters (… when cut). */
+export function titleOf(prompt: string): string {
+  const line = (prompt.trim().split('\n')[0] ?? '').replace(/\s+/g, ' ').trim();
+  const chars = [...line];
+  return chars.length <= TITLE_MAX ? line : `${chars.slice(0, TITLE_MAX - 1).join('')}…`;
+}
+
+export function sourceOf(caller: Caller): { source: ConversationSource; parent: string | null } {
+  const p = caller.principal;
+  if (p.scope === 'conversation') return { source: 'sandbox', parent: p.conversationId };
+  if (p.via === 'session') return { source: 'ui', parent: null };
+  if (caller.client?.trim().toLowerCase() === 'cli') return { source: 'cli', parent: null };
+  return { source: 'api', parent: null };
+}
+
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+export function conversationView(row: ConversationRow): ConversationView {
+  return {
+    id: row.id,
+    agent_id: row.agent_id,
+    vault_id: row.vault_id,
+    status: row.status,
+    source: row.source,
+    parent_conversation_id: row.parent_conversation_id,
+    title: row.title,
+    unread: row.unread,
+    failure_reason: row.failure_reason,
+    sandbox:
+      row.sandbox_name && row.sandbox_status
+        ? { name: row.sandbox_name, status: row.sandbox_status, reason: row.sandbox_reason ?? null }
+        : null,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+    last_activity_at: row.last_activity_at.toISOString(),
+  };
+}
+
+export function turnView(row: TurnRow): TurnView {
+  return {
+    id: row.id,
+    seq: row.seq,
+    status: row.status,
+    prompt: row.prompt,
+    runtime_session_id: row.runtime_session_id,
+    exit_code: row.exit_code,
+    error: row.error,
+    usage: (row.usage as Record<string, number> | null) ?? null,
+    created_at: row.created_at.toISOString(),
+    started_at: iso(row.started_at),
+    ended_at: iso(row.ended_at),
+  };
+}
+
+function decodeCursor(cursor: string): string {
+  const id = Buffer.from(cursor, 'base64url').toString('utf8');
+  if (!/^[0-9a-f-]{36}$/.test(id)) throw AppError.validation({ cursor: ['is not a valid cursor'] });
+  return id;
+}
+
+const provisioning = () =>
+  new AppError('conversation_provisioning', 'the conversation is provisioning its sandbox; retry shortly', {
+    headers: { 'retry-after': String(PROVISIONING_RETRY_AFTER_SECONDS) },
+  });
+const terminated = () => new AppError('conversation_terminated', 'the conversation is terminated');
+const failed = () => new AppError('conversation_failed', 'the conversation failed; start a new one');
+
+export function createConversationsService(deps: {
+  db: Db;
+  gates: Gates;
+  engine: EngineCommands;
+  logger: Logger;
+}): ConversationsService {
+  const { db, gates, engine } = deps;
+
+  const kick = (command: Command) => {
+    // The rows are committed: a failed kick leaves the work to the orphan sweep (lifecycle.ts).
+    engine
+      .send(command)
+      .catch((err: unknown) =>
+        deps.logger.error(
+          { err, conversationId: command.conversationId },
+          'conversation command not delivered',
+        ),
+      );
+  };
+
+  const mustFind = async (tenantId: string, id: string) => {
+    const row = isUuid(id) ? await findConversation(db, tenantId, id) : undefined;
+    if (!row) throw AppError.notFound('conversation');
+    return row;
+  };
+
+  const isProvisioning = async (tenantId: string, id: string, status: string) => {
+    if (status === 'pending') return true;
+    const live = await findLiveSandbox(db, tenantId, id);
+    return live !== undefined && live.status !== 'ready';
+  };
+
+  return {
+    async create(caller, input) {
+      const tenantId = caller.principal.tenantId;
+      const agent = await gates.agent(tenantId, input.agent_id);
+      const vaultId = input.vault_id ?? null;
+      if (vaultId !== null) await gates.vault(tenantId, agent.id, vaultId);
+      await gates.subscription(tenantId);
+      const images = decodeImages(input.images);
+      const { source, parent } = sourceOf(caller);
+      const id = uuidv7();
+      await db.transaction().execute(async (trx) => {
+        await gates.admit(trx, tenantId, { newSandbox: true });
+        await insertConversation(trx, {
+          id,
+          tenantId,
+          agentId: agent.id,
+          vaultId,
+          source,
+          parentConversationId: parent,
+          title: titleOf(input.prompt),
+        });
+        await insertSandbox(trx, { tenantId, conversationId: id, name: sandboxName(tenantId) });
+        await insertTurn(trx, { tenantId, conversationId: id, prompt: input.prompt, images });
+      });
+      kick({ type: 'prompt', tenantId, conversationId: id });
+      return conversationView(await mustFind(tenantId, id));
+    },
+
+    async list(tenantId, query) {
+      const afterId = query.cursor ? decodeCursor(query.cursor) : undefined;
+      const rows = await listConversations(db, tenantId, query, query.limit, afterId);
+      const page = rows.slice(0, query.limit);
+      const hasMore = rows.length > query.limit;
+      const last = page.at(-1);
+      return {
+        data: page.map(conversationView),
+        meta: {
+          next_cursor: hasMore && last ? Buffer.from(last.id).toString('base64url') : null,
+          has_more: hasMore,
+        },
+      };
+    },
+
+    async get(tenantId, id) {
+      return conversationView(await mustFind(tenantId, id));
+    },
+
+    async turns(tenantId, id) {
+      await mustFind(tenantId, id);
+      return (await listTurns(db, tenantId, id)).map(turnView);
+    },
+
+    async prompt(tenantId, id, input) {
+      await mustFind(tenantId, id);
+      await gates.subscription(tenantId);
+      const images = decodeImages(input.images);
+      const turn = await db.transaction().execute(async (trx) => {
+        const conv = await lockConversation(trx, tenantId, id);
+        if (!conv) throw AppError.notFound('conversation');
+        if (conv.status === 'terminated') throw terminated();
+        if (conv.status === 'failed') throw failed();
+        if (conv.status === 'pending') throw provisioning();
+        if (conv.status === 'running')
+          throw new AppError('conversation_busy', 'a turn is running; wait for it to end');
+        if (conv.agent_id === null)
+          throw AppError.validation({ agent_id: ['the agent of this conversation was deleted'] });
+        const live = await findLiveSandbox(trx, tenantId, id);
+        await gates.admit(trx, tenantId, { newSandbox: live === undefined });
+        if (!live) await insertSandbox(trx, { tenantId, conversationId: id, name: sandboxName(tenantId) });
+        const row = await insertTurn(trx, { tenantId, conversationId: id, prompt: input.prompt, images });
+        await setConversationStatus(trx, tenantId, id, 'running', { touchActivity: true });
+        return row;
+      });
+      kick({ type: 'prompt', tenantId, conversationId: id });
+      return turnView(turn);
+    },
+
+    async interrupt(tenantId, id) {
+      const conv = await mustFind(tenantId, id);
+      if (conv.status === 'terminated') throw terminated();
+      if (conv.status === 'failed') throw failed();
+      if (await isProvisioning(tenantId, id, conv.status)) throw provisioning();
+      const turn = await findRunningTurn(db, tenantId, id);
+      if (!turn) throw new AppError('no_turn_running', 'no turn is running');
+      kick({ type: 'interrupt', tenantId, conversationId: id });
+      return turnView(turn);
+    },
+
+    async terminate(tenantId, id) {
+      await mustFind(tenantId, id);
+      await db.transaction().execute(async (trx) => {
+        const conv = await lockConversation(trx, tenantId, id);
+        if (!conv) throw AppError.notFound('conversation');
+        if (conv.status === 'terminated') throw terminated();
+        if (conv.status === 'failed') throw failed();
+        if (await isProvisioning(tenantId, id, conv.status)) throw provisioning();
+        await setConversationStatus(trx, tenantId, id, 'terminated');
+      });
+      kick({ type: 'terminate', tenantId, conversationId: id });
+      return conversationView(await mustFind(tenantId, id));
+    },
+
+    async remove(tenantId, id) {
+      await mustFind(tenantId, id);
+      const names = await sandboxNames(db, tenantId, id);
+      if (!(await deleteConversation(db, tenantId, id))) throw AppError.notFound('conversation');
+      kick({ type: 'delete', tenantId, conversationId: id });
+      // The owner (if any) stops and destroys too; destroying here as well covers a conversation
+      // nobody owns. Destroy is idempotent (404 counts as success).
+      await engine
+        .destroySandboxes(names)
+        .catch((err: unknown) =>
+          deps.logger.warn(
+            { err, conversationId: id },
+            'sandbox destroy after delete failed; the reaper retries',
+          ),
+        );
+    },
+  };
+}

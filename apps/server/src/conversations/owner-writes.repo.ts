@@ -1,0 +1,219 @@
+// The writes of a conversation's owner, each fenced by the lease epoch it took (owner.ts,
+// invariant 2): a write whose epoch is no longer the conversation's changes nothing and throws
+// StaleOwnerError, so a paused old owner cannot overwrite what a new owner decided
+// (test: "a stale owner's writes are refused", conversations.ownership.test.ts).
+import { sql } from 'kysely';
+import type { Db } from '../db/database.ts';
+import { type OwnerLease, StaleOwnerError } from './contracts.ts';
+import type { ConversationStatus, SandboxStatus, TurnStatus, TurnUsage } from './conversations.tables.ts';
+
+function fenced(lease: OwnerLease) {
+  return sql<boolean>`EXISTS (SELECT 1 FROM conversations f WHERE f.id = ${lease.conversationId} AND f.owner_epoch = ${lease.epoch})`;
+}
+
+function check(lease: OwnerLease, updated: bigint | number): void {
+  if (Number(updated) === 0) throw new StaleOwnerError(lease.conversationId);
+}
+
+export async function ownerLoadConversation(db: Db, lease: OwnerLease) {
+  const row = await db
+    .selectFrom('conversations')
+    .select(['id', 'status', 'agent_id', 'vault_id', 'runtime_session_id', 'owner_epoch', 'last_activity_at'])
+    .where('tenant_id', '=', lease.tenantId)
+    .where('id', '=', lease.conversationId)
+    .executeTakeFirst();
+  if (!row || String(row.owner_epoch) !== lease.epoch) throw new StaleOwnerError(lease.conversationId);
+  return row;
+}
+
+export async function ownerSetConversation(
+  db: Db,
+  lease: OwnerLease,
+  set: {
+    status?: ConversationStatus;
+    failureReason?: string | null;
+    unread?: boolean;
+    runtimeSessionId?: string;
+    touchActivity?: boolean;
+  },
+  options: { onlyIf?: ConversationStatus[] } = {},
+): Promise<boolean> {
+  const q = db
+    .updateTable('conversations')
+    .set({
+      updated_at: sql<Date>`now()`,
+      ...(set.status ? { status: set.status } : {}),
+      ...(set.failureReason !== undefined ? { failure_reason: set.failureReason } : {}),
+      ...(set.unread !== undefined ? { unread: set.unread } : {}),
+      ...(set.runtimeSessionId !== undefined ? { runtime_session_id: set.runtimeSessionId } : {}),
+      ...(set.touchActivity ? { last_activity_at: sql<Date>`now()` } : {}),
+    })
+    .where('tenant_id', '=', lease.tenantId)
+    .where('id', '=', lease.conversationId)
+    .where('owner_epoch', '=', lease.epoch);
+  if (options.onlyIf) {
+    // A status decided by a request (terminated) is never overwritten by the owner.
+    const res = await q.where('status', 'in', options.onlyIf).executeTakeFirst();
+    if (Number(res.numUpdatedRows) > 0) return true;
+    await ownerLoadConversation(db, lease);
+    return false;
+  }
+  check(lease, (await q.executeTakeFirst()).numUpdatedRows);
+  return true;
+}
+
+export async function ownerSetSandbox(
+  db: Db,
+  lease: OwnerLease,
+  sandboxId: string,
+  status: SandboxStatus,
+  reason: string | null = null,
+): Promise<void> {
+  const ended = status === 'terminated' || status === 'failed';
+  const res = await db
+    .updateTable('sandboxes')
+    .set({
+      status,
+      reason,
+      updated_at: sql<Date>`now()`,
+      ...(ended ? { ended_at: sql<Date>`now()` } : {}),
+      ...(status === 'ready' ? { ready_at: sql<Date>`now()` } : {}),
+    })
+    .where('tenant_id', '=', lease.tenantId)
+    .where('id', '=', sandboxId)
+    .where(fenced(lease))
+    .executeTakeFirst();
+  check(lease, res.numUpdatedRows);
+}
+
+/** A replacement sandbox row (the previous one vanished under a live conversation). */
+export async function ownerInsertSandbox(db: Db, lease: OwnerLease, id: string, name: string): Promise<void> {
+  const res = await db
+    .insertInto('sandboxes')
+    .columns(['id', 'tenant_id', 'conversation_id', 'name', 'status'])
+    .expression(
+      db
+        .selectNoFrom([
+          sql<string>`${id}::uuid`.as('id'),
+          sql<string>`${lease.tenantId}::uuid`.as('tenant_id'),
+          sql<string>`${lease.conversationId}::uuid`.as('conversation_id'),
+          sql<string>`${name}`.as('name'),
+          sql<SandboxStatus>`'pending'`.as('status'),
+        ])
+        .where(fenced(lease)),
+    )
+    .executeTakeFirst();
+  check(lease, res.numInsertedOrUpdatedRows ?? 0n);
+}
+
+export async function ownerLiveSandbox(db: Db, lease: OwnerLease) {
+  return await db
+    .selectFrom('sandboxes')
+    .selectAll()
+    .where('tenant_id', '=', lease.tenantId)
+    .where('conversation_id', '=', lease.conversationId)
+    .where('status', 'in', ['pending', 'starting', 'ready'])
+    .executeTakeFirst();
+}
+
+/** The turn to work on: a running one (to reattach) first, else the oldest queued. */
+export async function ownerNextTurn(db: Db, lease: OwnerLease) {
+  return await db
+    .selectFrom('turns')
+    .selectAll()
+    .where('tenant_id', '=', lease.tenantId)
+    .where('conversation_id', '=', lease.conversationId)
+    .where('status', 'in', ['queued', 'running'] satisfies TurnStatus[])
+    .orderBy(sql`status = 'running'`, 'desc')
+    .orderBy('seq')
+    .executeTakeFirst();
+}
+
+export async function ownerStartTurn(
+  db: Db,
+  lease: OwnerLease,
+  turnId: string,
+  sandboxId: string,
+): Promise<void> {
+  const res = await db
+    .updateTable('turns')
+    .set({ status: 'running', started_at: sql<Date>`now()`, sandbox_id: sandboxId })
+    .where('tenant_id', '=', lease.tenantId)
+    .where('id', '=', turnId)
+    .where(fenced(lease))
+    .executeTakeFirst();
+  check(lease, res.numUpdatedRows);
+}
+
+export async function ownerSetExecSession(
+  db: Db,
+  lease: OwnerLease,
+  turnId: string,
+  sessionId: string,
+): Promise<void> {
+  const res = await db
+    .updateTable('turns')
+    .set({ exec_session_id: sessionId })
+    .where('tenant_id', '=', lease.tenantId)
+    .where('id', '=', turnId)
+    .where(fenced(lease))
+    .executeTakeFirst();
+  check(lease, res.numUpdatedRows);
+}
+
+export async function ownerEndTurn(
+  db: Db,
+  lease: OwnerLease,
+  turnId: string,
+  end: {
+    status: TurnStatus;
+    exitCode: number | null;
+    error: string | null;
+    runtimeSessionId?: string | null;
+    usage?: TurnUsage | null;
+  },
+): Promise<void> {
+  const res = await db
+    .updateTable('turns')
+    .set({
+      status: end.status,
+      exit_code: end.exitCode,
+      error: end.error,
+      ended_at: sql<Date>`now()`,
+      ...(end.runtimeSessionId ? { runtime_session_id: end.runtimeSessionId } : {}),
+      ...(end.usage ? { usage: JSON.stringify(end.usage) } : {}),
+    })
+    .where('tenant_id', '=', lease.tenantId)
+    .where('id', '=', turnId)
+    .where('status', 'in', ['queued', 'running'])
+    .where(fenced(lease))
+    .executeTakeFirst();
+  if (Number(res.numUpdatedRows) === 0) await ownerLoadConversation(db, lease);
+}
+
+/** Fails every queued or running turn (terminate, provisioning failure). */
+export async function ownerFailOpenTurns(
+  db: Db,
+  lease: OwnerLease,
+  status: TurnStatus,
+  error: string,
+): Promise<void> {
+  await db
+    .updateTable('turns')
+    .set({ status, error, ended_at: sql<Date>`now()` })
+    .where('tenant_id', '=', lease.tenantId)
+    .where('conversation_id', '=', lease.conversationId)
+    .where('status', 'in', ['queued', 'running'])
+    .where(fenced(lease))
+    .execute();
+}
+
+export async function turnRawBytes(db: Db, lease: OwnerLease, turnId: string) {
+  const row = await db
+    .selectFrom('turns')
+    .select(['stdout_raw_bytes', 'stderr_raw_bytes'])
+    .where('tenant_id', '=', lease.tenantId)
+    .where('id', '=', turnId)
+    .executeTakeFirstOrThrow();
+  return { stdout: Number(row.stdout_raw_bytes), stderr: Number(row.stderr_raw_bytes) };
+}

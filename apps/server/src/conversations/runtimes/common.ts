@@ -1,0 +1,82 @@
+// What the four runtime adapters share: where a turn's files go, how the prompt reaches the
+// CLI without putting it in a process argument the shell could misread, and JSON line parsing.
+// The prompt and images are written as files (mode 600) before the exec; the argv reads the
+// prompt with "$(cat file)" inside `sh -c`, so no prompt text is ever parsed by a shell.
+import type { TurnImage } from '../contracts.ts';
+
+export const HOME = '/home/sandbox';
+export const WORKDIR = HOME;
+const EXTENSIONS: Record<string, string> = {
+  'image/png': 'png',
+  'image/jpeg': 'jpg',
+  'image/gif': 'gif',
+  'image/webp': 'webp',
+};
+
+export function turnDir(turnId: string): string {
+  return `${HOME}/.paddock/turns/${turnId}`;
+}
+
+export interface TurnFiles {
+  promptPath: string;
+  imagePaths: string[];
+  files: { path: string; content: Buffer | string; mode?: number }[];
+}
+
+export function turnFiles(turnId: string, prompt: string, images: TurnImage[]): TurnFiles {
+  const dir = turnDir(turnId);
+  const promptPath = `${dir}/prompt.txt`;
+  const imagePaths = images.map(
+    (image, i) => `${dir}/image-${i + 1}.${EXTENSIONS[image.mediaType] ?? 'bin'}`,
+  );
+  return {
+    promptPath,
+    imagePaths,
+    files: [
+      { path: promptPath, content: prompt, mode: 0o600 },
+      ...images.map((image, i) => ({ path: imagePaths[i] ?? '', content: image.data, mode: 0o600 })),
+    ],
+  };
+}
+
+/**
+ * `sh -c 'exec <cli> … "$(cat "$1")" …' paddock-<name> <promptPath> <rest…>`: the prompt
+ * file's content becomes one argument; `rest` is appended after it, quoted by position.
+ */
+export function shellArgv(name: string, before: string[], promptPath: string, after: string[]): string[] {
+  const quote = (i: number) => `"$${i}"`;
+  const head = before.map((_, i) => quote(i + 2));
+  const tail = after.map((_, i) => quote(i + 2 + before.length));
+  const script = `exec ${[...head, '"$(cat "$1")"', ...tail].join(' ')} </dev/null`;
+  return ['sh', '-c', script, `paddock-${name}`, promptPath, ...before, ...after];
+}
+
+/** The model id of an agent's `<provider>/<model_id>`. */
+export function modelId(model: string): string {
+  const i = model.indexOf('/');
+  return i === -1 ? model : model.slice(i + 1);
+}
+
+export function jsonLine(line: string): Record<string, unknown> | null {
+  const text = line.trim();
+  if (!text.startsWith('{')) return null;
+  try {
+    const value = JSON.parse(text) as unknown;
+    return value && typeof value === 'object' && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : null;
+  } catch {
+    return null;
+  }
+}
+
+export function num(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isFinite(value) ? value : undefined;
+}
+
+/** Drops undefined entries (usage fields a runtime did not report). */
+export function defined(usage: Record<string, number | undefined>): Record<string, number> | undefined {
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(usage)) if (v !== undefined) out[k] = v;
+  return Object.keys(out).length > 0 ? out : undefined;
+}

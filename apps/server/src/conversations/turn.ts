@@ -1,0 +1,254 @@
+// One turn's process in the sandbox: spawned detachable under a small wrapper, its output
+// handed to the single log writer, its end classified.
+//
+// What must hold (conversations.lifecycle.test.ts unless named):
+// 1. The runtime runs in a new session (setsid) whose leader records its pid in
+//    /home/sandbox/.paddock/turn-<turnId>.pid, so interrupt can signal the whole process group
+//    with an exec of `kill` (the backend interface has no kill): TERM, then KILL after 5 s.
+//    Test: "interrupt stops the running turn".
+// 2. Output goes to writer.output() synchronously in the data callbacks (no await in the data
+//    path), stdout also line by line to the adapter's parseLine for session id and usage.
+// 3. The socket closing is not proof of an exit (spec rule 1 reads a close without an exit
+//    frame as exit 0): the backend's session list decides. A session still running, or a
+//    backend that cannot be asked, means the turn's socket dropped → the turn failed.
+//    Test: "a turn whose backend socket drops fails and the conversation goes idle".
+// 4. detach() (the owner stopping) drops the socket and leaves the process running for the
+//    next owner to reattach; the run then ends as `detached` and nothing is written.
+import type { ExecHandle, SandboxClient } from '@paddock/sandbox-client';
+import type { LogWriter, RuntimeAdapter } from './contracts.ts';
+import type { TurnUsage } from './conversations.tables.ts';
+
+export const PADDOCK_DIR = '/home/sandbox/.paddock';
+export const INTERRUPT_GRACE_MS = 5000;
+const MAX_LINE = 1024 * 1024;
+
+export function pidFile(turnId: string): string {
+  return `${PADDOCK_DIR}/turn-${turnId}.pid`;
+}
+
+/** The runtime's argv under the pid-recording session wrapper (invariant 1). */
+export function wrapTurn(argv: string[], turnId: string): string[] {
+  const script = 'mkdir -p "$(dirname "$1")" && echo $$ > "$1" && shift && exec "$@"';
+  return ['setsid', '-w', 'sh', '-c', script, 'paddock-turn', pidFile(turnId), ...argv];
+}
+
+export type TurnEnd =
+  | {
+      status: 'succeeded' | 'failed' | 'interrupted';
+      exitCode: number | null;
+      error: string | null;
+      sessionId?: string;
+      usage?: TurnUsage;
+    }
+  | { status: 'detached' };
+
+export interface TurnRun {
+  readonly done: Promise<TurnEnd>;
+  interrupt(): Promise<void>;
+  detach(): void;
+}
+
+/** Feeds stdout line by line to the adapter and keeps what it reported. */
+class LineParser {
+  private pending: Buffer[] = [];
+  private size = 0;
+  sessionId: string | undefined;
+  usage: TurnUsage | undefined;
+  private readonly adapter: RuntimeAdapter;
+  constructor(adapter: RuntimeAdapter) {
+    this.adapter = adapter;
+  }
+
+  push(chunk: Buffer): void {
+    let start = 0;
+    for (let i = chunk.indexOf(10); i !== -1; i = chunk.indexOf(10, start)) {
+      this.pending.push(chunk.subarray(start, i));
+      this.line(Buffer.concat(this.pending).toString('utf8'));
+      this.pending = [];
+      this.size = 0;
+      start = i + 1;
+    }
+    if (start < chunk.length && this.size < MAX_LINE) {
+      const rest = chunk.subarray(start, start + (MAX_LINE - this.size));
+      this.pending.push(Buffer.from(rest));
+      this.size += rest.length;
+    }
+  }
+
+  end(): void {
+    if (this.pending.length > 0) this.line(Buffer.concat(this.pending).toString('utf8'));
+    this.pending = [];
+  }
+
+  private line(text: string): void {
+    let parsed: ReturnType<RuntimeAdapter['parseLine']>;
+    try {
+      parsed = this.adapter.parseLine(text);
+    } catch {
+      return;
+    }
+    if (!parsed) return;
+    if (parsed.sessionId) this.sessionId = parsed.sessionId;
+    if (parsed.usage) this.usage = { ...this.usage, ...parsed.usage };
+  }
+}
+
+export interface TurnIo {
+  sandbox: SandboxClient;
+  sandboxName: string;
+  turnId: string;
+  writer: LogWriter;
+  adapter: RuntimeAdapter;
+  /** Called once the backend named the exec session (stored for reattach). */
+  onSession(sessionId: string): void;
+}
+
+/** Output handlers; reattach wraps them to drop the replayed head. */
+export interface OutputSink {
+  stdout(chunk: Buffer): void;
+  stderr(chunk: Buffer): void;
+}
+
+export function turnSink(io: TurnIo, parser: { push(chunk: Buffer): void }): OutputSink {
+  return {
+    stdout: (chunk) => {
+      io.writer.output('stdout', chunk, io.turnId);
+      parser.push(chunk);
+    },
+    stderr: (chunk) => io.writer.output('stderr', chunk, io.turnId),
+  };
+}
+
+/** Spawns the turn. Rejects when the exec never starts (the caller fails the turn). */
+export async function startTurn(
+  io: TurnIo,
+  command: { argv: string[]; env: Record<string, string>; cwd: string },
+): Promise<TurnRun> {
+  const parser = new LineParser(io.adapter);
+  return await follow(io, parser, (sink, onControl) =>
+    io.sandbox.execStream(io.sandboxName, {
+      cmd: wrapTurn(command.argv, io.turnId),
+      env: command.env,
+      dir: command.cwd,
+      detachable: true,
+      onStdout: sink.stdout,
+      onStderr: sink.stderr,
+      onControl,
+    }),
+  );
+}
+
+/** Re-joins a running turn's session; `wrap` lets reattach drop the replayed head. */
+export async function attachTurn(
+  io: TurnIo,
+  sessionId: string,
+  wrap: (sink: OutputSink) => OutputSink,
+  onInfo: (message: Record<string, unknown>) => void,
+): Promise<TurnRun> {
+  const parser = new LineParser(io.adapter);
+  return await follow(
+    io,
+    parser,
+    (sink, onControl) =>
+      io.sandbox.attach(io.sandboxName, sessionId, {
+        onStdout: sink.stdout,
+        onStderr: sink.stderr,
+        onControl,
+      }),
+    wrap,
+    sessionId,
+    onInfo,
+  );
+}
+
+async function follow(
+  io: TurnIo,
+  parser: LineParser,
+  open: (sink: OutputSink, onControl: (m: Record<string, unknown>) => void) => Promise<ExecHandle>,
+  wrap: (sink: OutputSink) => OutputSink = (s) => s,
+  knownSession?: string,
+  onInfo?: (message: Record<string, unknown>) => void,
+): Promise<TurnRun> {
+  let sessionId = knownSession;
+  let interrupted = false;
+  let detached = false;
+  const onControl = (m: Record<string, unknown>) => {
+    onInfo?.(m);
+    const id = m['id'] ?? m['session_id'];
+    if (
+      m['type'] === 'session_info' &&
+      sessionId === undefined &&
+      (typeof id === 'string' || typeof id === 'number')
+    ) {
+      sessionId = String(id);
+      io.onSession(sessionId);
+    }
+  };
+  const handle = await open(wrap(turnSink(io, parser)), onControl);
+  if (sessionId === undefined && handle.sessionId !== undefined) {
+    sessionId = handle.sessionId;
+    io.onSession(sessionId);
+  }
+
+  const done = (async (): Promise<TurnEnd> => {
+    let code: number;
+    try {
+      code = await handle.exited;
+    } catch {
+      code = -1;
+    }
+    parser.end();
+    if (detached) return { status: 'detached' };
+    const reported = {
+      ...(parser.sessionId ? { sessionId: parser.sessionId } : {}),
+      ...(parser.usage ? { usage: parser.usage } : {}),
+    };
+    let exitCode: number | null = code;
+    try {
+      const sessions = sessionId ? await io.sandbox.listSessions(io.sandboxName, { timeoutMs: 10_000 }) : [];
+      const info = sessions.find((s) => s.id === sessionId);
+      if (info && info['exited'] === false) {
+        return {
+          status: 'failed',
+          exitCode: null,
+          error: 'the connection to the sandbox dropped',
+          ...reported,
+        };
+      }
+      if (info && typeof info['exit_code'] === 'number') exitCode = info['exit_code'];
+    } catch {
+      return {
+        status: 'failed',
+        exitCode: null,
+        error: 'the sandbox backend cannot be reached',
+        ...reported,
+      };
+    }
+    if (interrupted) return { status: 'interrupted', exitCode, error: 'interrupted', ...reported };
+    if (exitCode === 0) return { status: 'succeeded', exitCode, error: null, ...reported };
+    return { status: 'failed', exitCode, error: `the runtime exited with code ${exitCode}`, ...reported };
+  })();
+
+  const signal = async (sig: 'TERM' | 'KILL') => {
+    await io.sandbox.exec(io.sandboxName, {
+      cmd: ['sh', '-c', `kill -${sig} -- -"$(cat "$1")"`, 'paddock-interrupt', pidFile(io.turnId)],
+      timeoutMs: 5000,
+    });
+  };
+
+  return {
+    done,
+    async interrupt() {
+      interrupted = true;
+      await signal('TERM');
+      const timer = new Promise<'late'>((resolve) =>
+        setTimeout(() => resolve('late'), INTERRUPT_GRACE_MS).unref(),
+      );
+      if ((await Promise.race([done.then(() => 'done' as const), timer])) === 'late') await signal('KILL');
+    },
+    detach() {
+      detached = true;
+      handle.close();
+    },
+  };
+}
