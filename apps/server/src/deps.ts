@@ -13,25 +13,27 @@ import type { Principal } from './auth/principal.ts';
 import { createPrincipalCache, type PrincipalCache } from './auth/principal-cache.ts';
 import { createSessionsService, type SessionsService } from './auth/sessions.service.ts';
 import type { Config } from './config/config.ts';
-import { createBasicLogWriters } from './conversations/basic-log-writer.ts';
 import { createBasicProvisioner } from './conversations/basic-provisioner.ts';
-import type { Feed, LogWriterFactory, Provisioner, RuntimeRegistry } from './conversations/contracts.ts';
+import type { LogWriterFactory, OwnershipProbe, Provisioner, RuntimeRegistry } from './conversations/contracts.ts';
 import {
   type ConversationsService,
   createConversationsService,
   sandboxName,
 } from './conversations/conversations.service.ts';
 import { type ConversationEngine, createEngine } from './conversations/engine.ts';
+import { createFeed, type PgFeed } from './conversations/feed.ts';
 import { createGates, type SubscriptionGate } from './conversations/gates.ts';
 import {
   DEFAULT_PROVISION_DEADLINE_MS,
   DEFAULT_TICK_MS,
   type LifecycleOptions,
 } from './conversations/lifecycle.ts';
-import { createLocalFeed } from './conversations/local-feed.ts';
+import { isConversationLocked } from './conversations/log-events.repo.ts';
+import { createLogWriterFactory } from './conversations/log-writer.ts';
 import { createOwnership, type Ownership } from './conversations/owner.ts';
 import { defaultRuntimes } from './conversations/runtimes/registry.ts';
-import type { DatabaseHandle, Db } from './db/database.ts';
+import type { StreamOptions } from './conversations/stream.routes.ts';
+import { type DatabaseHandle, type Db, poolOptions } from './db/database.ts';
 import { createEnvironmentsService, type EnvironmentsService } from './environments/environments.service.ts';
 import type { TaskList } from './jobs/worker.ts';
 import { ACCOUNT_MAIL_TASK, createMailQueue, type MailQueue } from './mail/mail.queue.ts';
@@ -69,13 +71,20 @@ export interface Deps {
   conversations: ConversationsService;
   /** This process's conversation servers, command bus and lifecycle clock (start() at boot). */
   conversationEngine: ConversationEngine;
-  /** Who owns which conversation (also the probe readers use to detect a dead owner). */
+  /** Who owns which conversation in this process (owner.ts). */
   ownership: Ownership;
-  feed: Feed;
   /** Credential resolvers tried after the bearer API key (e.g. the browser session cookie). */
   authResolvers: ReadonlyArray<(request: FastifyRequest) => Promise<Principal | null>>;
   /** Resolved API keys, cached for 2 s per process (auth/principal-cache.ts). */
   principals: PrincipalCache;
+  /** Conversation log wake-ups across processes (one LISTEN connection, opened on first use). */
+  feed: PgFeed;
+  /** The single log writer of each owned conversation. */
+  logWriters: LogWriterFactory;
+  /** Whether any process owns a conversation now (log streams tell viewers when none does). */
+  ownershipProbe: OwnershipProbe;
+  /** Heartbeat interval of the log streams; read per request (tests shorten it). */
+  streamOptions: StreamOptions;
 }
 
 export interface CreateDepsInput {
@@ -91,8 +100,6 @@ export interface CreateDepsInput {
 export interface EngineOptions {
   runtimes?: RuntimeRegistry;
   provisioner?: Provisioner;
-  writers?: LogWriterFactory;
-  feed?: Feed;
   subscription?: SubscriptionGate;
   /** Lifecycle tick, provision deadline (defaults 60 s, 30 min); bounds from config. */
   lifecycle?: Partial<LifecycleOptions>;
@@ -140,7 +147,8 @@ export function createDeps(input: CreateDepsInput): Deps {
   const agents = createAgentsService({ db, audit });
   const principals = createPrincipalCache();
   const accountsDeps = createAccountsDeps({ ...input, db, audit, secrets, principals });
-  const conversationDeps = createConversationDeps(input, accountsDeps.apiKeys);
+  const conversationLog = createConversationLogDeps(input);
+  const conversationDeps = createConversationDeps(input, accountsDeps.apiKeys, conversationLog);
   return {
     ...conversationDeps,
     ...input,
@@ -155,6 +163,31 @@ export function createDeps(input: CreateDepsInput): Deps {
     ...accountsDeps,
     authResolvers: [(request) => accountsDeps.sessions.resolve(request)],
     principals,
+    ...conversationLog,
+  };
+}
+
+function createConversationLogDeps(
+  input: CreateDepsInput,
+): Pick<Deps, 'feed' | 'logWriters' | 'ownershipProbe' | 'streamOptions'> {
+  const { pool, url } = input.database;
+  const { ssl, connectionTimeoutMillis, keepAlive } = poolOptions(input.config, url);
+  const feed = createFeed({
+    pool,
+    clientConfig: { connectionString: url, ssl, connectionTimeoutMillis, keepAlive },
+    logger: input.logger,
+  });
+  const logWriters = createLogWriterFactory({
+    pool,
+    feed,
+    logger: input.logger,
+    outputBudgetMb: input.config.logOutputBudgetMb,
+  });
+  return {
+    feed,
+    logWriters,
+    ownershipProbe: { isOwned: (conversationId) => isConversationLocked(pool, conversationId) },
+    streamOptions: { heartbeatMs: 15_000 },
   };
 }
 
@@ -187,7 +220,11 @@ function createAccountsDeps(
   return { accounts, apiKeys, sessions, mailer, mailQueue, jobTasks };
 }
 
-function createConversationDeps(input: CreateDepsInput, apiKeys: ApiKeysService) {
+function createConversationDeps(
+  input: CreateDepsInput,
+  apiKeys: ApiKeysService,
+  log: Pick<Deps, 'feed' | 'logWriters'>,
+) {
   const { config, logger, database } = input;
   const db = database.db;
   const options = input.engine ?? {};
@@ -198,7 +235,7 @@ function createConversationDeps(input: CreateDepsInput, apiKeys: ApiKeysService)
     timeoutMs: config.sandbox.timeoutMs,
     logger,
   });
-  const feed = options.feed ?? createLocalFeed();
+  const { feed, logWriters } = log;
   const gates = createGates({
     db,
     maxSandboxesPerUser: config.sandbox.maxConcurrentPerUser,
@@ -219,7 +256,7 @@ function createConversationDeps(input: CreateDepsInput, apiKeys: ApiKeysService)
     gates,
     logger,
     runtimes: options.runtimes ?? defaultRuntimes,
-    writers: options.writers ?? createBasicLogWriters({ db, feed }),
+    writers: logWriters,
     provisioner:
       options.provisioner ??
       createBasicProvisioner({
@@ -242,5 +279,5 @@ function createConversationDeps(input: CreateDepsInput, apiKeys: ApiKeysService)
     },
   });
   const conversations = createConversationsService({ db, gates, engine: conversationEngine, logger });
-  return { conversations, conversationEngine, ownership, feed };
+  return { conversations, conversationEngine, ownership };
 }

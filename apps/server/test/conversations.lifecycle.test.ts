@@ -2,7 +2,7 @@
 // transitions), through the public API only, against the real sandboxd with the scripted
 // runtime (the prompt is the turn's shell script).
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { after, before, beforeEach, describe, it } from 'node:test';
 import { type ConversationHarness, startConversationHarness } from './helpers/conversations.ts';
 import type { TestUser } from './helpers/factories.ts';
 
@@ -11,6 +11,9 @@ let user: TestUser;
 let agent: string;
 before(async () => {
   h = await startConversationHarness({ engine: { lifecycle: { tickMs: 100 } } });
+});
+// A user per test: each test's sandboxes count against its own quota.
+beforeEach(async () => {
   user = await h.user();
   agent = await h.agent(user);
 });
@@ -75,4 +78,213 @@ describe('the transition table (States and transitions)', () => {
     assert.equal(turn.status, 'succeeded');
     assert.equal(await h.stdout(conv.id, turn.id), 'one\n');
   });
+
+  it('running → idle with the turn failed when a spawn never starts (the sandbox vanished under the owner)', async () => {
+    const conv = await h.start(user, { agent_id: agent, prompt: 'true' });
+    const warm = await h.waitFor(user, conv.id, idle);
+    await h.destroyBackendSandbox(warm.sandbox?.name ?? '');
+    const res = await h.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'echo never' });
+    assert.equal(res.status, 202);
+    const turn = await h.waitForTurn(user, conv.id, 2);
+    assert.equal(turn.status, 'failed');
+    assert.match(turn.error ?? '', /could not be started/);
+    const after = await h.get(user, conv.id);
+    assert.equal(after.status, 'idle');
+    assert.equal(after.sandbox?.status, 'terminated');
+    // Resumable: the next prompt provisions a new sandbox.
+    await h.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'echo back' });
+    const third = await h.waitForTurn(user, conv.id, 3);
+    assert.equal(third.status, 'succeeded');
+    assert.equal(await h.stdout(conv.id, third.id), 'back\n');
+    assert.notEqual((await h.get(user, conv.id)).sandbox?.name, warm.sandbox?.name);
+  });
+
+  it('idle → idle when the sandbox is reclaimed for idle timeout: stage sandbox, sandbox terminated, resumable', async () => {
+    const conv = await h.start(user, { agent_id: agent, prompt: 'echo first' });
+    const warm = await h.waitFor(user, conv.id, idle);
+    await h.deps.db
+      .updateTable('conversations')
+      .set({ last_activity_at: new Date(Date.now() - 61 * 60_000) })
+      .where('id', '=', conv.id)
+      .execute();
+    const reclaimed = await h.waitFor(user, conv.id, (c) => c.sandbox?.status === 'terminated');
+    assert.equal(reclaimed.status, 'idle');
+    assert.match(reclaimed.sandbox?.reason ?? '', /idle for 60 minutes/);
+    assert.ok(!(await h.backendSandboxes()).includes(warm.sandbox?.name ?? ''));
+    const stages = (await h.events(conv.id)).filter((e) => e.stage === 'sandbox').map((e) => e.state);
+    assert.deepEqual(stages, ['started', 'done']);
+    // A follow-up prompt re-provisions.
+    const res = await h.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'echo again' });
+    assert.equal(res.status, 202);
+    const turn = await h.waitForTurn(user, conv.id, 2);
+    assert.equal(turn.status, 'succeeded');
+    const woke = await h.get(user, conv.id);
+    assert.equal(woke.sandbox?.status, 'ready');
+    assert.notEqual(woke.sandbox?.name, warm.sandbox?.name);
+  });
+
+  it('idle → idle when the sandbox reaches its max lifetime', async () => {
+    const conv = await h.start(user, { agent_id: agent, prompt: 'true' });
+    await h.waitFor(user, conv.id, idle);
+    await h.deps.db
+      .updateTable('sandboxes')
+      .set({ created_at: new Date(Date.now() - 25 * 3_600_000) })
+      .where('conversation_id', '=', conv.id)
+      .execute();
+    const reclaimed = await h.waitFor(user, conv.id, (c) => c.sandbox?.status === 'terminated');
+    assert.equal(reclaimed.status, 'idle');
+    assert.match(reclaimed.sandbox?.reason ?? '', /maximum lifetime of 24 hours/);
+  });
+
+  it('any non-terminal → terminated: terminate destroys the sandbox; later prompts get 410', async () => {
+    const conv = await h.start(user, { agent_id: agent, prompt: 'true' });
+    const warm = await h.waitFor(user, conv.id, idle);
+    const res = await h.api(user, 'POST', `/api/conversations/${conv.id}/terminate`);
+    assert.equal(res.status, 200);
+    assert.equal(res.body.status, 'terminated');
+    const ended = await h.waitFor(user, conv.id, (c) => c.sandbox?.status === 'terminated');
+    assert.equal(ended.status, 'terminated');
+    assert.ok(!(await h.backendSandboxes()).includes(warm.sandbox?.name ?? ''));
+    const prompt = await h.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'true' });
+    assert.equal(prompt.status, 410);
+    assert.equal(prompt.body.error, 'conversation_terminated');
+    assert.equal((await h.api(user, 'POST', `/api/conversations/${conv.id}/terminate`)).status, 410);
+    const stages = (await h.events(conv.id)).filter((e) => e.stage === 'terminate').map((e) => e.state);
+    assert.deepEqual(stages, ['started', 'done']);
+  });
+
+  it('terminate during a running turn interrupts it and destroys the sandbox', async () => {
+    const conv = await h.start(user, { agent_id: agent, prompt: 'echo go; sleep 30' });
+    await h.waitFor(user, conv.id, (c) => c.status === 'running');
+    await waitForOutput(conv.id, 'go\n');
+    assert.equal((await h.api(user, 'POST', `/api/conversations/${conv.id}/terminate`)).status, 200);
+    await h.waitFor(user, conv.id, (c) => c.sandbox?.status === 'terminated');
+    const [turn] = await h.turns(user, conv.id);
+    assert.equal(turn?.status, 'interrupted');
+  });
+
+  it('interrupt stops the running turn (stage turn interrupted) and the conversation goes idle', async () => {
+    const conv = await h.start(user, { agent_id: agent, prompt: 'echo go; sleep 30; echo never' });
+    await h.waitFor(user, conv.id, (c) => c.status === 'running');
+    await waitForOutput(conv.id, 'go\n');
+    const res = await h.api(user, 'POST', `/api/conversations/${conv.id}/interrupt`);
+    assert.equal(res.status, 202);
+    const turn = await h.waitForTurn(user, conv.id, 1, 15_000);
+    assert.equal(turn.status, 'interrupted');
+    assert.equal(await h.stdout(conv.id), 'go\n');
+    const stage = (await h.events(conv.id)).filter((e) => e.stage === 'turn').map((e) => e.state);
+    assert.deepEqual(stage, ['started', 'interrupted']);
+    const idleAgain = await h.api(user, 'POST', `/api/conversations/${conv.id}/interrupt`);
+    assert.equal(idleAgain.status, 409);
+    assert.equal(idleAgain.body.error, 'no_turn_running');
+  });
+
+  it('answers 409 conversation_busy to a prompt while a turn runs', async () => {
+    const conv = await h.start(user, { agent_id: agent, prompt: 'sleep 2' });
+    await h.waitFor(user, conv.id, (c) => c.status === 'running');
+    const res = await h.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'true' });
+    assert.equal(res.status, 409);
+    assert.equal(res.body.error, 'conversation_busy');
+    await h.waitFor(user, conv.id, idle);
+  });
+
+  it('answers 503 conversation_provisioning with Retry-After while pending; DELETE still executes', async () => {
+    const conv = await h.start(user, { agent_id: agent, prompt: 'true' });
+    for (const path of ['prompts', 'interrupt', 'terminate']) {
+      const res = await h.api(
+        user,
+        'POST',
+        `/api/conversations/${conv.id}/${path}`,
+        path === 'prompts' ? { prompt: 'x' } : undefined,
+      );
+      assert.equal(res.status, 503, path);
+      assert.equal(res.body.error, 'conversation_provisioning');
+      assert.equal(res.headers.get('retry-after'), '5');
+    }
+    const del = await h.api(user, 'DELETE', `/api/conversations/${conv.id}`);
+    assert.equal(del.status, 204);
+    assert.equal((await h.api(user, 'GET', `/api/conversations/${conv.id}`)).status, 404);
+    await waitUntil(async () => !(await h.backendSandboxes()).includes(conv.sandbox?.name ?? ''));
+    assert.equal((await h.events(conv.id)).length, 0);
+  });
+
+  it('DELETE removes an idle conversation, its turns, its logs and its sandbox', async () => {
+    const conv = await h.start(user, { agent_id: agent, prompt: 'echo bye' });
+    const warm = await h.waitFor(user, conv.id, idle);
+    assert.equal((await h.api(user, 'DELETE', `/api/conversations/${conv.id}`)).status, 204);
+    assert.equal((await h.api(user, 'GET', `/api/conversations/${conv.id}/turns`)).status, 404);
+    assert.equal((await h.events(conv.id)).length, 0);
+    await waitUntil(async () => !(await h.backendSandboxes()).includes(warm.sandbox?.name ?? ''));
+  });
 });
+
+describe('when the sandbox backend goes down', () => {
+  it("running → idle with the turn failed when the turn's backend socket drops", async () => {
+    const conv = await h.start(user, { agent_id: agent, prompt: 'echo up; sleep 30' });
+    await waitForOutput(conv.id, 'up\n');
+    await h.stopSandboxd();
+    try {
+      const turn = await h.waitForTurn(user, conv.id, 1);
+      assert.equal(turn.status, 'failed');
+      assert.match(turn.error ?? '', /backend|connection/);
+      assert.equal((await h.get(user, conv.id)).status, 'idle');
+    } finally {
+      await h.restartSandboxd();
+    }
+  });
+
+  it('a failed wake marks the sandbox failed and leaves the conversation resumable', async () => {
+    const conv = await h.start(user, { agent_id: agent, prompt: 'true' });
+    await h.waitFor(user, conv.id, idle);
+    await h.deps.db
+      .updateTable('conversations')
+      .set({ last_activity_at: new Date(Date.now() - 61 * 60_000) })
+      .where('id', '=', conv.id)
+      .execute();
+    await h.waitFor(user, conv.id, (c) => c.sandbox?.status === 'terminated');
+    await h.stopSandboxd();
+    try {
+      const res = await h.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'echo woke' });
+      assert.equal(res.status, 202);
+      const failed = await h.waitForTurn(user, conv.id, 2, 30_000);
+      assert.equal(failed.status, 'failed');
+      const after = await h.get(user, conv.id);
+      assert.equal(after.status, 'idle');
+      assert.equal(after.sandbox?.status, 'failed');
+    } finally {
+      await h.restartSandboxd();
+    }
+    await h.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'echo woke' });
+    const turn = await h.waitForTurn(user, conv.id, 3);
+    assert.equal(turn.status, 'succeeded');
+    assert.equal(await h.stdout(conv.id, turn.id), 'woke\n');
+  });
+
+  it('pending → failed when provisioning fails on the first wake: sandbox row failed, reason shown', async () => {
+    await h.stopSandboxd();
+    try {
+      const conv = await h.start(user, { agent_id: agent, prompt: 'true' });
+      const failed = await h.waitFor(user, conv.id, (c) => c.status === 'failed', 30_000);
+      assert.equal(failed.sandbox?.status, 'failed');
+      assert.ok(failed.failure_reason);
+      const prompt = await h.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'true' });
+      assert.equal(prompt.status, 409);
+      assert.equal(prompt.body.error, 'conversation_failed');
+    } finally {
+      await h.restartSandboxd();
+    }
+  });
+});
+
+async function waitUntil(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('condition not reached');
+}
+
+async function waitForOutput(id: string, text: string): Promise<void> {
+  await waitUntil(async () => (await h.stdout(id)).includes(text));
+}

@@ -112,6 +112,13 @@ describe('configuration', () => {
     assert.deepEqual(problemsOf({ BILLING_ENABLED: 'true' }), []);
   });
 
+  it('SANDBOX_CALLBACK_URL: the origin sandboxes call back to, PUBLIC_URL by default', () => {
+    assert.equal(parseConfig(PROD).config.sandbox.callbackUrl.href, 'https://paddock.example.com/');
+    assert.equal(parseConfig({ PORT: '4100' }).config.sandbox.callbackUrl.href, 'http://localhost:4100/');
+    const { config } = parseConfig({ ...PROD, SANDBOX_CALLBACK_URL: 'http://paddock.internal:4000' });
+    assert.equal(config.sandbox.callbackUrl.href, 'http://paddock.internal:4000/');
+  });
+
   it('accepts the deprecated SERVICE_DOMAIN alias with a warning', () => {
     const { config, warnings } = parseConfig({
       ...PROD,
@@ -211,6 +218,8 @@ describe('configuration', () => {
     refuses({ PUBLIC_URL: 'ftp://x' }, 'PUBLIC_URL');
     refuses({ PUBLIC_URL: 'https://x.example.com/app' }, 'PUBLIC_URL');
     refuses({ SANDBOX_BASE_URL: 'not a url' }, 'SANDBOX_BASE_URL');
+    refuses({ SANDBOX_CALLBACK_URL: 'ftp://x' }, 'SANDBOX_CALLBACK_URL');
+    refuses({ SANDBOX_CALLBACK_URL: 'http://paddock.internal:4000/api' }, 'SANDBOX_CALLBACK_URL');
     refuses({ EMAIL_DELIVERY: 'smtp' }, 'EMAIL_DELIVERY');
     refuses({ EMAIL_FROM: 'not-an-address' }, 'EMAIL_FROM');
     refuses({ BILLING_PRICE_MONTHLY_CENTS: '9.99' }, 'BILLING_PRICE_MONTHLY_CENTS');

@@ -46,6 +46,11 @@ export interface Config {
     readonly timeoutMs: number;
     readonly idleTimeoutMinutes: number;
     readonly maxLifetimeHours: number;
+    /**
+     * SANDBOX_CALLBACK_URL: the origin at which a sandbox reaches this service (its
+     * PADDOCK_BASE_URL / SERVICE_BASE_URL). Default: PUBLIC_URL.
+     */
+    readonly callbackUrl: URL;
     /** Live sandboxes (pending, starting, ready) one user may have at once. */
     readonly maxConcurrentPerUser: number;
   };
@@ -304,6 +309,10 @@ export function parseConfig(env: Env): ParseResult {
 
   // Sandbox backend.
   const sandboxBaseUrl = url('SANDBOX_BASE_URL', ['http:', 'https:']);
+  const callbackUrl = url('SANDBOX_CALLBACK_URL', ['http:', 'https:']);
+  if (callbackUrl && (callbackUrl.pathname !== '/' || callbackUrl.search || callbackUrl.hash)) {
+    problems.push('SANDBOX_CALLBACK_URL: must be an origin without a path, query or fragment');
+  }
 
   // Mail.
   const emailDelivery = str('EMAIL_DELIVERY');
@@ -479,6 +488,7 @@ export function parseConfig(env: Env): ParseResult {
       timeoutMs: positiveInt('SANDBOX_TIMEOUT_MS', 30_000),
       idleTimeoutMinutes: nonNegInt('SANDBOX_IDLE_TIMEOUT_MINUTES', 60),
       maxLifetimeHours: nonNegInt('SANDBOX_MAX_LIFETIME_HOURS', 24),
+      callbackUrl: callbackUrl ?? effectivePublicUrl,
       maxConcurrentPerUser: positiveInt('SANDBOX_MAX_CONCURRENT_PER_USER', 5),
     },
     mail: {

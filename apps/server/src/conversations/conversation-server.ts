@@ -408,7 +408,13 @@ export function createConversationServer(
           cwd: command.cwd,
         });
       } catch {
-        // A spawn that never starts: the turn fails, the conversation goes idle.
+        // A spawn that never starts: the turn fails, the conversation goes idle. When the
+        // sandbox itself is gone, its row ends so that the next prompt provisions a new one.
+        if (current && (await sandbox.get(current.name).catch(() => undefined)) === null) {
+          await ownerSetSandbox(db, lease, current.id, 'terminated', 'the sandbox was gone');
+          provisioned = null;
+          current = null;
+        }
         await finishTurn(
           turn,
           { status: 'failed', exitCode: null, error: 'the turn could not be started in the sandbox' },

@@ -21,7 +21,9 @@ export type StageName =
   | 'turn'
   | 'reattach'
   | 'sandbox'
-  | 'terminate';
+  | 'terminate'
+  /** The log itself: `failed` once when the output budget is reached (log-writer.ts). */
+  | 'log';
 
 export const LIVE_SANDBOX_STATUSES: readonly SandboxStatus[] = ['pending', 'starting', 'ready'];
 

@@ -392,4 +392,26 @@ describe('redactor', () => {
       );
     }
   });
+  it('counts as emitted exactly the raw bytes its output represents, never the held-back ones', () => {
+    const secret = 'tok-8c1f2a9d3e';
+    const registry = registryOf(secret);
+    const redactor = registry.stream();
+    // No occurrence anywhere near: every byte written is decided at once.
+    assert.equal(redactor.write(Buffer.from('plain line\n')).length, 11);
+    assert.equal(redactor.emitted, 11);
+    // The head of the secret may still begin an occurrence: held back, not counted.
+    const head = redactor.write(Buffer.from(`x ${secret.slice(0, 6)}`));
+    assert.equal(head.toString(), 'x ');
+    assert.equal(redactor.emitted, 13);
+    // The rest completes it: the marker represents all of the secret's raw bytes.
+    const rest = Buffer.concat([redactor.write(Buffer.from(`${secret.slice(6)} y`)), redactor.flush()]);
+    assert.equal(rest.toString(), `${REDACTION_MARKER} y`);
+    assert.equal(redactor.emitted, 11 + 2 + secret.length + 2);
+    // A character cut by the chunk boundary is held back whole.
+    const cut = Buffer.from('é');
+    assert.equal(redactor.write(cut.subarray(0, 1)).length, 0);
+    assert.equal(redactor.emitted, 11 + 2 + secret.length + 2);
+    assert.equal(redactor.write(cut.subarray(1)).toString(), 'é');
+    assert.equal(redactor.emitted, 11 + 2 + secret.length + 4);
+  });
 });

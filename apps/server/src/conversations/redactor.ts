@@ -67,6 +67,12 @@ export interface StreamRedactor {
   write(chunk: Uint8Array): Buffer;
   /** Emits everything held back (end of a turn, end of the stream). */
   flush(): Buffer;
+  /**
+   * Raw input bytes decided so far: emitted as they are or replaced by a marker already
+   * emitted. The held-back bytes are not counted, so the bytes returned by write/flush always
+   * represent exactly `emitted` raw bytes (reattach de-duplication counts on it).
+   */
+  readonly emitted: number;
 }
 
 export function createSecretRegistry(): SecretRegistry {
@@ -259,6 +265,9 @@ export function createStreamRedactor(registry: Pick<SecretRegistry, 'matcher'>):
     flush() {
       sync();
       return drain(empty, true);
+    },
+    get emitted() {
+      return emitted;
     },
   };
 }

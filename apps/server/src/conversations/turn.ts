@@ -229,9 +229,10 @@ async function follow(
     return { status: 'failed', exitCode, error: `the runtime exited with code ${exitCode}`, ...reported };
   })();
 
+  // `kill -s SIG -- -PGID`: the form dash's builtin and every other kill accept.
   const signal = async (sig: 'TERM' | 'KILL') => {
     await io.sandbox.exec(io.sandboxName, {
-      cmd: ['sh', '-c', `kill -${sig} -- -"$(cat "$1")"`, 'paddock-interrupt', pidFile(io.turnId)],
+      cmd: ['sh', '-c', `kill -s ${sig} -- "-$(cat "$1")"`, 'paddock-interrupt', pidFile(io.turnId)],
       timeoutMs: 5000,
     });
   };

@@ -8,6 +8,7 @@ import { auditRoutes } from '../audit/audit.routes.ts';
 import { apiKeysRoutes } from '../auth/api-keys.routes.ts';
 import { oauthRoutes } from '../auth/oauth.routes.ts';
 import { conversationsRoutes } from '../conversations/conversations.routes.ts';
+import { streamRoutes } from '../conversations/stream.routes.ts';
 import type { Deps } from '../deps.ts';
 import { environmentsRoutes } from '../environments/environments.routes.ts';
 import { vaultsRoutes } from '../vaults/vaults.routes.ts';
@@ -29,4 +30,5 @@ export async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<
   await app.register(
     conversationsRoutes({ conversations: deps.conversations, onClose: () => deps.conversationEngine.stop() }),
   );
+  await app.register(streamRoutes(deps));
 }

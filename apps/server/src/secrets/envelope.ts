@@ -99,6 +99,38 @@ export function decryptSecret(dataKey: Buffer, binding: SecretBinding, ciphertex
   return open(dataKey, ciphertext, secretAad(binding), `secret ${binding.key}`).toString('utf8');
 }
 
+/** What a sealed blob of a conversation (its runtime session state) is bound to. */
+export interface ConversationBlobBinding {
+  tenantId: string;
+  conversationId: string;
+  /** What the blob is, e.g. `session-state`: a blob of one kind cannot be opened as another. */
+  purpose: 'session-state';
+}
+
+function conversationBlobAad(b: ConversationBlobBinding): Buffer {
+  return Buffer.from(
+    `paddock/conversation-blob/v1\0${b.tenantId}\0${b.conversationId}\0${b.purpose}`,
+    'utf8',
+  );
+}
+
+/** Seals a conversation's blob under the tenant key, bound to tenant, conversation and purpose. */
+export function sealConversationBlob(
+  dataKey: Buffer,
+  binding: ConversationBlobBinding,
+  plaintext: Buffer,
+): Buffer {
+  return seal(dataKey, plaintext, conversationBlobAad(binding));
+}
+
+export function openConversationBlob(
+  dataKey: Buffer,
+  binding: ConversationBlobBinding,
+  sealed: Buffer,
+): Buffer {
+  return open(dataKey, sealed, conversationBlobAad(binding), binding.purpose);
+}
+
 /**
  * Keyed MAC of a secret value, for "unchanged" detection without decrypting. The MAC key is
  * derived from the tenant data key (HKDF, separate label), so the MAC reveals nothing without

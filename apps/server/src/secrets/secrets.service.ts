@@ -7,13 +7,16 @@ import type { Db } from '../db/database.ts';
 import { AppError } from '../http/errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import {
+  type ConversationBlobBinding,
   DecryptionError,
   decryptSecret,
   encryptSecret,
   generateDataKey,
   macEquals,
   masterKeyId,
+  openConversationBlob,
   type SecretBinding,
+  sealConversationBlob,
   secretValueMac,
   unwrapDataKey,
   wrapDataKey,
@@ -79,6 +82,10 @@ export interface SecretsService {
     layers: { envVars?: Record<string, string>; environmentId?: string | null; vaultId?: string | null },
     db?: Db,
   ): Promise<Record<string, string>>;
+  /** Seals a conversation's blob (runtime session state) with the tenant key. */
+  sealBlob(binding: ConversationBlobBinding, plaintext: Buffer, db?: Db): Promise<Buffer>;
+  /** Opens a sealed blob; DecryptionError when it was tampered with or belongs elsewhere. */
+  openBlob(binding: ConversationBlobBinding, sealed: Buffer, db?: Db): Promise<Buffer>;
   /** Rewraps every tenant key wrapped by the previous master key with the current one. */
   rotateMasterKey(options?: {
     batchSize?: number;
@@ -210,6 +217,14 @@ export function createSecretsService(deps: SecretsDeps): SecretsService {
     },
 
     decryptOwner,
+
+    async sealBlob(b, plaintext, db = deps.db) {
+      return sealConversationBlob(await dataKey(b.tenantId, db), b, plaintext);
+    },
+
+    async openBlob(b, sealed, db = deps.db) {
+      return openConversationBlob(await dataKey(b.tenantId, db), b, sealed);
+    },
 
     async mergedEnv(tenantId, layers, db = deps.db) {
       const env: Record<string, string> = { ...(layers.envVars ?? {}) };

@@ -11,6 +11,7 @@
 //   assert.equal(await h.stdout(conv.id), 'hello\n');
 //   await h.close();
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
 import { Writable } from 'node:stream';
 import { startTestSandboxd, type TestSandboxd } from '../../../sandboxd/test/harness.ts';
 import { type Config, type Env, parseConfig } from '../../src/config/config.ts';
@@ -35,6 +36,10 @@ export interface ConversationHarness {
   config: Config;
   database: TestDatabase;
   sandboxd: TestSandboxd;
+  /** Stops the sandbox backend, keeping its state (the backend is "down"). */
+  stopSandboxd(): Promise<void>;
+  /** Starts it again on the same address, token and state. */
+  restartSandboxd(): Promise<void>;
   /** Every log line the server wrote, raw JSON text. */
   logs: string[];
   user(): Promise<TestUser>;
@@ -77,9 +82,20 @@ export interface ConversationHarness {
   >;
   /** The persisted stdout of a conversation (or of one turn), concatenated. */
   stdout(id: string, turnId?: string): Promise<string>;
+  /** Destroys a sandbox on the backend directly, behind the server's back. */
+  destroyBackendSandbox(name: string): Promise<void>;
   /** Backend sandboxes that exist right now (by name). */
   backendSandboxes(): Promise<string[]>;
   close(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (!address || typeof address === 'string') throw new Error('no port');
+  return address.port;
 }
 
 export interface HarnessOptions {
@@ -88,7 +104,12 @@ export interface HarnessOptions {
 }
 
 export async function startConversationHarness(options: HarnessOptions = {}): Promise<ConversationHarness> {
-  const sandboxd = await startTestSandboxd();
+  // A fixed address, so the backend can be stopped and started again where the app expects it.
+  const port = await freePort();
+  const sandboxdEnv = { SANDBOXD_ADDR: `127.0.0.1:${port}` };
+  let sandboxd = await startTestSandboxd({ env: sandboxdEnv });
+  const first = sandboxd;
+  let down = false;
   const database = await createTestDatabase().catch(async (err: unknown) => {
     await sandboxd.stop();
     throw err;
@@ -97,7 +118,7 @@ export async function startConversationHarness(options: HarnessOptions = {}): Pr
     testEnv({
       DATABASE_URL: database.url,
       DATABASE_SSL: 'false',
-      SANDBOX_BASE_URL: sandboxd.url,
+      SANDBOX_BASE_URL: first.url,
       SANDBOX_TOKEN: sandboxd.token,
       ...options.env,
     }),
@@ -157,7 +178,17 @@ export async function startConversationHarness(options: HarnessOptions = {}): Pr
     deps,
     config,
     database,
-    sandboxd,
+    get sandboxd() {
+      return sandboxd;
+    },
+    async stopSandboxd() {
+      down = true;
+      await sandboxd.stop({ keepData: true });
+    },
+    async restartSandboxd() {
+      sandboxd = await startTestSandboxd({ env: sandboxdEnv, dataDir: first.dataDir, token: first.token });
+      down = false;
+    },
     logs,
     api,
     user: () => createVerifiedUser(deps.db),
@@ -240,6 +271,13 @@ export async function startConversationHarness(options: HarnessOptions = {}): Pr
         .map((r) => r.text ?? '')
         .join('');
     },
+    async destroyBackendSandbox(name) {
+      const res = await fetch(`${sandboxd.url}/v1/sandboxes/${name}`, {
+        method: 'DELETE',
+        headers: { authorization: `Bearer ${sandboxd.token}` },
+      });
+      if (!res.ok && res.status !== 404) throw new Error(`destroy answered ${res.status}`);
+    },
     async backendSandboxes() {
       const res = await fetch(`${sandboxd.url}/v1/sandboxes`, {
         headers: { authorization: `Bearer ${sandboxd.token}` },
@@ -249,6 +287,8 @@ export async function startConversationHarness(options: HarnessOptions = {}): Pr
     },
     async close() {
       await app.close().catch(() => {});
+      // A backend left down is started once more so that stopping it removes everything.
+      if (down) await harness.restartSandboxd().catch(() => {});
       await sandboxd.stop().catch(() => {});
       await database.drop().catch(() => {});
     },

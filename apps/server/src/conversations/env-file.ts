@@ -1,0 +1,102 @@
+// The env a sandbox receives (spec: Secrets model, spawn time).
+//
+// Invariants:
+// - Layers, later wins on a key collision: environment env_vars, environment secrets, vault
+//   secrets, then the service's own variables (PADDOCK_*/SERVICE_*), which a tenant cannot shadow.
+// - Every decrypted secret value and the callback key are registered with the conversation's
+//   SecretRegistry before this module returns anything, so no caller can write or log a value
+//   that is not yet redactable. env_vars are not registered: they are not secret (the API returns
+//   them as written), and redacting a value like "production" would mangle every log line.
+// - `${VAR}` in the agent's MCP config resolves against the merged map; a missing variable fails
+//   with the variable names only, never a value.
+// - The env file quotes every value with POSIX single quotes: inside them no character is special
+//   (no $, backtick, backslash or newline expansion), and a ' is written as '\''. Sourcing the file
+//   can therefore only assign; no value can execute (env-file.test.ts sources it in a real sandbox).
+import type { McpServer } from '../agents/agents.tables.ts';
+import type { Db } from '../db/database.ts';
+import type { SecretsService } from '../secrets/secrets.service.ts';
+import { substitute } from '../secrets/substitution.ts';
+import { ProvisionError } from './contracts.ts';
+import type { SecretRegistry } from './redactor.ts';
+
+/** Where the env file lives in the sandbox (mode 600, owned by the sandbox user). */
+export const ENV_FILE_PATH = '/home/sandbox/.paddock/env';
+
+export interface EnvLayers {
+  tenantId: string;
+  conversationId: string;
+  envVars: Record<string, string>;
+  environmentId: string | null;
+  vaultId: string | null;
+  mcpServers: Record<string, McpServer>;
+  callback: { key: string; baseUrl: string };
+}
+
+export interface AssembledEnv {
+  env: Record<string, string>;
+  mcpServers: Record<string, McpServer>;
+  /** Only the tenant's layers (env_vars + secrets), for callers that must not see the service's keys. */
+  secretValues: string[];
+}
+
+/** Decrypts, merges, registers and substitutes. Throws ProvisionError('provision', …) on a missing `${VAR}`. */
+export async function assembleEnv(
+  deps: { db: Db; secrets: Pick<SecretsService, 'decryptOwner'> },
+  layers: EnvLayers,
+  registry: SecretRegistry,
+): Promise<AssembledEnv> {
+  const environmentSecrets = layers.environmentId
+    ? await deps.secrets.decryptOwner(
+        layers.tenantId,
+        { kind: 'environment', id: layers.environmentId },
+        deps.db,
+      )
+    : {};
+  const vaultSecrets = layers.vaultId
+    ? await deps.secrets.decryptOwner(layers.tenantId, { kind: 'vault', id: layers.vaultId }, deps.db)
+    : {};
+  const secretValues = [...Object.values(environmentSecrets), ...Object.values(vaultSecrets)];
+  // Before anything else can see a value.
+  registry.registerAll([...secretValues, layers.callback.key]);
+
+  const env: Record<string, string> = {
+    ...layers.envVars,
+    ...environmentSecrets,
+    ...vaultSecrets,
+    PADDOCK_TOKEN: layers.callback.key,
+    SERVICE_TOKEN: layers.callback.key,
+    PADDOCK_BASE_URL: layers.callback.baseUrl,
+    SERVICE_BASE_URL: layers.callback.baseUrl,
+    PADDOCK_CONVERSATION_ID: layers.conversationId,
+  };
+  const resolved = substitute(layers.mcpServers, env);
+  if (!resolved.ok) {
+    throw new ProvisionError(
+      'provision',
+      `the agent's MCP config names undefined variable(s): ${resolved.missing.join(', ')} (add them as environment or vault secrets)`,
+    );
+  }
+  return { env, mcpServers: resolved.value, secretValues };
+}
+
+const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** A POSIX single-quoted word: nothing inside is special to the shell. */
+export function shellQuote(value: string): string {
+  return `'${value.replaceAll("'", `'\\''`)}'`;
+}
+
+/** The env file body: `export KEY='value'` per line, keys sorted, names checked. */
+export function renderEnvFile(env: Record<string, string>): string {
+  const lines: string[] = [
+    '# Written by Paddock when the sandbox was provisioned. Values are single-quoted: sourcing',
+    '# this file only assigns variables.',
+  ];
+  for (const key of Object.keys(env).sort()) {
+    // Names come from validated resources; a bad one here would be a bug, never written.
+    if (!ENV_NAME_RE.test(key)) throw new Error(`env file: invalid variable name ${JSON.stringify(key)}`);
+    if (env[key]?.includes('\0')) throw new Error(`env file: ${key} contains a NUL byte`);
+    lines.push(`export ${key}=${shellQuote(env[key] ?? '')}`);
+  }
+  return `${lines.join('\n')}\n`;
+}

@@ -1,0 +1,316 @@
+// The single log writer against the real PostgreSQL: what it stores, counts, refuses and signals.
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { after, before, describe, it } from 'node:test';
+import {
+  type ConversationRow,
+  insertConversation,
+  insertTurn,
+  logRows,
+  storedText,
+} from '../../test/helpers/conversation-rows.ts';
+import { createTestDatabase, type TestDatabase } from '../../test/helpers/database.ts';
+import { createVerifiedUser } from '../../test/helpers/factories.ts';
+import { createLogger } from '../observability/logger.ts';
+import { type FeedSignal, StaleOwnerError } from './contracts.ts';
+import { createFeed, type PgFeed, RESYNC_LAST_ID } from './feed.ts';
+import { createLogWriter, type LogWriterDeps, truncationMessage } from './log-writer.ts';
+import { createSecretRegistry, REDACTION_MARKER, type SecretRegistry } from './redactor.ts';
+import { secretForms } from './secret-forms.ts';
+
+let database: TestDatabase;
+let feed: PgFeed;
+let tenantId: string;
+const logs: string[] = [];
+const logger = createLogger({
+  level: 'debug',
+  destination: new Writable({
+    write(chunk, _enc, cb) {
+      logs.push(String(chunk));
+      cb();
+    },
+  }),
+});
+
+before(async () => {
+  database = await createTestDatabase();
+  feed = createFeed({ pool: database.handle.pool, clientConfig: { connectionString: database.url }, logger });
+  tenantId = (await createVerifiedUser(database.handle.db)).id;
+});
+after(async () => {
+  await feed.close();
+  await database.drop();
+});
+
+function deps(overrides: Partial<LogWriterDeps> = {}): LogWriterDeps {
+  return { pool: database.handle.pool, feed, logger, outputBudgetMb: 0, ...overrides };
+}
+
+function writerFor(
+  conversation: ConversationRow,
+  registry: SecretRegistry,
+  overrides: Partial<LogWriterDeps> = {},
+) {
+  return createLogWriter(deps(overrides), {
+    lease: { tenantId: conversation.tenantId, conversationId: conversation.id, epoch: conversation.epoch },
+    registry,
+  });
+}
+
+async function turnBytes(turnId: string): Promise<{ stdout: number; stderr: number }> {
+  const row = await database.handle.db
+    .selectFrom('turns')
+    .select(['stdout_raw_bytes', 'stderr_raw_bytes'])
+    .where('id', '=', turnId)
+    .executeTakeFirstOrThrow();
+  return { stdout: Number(row.stdout_raw_bytes), stderr: Number(row.stderr_raw_bytes) };
+}
+
+const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('the log writer', () => {
+  it('stores output in order as rows and wakes readers after the commit with the last id', async () => {
+    const conversation = await insertConversation(database.handle.db, tenantId);
+    const signals: FeedSignal[] = [];
+    const seenRows: number[] = [];
+    const unsubscribe = feed.subscribe(conversation.id, (signal) => {
+      signals.push(signal);
+      // The rows are committed when the signal arrives.
+      void logRows(database.handle.db, conversation.id).then((rows) => seenRows.push(rows.length));
+    });
+    const writer = writerFor(conversation, createSecretRegistry());
+    writer.output('stdout', Buffer.from('one\n'));
+    writer.output('stderr', Buffer.from('warn\n'));
+    writer.output('stdout', Buffer.from('two\n'));
+    await writer.flush();
+    await wait(50);
+    unsubscribe();
+    await writer.close();
+    const rows = await logRows(database.handle.db, conversation.id);
+    assert.deepEqual(
+      rows.map((r) => [r.stream, r.data?.toString()]),
+      [
+        ['stdout', 'one\n'],
+        ['stderr', 'warn\n'],
+        ['stdout', 'two\n'],
+      ],
+    );
+    // (A resync signal, lastId '', may come when the feed starts listening: not from the writer.)
+    const events = signals.filter((s) => s.type === 'events' && s.lastId !== RESYNC_LAST_ID);
+    assert.ok(events.length >= 1);
+    assert.deepEqual(events.at(-1), { type: 'events', lastId: rows.at(-1)!.id });
+    assert.ok(seenRows.every((n) => n > 0));
+    assert.throws(() => writer.output('stdout', Buffer.from('late')), /closed/);
+  });
+
+  it('never stores a secret printed whole, split at every offset or base64-encoded at each alignment', async () => {
+    const secret = 'sk-live-9f8e7d6c5b4a3210';
+    const registry = createSecretRegistry();
+    registry.register(secret);
+    const conversation = await insertConversation(database.handle.db, tenantId);
+    const turnId = await insertTurn(database.handle.db, conversation);
+    const writer = writerFor(conversation, registry);
+    let raw = 0;
+    const write = (stream: 'stdout' | 'stderr', text: string | Buffer) => {
+      const chunk = Buffer.from(text);
+      raw += chunk.length;
+      writer.output(stream, chunk, turnId);
+    };
+    write('stdout', `whole: ${secret}\n`);
+    const line = Buffer.from(`TOKEN=${secret}\n`);
+    for (let at = 0; at <= line.length; at++) {
+      write('stdout', line.subarray(0, at));
+      await wait(at % 7 === 0 ? 20 : 0); // some splits straddle a batch boundary too
+      write('stdout', line.subarray(at));
+    }
+    for (const alignment of [0, 1, 2]) {
+      const encoded = Buffer.from(`${'x'.repeat(alignment)}${secret}`).toString('base64');
+      write('stderr', `b64 ${alignment}: ${encoded}\n`);
+      const url = Buffer.from(`${'y'.repeat(alignment)}${secret}`).toString('base64url');
+      write('stderr', url.slice(0, 9));
+      write('stderr', `${url.slice(9)}\n`);
+    }
+    await writer.stage({ stage: 'turn', state: 'failed', message: `the agent printed ${secret}`, turnId });
+    await writer.close();
+    const rows = await logRows(database.handle.db, conversation.id);
+    const stored = Buffer.concat(
+      rows.map((r) => Buffer.from(`${r.data?.toString() ?? ''}${r.message ?? ''}`)),
+    );
+    for (const form of secretForms(secret))
+      assert.ok(!stored.includes(form), `a form of the secret was stored: ${form.toString().slice(0, 4)}…`);
+    const stdout = await storedText(database.handle.db, conversation.id, 'stdout');
+    assert.equal(stdout.split(REDACTION_MARKER).length - 1, 1 + line.length + 1);
+    for (const text of logs)
+      for (const form of secretForms(secret)) assert.ok(!text.includes(form.toString()));
+    // Every raw byte handed in is counted once the hold-back ended.
+    const counted = await turnBytes(turnId);
+    assert.equal(counted.stdout + counted.stderr, raw);
+  });
+
+  it('counts the raw bytes of what it stored, not what the redactor holds back', async () => {
+    const secret = 'ghp_4aF9qL2xZ8mN1vB7';
+    const registry = createSecretRegistry();
+    registry.register(secret);
+    const conversation = await insertConversation(database.handle.db, tenantId);
+    const turnId = await insertTurn(database.handle.db, conversation);
+    const writer = writerFor(conversation, registry, { flushIntervalMs: 5 });
+    writer.output('stdout', Buffer.from(`hello ${secret.slice(0, 10)}`), turnId);
+    // The timer persists what is decided.
+    for (let i = 0; i < 100 && (await storedText(database.handle.db, conversation.id, 'stdout')) === ''; i++)
+      await wait(50);
+    assert.equal(await storedText(database.handle.db, conversation.id, 'stdout'), 'hello ');
+    assert.deepEqual(await turnBytes(turnId), { stdout: 6, stderr: 0 });
+    writer.output('stdout', Buffer.from(`${secret.slice(10)} bye`), turnId);
+    await writer.flush();
+    assert.equal(
+      await storedText(database.handle.db, conversation.id, 'stdout'),
+      `hello ${REDACTION_MARKER} bye`,
+    );
+    assert.deepEqual(await turnBytes(turnId), { stdout: 6 + secret.length + 4, stderr: 0 });
+    // A new turn on the same stream: the old turn's hold-back is counted on the old turn.
+    const next = await insertTurn(database.handle.db, conversation, 2);
+    writer.output('stdout', Buffer.from('tail ghp_4'), turnId);
+    writer.output('stdout', Buffer.from('next\n'), next);
+    await writer.close();
+    assert.deepEqual(await turnBytes(turnId), { stdout: 6 + secret.length + 4 + 10, stderr: 0 });
+    assert.deepEqual(await turnBytes(next), { stdout: 5, stderr: 0 });
+    const rows = await logRows(database.handle.db, conversation.id);
+    assert.deepEqual(rows.at(-1)?.turn_id, next);
+  });
+
+  it('keeps stage rows after the output before them', async () => {
+    const conversation = await insertConversation(database.handle.db, tenantId);
+    const writer = writerFor(conversation, createSecretRegistry(), { flushIntervalMs: 1000 });
+    writer.output('stdout', Buffer.from('cloning'));
+    const started = writer.stage({ stage: 'clone', state: 'started' });
+    writer.output('stderr', Buffer.from('remote: counting objects'));
+    writer.output('stdout', Buffer.from('done\n'));
+    const done = writer.stage({ stage: 'clone', state: 'done', durationMs: 12.6 });
+    await Promise.all([started, done]);
+    await writer.close();
+    const rows = await logRows(database.handle.db, conversation.id);
+    assert.deepEqual(
+      rows.map((r) => (r.stream === 'stage' ? `${r.stage}:${r.state}` : `${r.stream}:${r.data}`)),
+      ['stdout:cloning', 'clone:started', 'stderr:remote: counting objects', 'stdout:done\n', 'clone:done'],
+    );
+    const duration = await database.handle.db
+      .selectFrom('log_events')
+      .select('duration_ms')
+      .where('id', '=', rows.at(-1)!.id)
+      .executeTakeFirstOrThrow();
+    assert.equal(duration.duration_ms, 13);
+  });
+
+  it('never splits a character across rows', async () => {
+    const conversation = await insertConversation(database.handle.db, tenantId);
+    const writer = writerFor(conversation, createSecretRegistry(), { maxRowBytes: 7 });
+    const text = 'é€😀a'.repeat(40);
+    const bytes = Buffer.from(text);
+    for (let at = 0; at < bytes.length; at += 5) writer.output('stdout', bytes.subarray(at, at + 5));
+    await writer.close();
+    const rows = await logRows(database.handle.db, conversation.id);
+    const decoder = new TextDecoder('utf-8', { fatal: true });
+    for (const row of rows) {
+      assert.ok(row.data!.length <= 7);
+      assert.doesNotThrow(() => decoder.decode(row.data!), 'a row is whole characters');
+    }
+    assert.equal(Buffer.concat(rows.map((r) => r.data!)).toString(), text);
+  });
+
+  it('stores output up to the budget, then one marker, across writers', async () => {
+    const conversation = await insertConversation(database.handle.db, tenantId);
+    const turnId = await insertTurn(database.handle.db, conversation);
+    const budget = 1024 * 1024;
+    const chunk = Buffer.alloc(100_000, 'a');
+    // First wake: 0.6 MB.
+    const first = writerFor(conversation, createSecretRegistry(), { outputBudgetMb: 1 });
+    for (let i = 0; i < 6; i++) first.output('stdout', chunk, turnId);
+    await first.close();
+    // Second wake, a new writer (as after a restart): 1.2 MB more, past the budget.
+    const second = writerFor(conversation, createSecretRegistry(), { outputBudgetMb: 1 });
+    for (let i = 0; i < 12; i++) second.output(i % 2 ? 'stderr' : 'stdout', chunk, turnId);
+    await second.stage({ stage: 'turn', state: 'done', turnId });
+    await second.close();
+    // Third wake: nothing more stored, no second marker.
+    const third = writerFor(conversation, createSecretRegistry(), { outputBudgetMb: 1 });
+    third.output('stdout', chunk, turnId);
+    await third.close();
+
+    const rows = await logRows(database.handle.db, conversation.id);
+    const output = rows.filter((r) => r.stream !== 'stage');
+    assert.equal(
+      output.reduce((n, r) => n + r.data!.length, 0),
+      budget,
+    );
+    const markers = rows.filter((r) => r.stage === 'log');
+    assert.equal(markers.length, 1);
+    assert.deepEqual([markers[0]!.state, markers[0]!.message], ['failed', truncationMessage(1)]);
+    assert.ok(
+      rows.indexOf(markers[0]!) > rows.indexOf(output.at(-1)!),
+      'the marker follows the last stored byte',
+    );
+    assert.equal(rows.at(-1)?.stage, 'turn', 'stage rows are still stored');
+    const state = await database.handle.db
+      .selectFrom('conversations')
+      .select(['log_bytes', 'log_truncated'])
+      .where('id', '=', conversation.id)
+      .executeTakeFirstOrThrow();
+    assert.deepEqual([Number(state.log_bytes), state.log_truncated], [budget, true]);
+    // Dropped output is still counted raw (reattach stays exact).
+    const counted = await turnBytes(turnId);
+    assert.equal(counted.stdout + counted.stderr, 19 * chunk.length);
+  });
+
+  it('stores everything when the budget is 0', async () => {
+    const conversation = await insertConversation(database.handle.db, tenantId);
+    const writer = writerFor(conversation, createSecretRegistry(), { outputBudgetMb: 0 });
+    const chunk = Buffer.alloc(200_000, 'b');
+    for (let i = 0; i < 6; i++) writer.output('stdout', chunk);
+    await writer.close();
+    const rows = await logRows(database.handle.db, conversation.id);
+    assert.equal(
+      rows.reduce((n, r) => n + (r.data?.length ?? 0), 0),
+      6 * chunk.length,
+    );
+    assert.ok(!rows.some((r) => r.stage === 'log'));
+  });
+
+  it('is fenced off once the epoch moves on: the next batch writes nothing and fails with StaleOwnerError', async () => {
+    const conversation = await insertConversation(database.handle.db, tenantId);
+    const turnId = await insertTurn(database.handle.db, conversation);
+    const writer = writerFor(conversation, createSecretRegistry());
+    writer.output('stdout', Buffer.from('before takeover\n'), turnId);
+    await writer.flush();
+    // Another process takes the conversation over.
+    await database.handle.db
+      .updateTable('conversations')
+      .set({ owner_epoch: Number(conversation.epoch) + 1 })
+      .where('id', '=', conversation.id)
+      .execute();
+    writer.output('stdout', Buffer.from('after takeover\n'), turnId);
+    const failure = await writer.failed;
+    assert.ok(failure instanceof StaleOwnerError);
+    await assert.rejects(writer.stage({ stage: 'turn', state: 'done' }), StaleOwnerError);
+    await assert.rejects(writer.close(), StaleOwnerError);
+    const rows = await logRows(database.handle.db, conversation.id);
+    assert.deepEqual(
+      rows.map((r) => r.data?.toString()),
+      ['before takeover\n'],
+    );
+    assert.deepEqual(await turnBytes(turnId), { stdout: 16, stderr: 0 });
+    const state = await database.handle.db
+      .selectFrom('conversations')
+      .select('log_bytes')
+      .where('id', '=', conversation.id)
+      .executeTakeFirstOrThrow();
+    assert.equal(Number(state.log_bytes), 16);
+  });
+
+  it('is fenced off from its first batch when it never held the epoch', async () => {
+    const conversation = await insertConversation(database.handle.db, tenantId, { epoch: 5 });
+    const writer = writerFor({ ...conversation, epoch: '4' }, createSecretRegistry());
+    await assert.rejects(writer.stage({ stage: 'provision', state: 'started' }), StaleOwnerError);
+    assert.ok((await writer.failed) instanceof StaleOwnerError);
+    assert.deepEqual(await logRows(database.handle.db, conversation.id), []);
+  });
+});

@@ -1,0 +1,404 @@
+// The single log writer of a conversation: redact → budget → batched INSERT fenced by the
+// owner's epoch → wake the readers. Nothing else appends to log_events.
+//
+// What must hold (tests in log-writer.test.ts unless named otherwise):
+// 1. Nothing unredacted is persisted, broadcast or logged: every output byte passes through its
+//    stream's StreamRedactor (one for stdout, one for stderr) and every stage message through
+//    registry.redact() before it is queued. Errors are logged by code and message only, never
+//    with row content. Tests: "never stores a secret printed whole, split at every offset or
+//    base64-encoded at each alignment", and the SSE test of stream.routes.test.ts.
+// 2. One batch = one SQL statement (atomic on its own): it advances conversations.log_bytes
+//    `WHERE id = $1 AND owner_epoch = $2`, inserts the batch's rows in one multi-row INSERT and
+//    advances the turns' raw byte counters, all joined to that fenced UPDATE. No row from the
+//    fence means another process owns the conversation: nothing is written, `failed` resolves
+//    with StaleOwnerError and the writer stops. Test: "is fenced off once the epoch moves on".
+// 3. turns.stdout_raw_bytes / stderr_raw_bytes advance, in the same statement, by exactly the
+//    raw (pre-redaction) bytes whose redacted output the batch stores or deliberately drops
+//    (budget): bytes a redactor still holds back are not counted (StreamRedactor.emitted), so
+//    after a crash "raw bytes counted" equals "raw bytes the log rows represent" and reattach
+//    can drop exactly that many from the replayed head. Test: "counts the raw bytes of what it
+//    stored, not what the redactor holds back".
+// 4. Order: rows get ids in the order output and stages were handed in (one writer, batches
+//    committed one after another, rows of a batch inserted in order). A stage row follows all
+//    output written before it: stage() first ends the redactors' hold-back (a stage marks a
+//    boundary, like the end of a command). Test: "keeps stage rows after the output before them".
+// 5. A row never splits a multi-byte UTF-8 character: redactor output of valid UTF-8 is whole
+//    characters, and rows are only cut between characters. Test: "never splits a character".
+// 6. Budget (LOG_OUTPUT_BUDGET_MB, 0 = none): conversations.log_bytes counts stored output bytes
+//    across wakes and processes (read once, then kept by this writer: only the fenced owner
+//    advances it). Output is stored up to the budget, then exactly one truncation marker — a
+//    stage row {stage:'log', state:'failed', message:'output budget of N MB reached; further
+//    output is not stored'} — and log_truncated is set; later output is dropped (its raw bytes
+//    still counted, invariant 3). Stage rows are always stored and not counted. Test: "stores
+//    output up to the budget, then one marker, across writers".
+// 7. Readers are woken only after a commit, once per batch: feed.publish(events, lastId).
+import type pg from 'pg';
+import type { Logger } from '../observability/logger.ts';
+import {
+  type Feed,
+  type LogWriter,
+  type LogWriterFactory,
+  type OwnerLease,
+  type StageEvent,
+  StaleOwnerError,
+} from './contracts.ts';
+import type { SecretRegistry, StreamRedactor } from './redactor.ts';
+
+export interface LogWriterDeps {
+  pool: pg.Pool;
+  feed: Pick<Feed, 'publish'>;
+  logger: Pick<Logger, 'warn'>;
+  /** config.logOutputBudgetMb; 0 disables the budget. */
+  outputBudgetMb: number;
+  /** Longest time output waits before its batch starts (default 15 ms). */
+  flushIntervalMs?: number;
+  /** A batch is sent at once when this many output bytes wait (default 256 KiB). */
+  maxBatchBytes?: number;
+  /** Largest `data` of one row (default 32 KiB); readers page by rows. */
+  maxRowBytes?: number;
+}
+
+type OutputStream = 'stdout' | 'stderr';
+
+interface OutputItem {
+  kind: 'output';
+  stream: OutputStream;
+  turnId: string | null;
+  pieces: Buffer[];
+  bytes: number;
+  /** Raw bytes these redacted bytes represent (counted on the turn, invariant 3). */
+  raw: number;
+  /** Taken by a batch in flight: later output goes to a new item. */
+  sealed: boolean;
+}
+
+interface StageItem {
+  kind: 'stage';
+  event: StageEvent;
+  message: string | null;
+  settle: { resolve: () => void; reject: (err: Error) => void };
+}
+
+type Item = OutputItem | StageItem;
+
+interface Row {
+  turnId: string | null;
+  stream: OutputStream | 'stage';
+  data: Buffer | null;
+  stage: string | null;
+  state: string | null;
+  durationMs: number | null;
+  message: string | null;
+}
+
+const MAX_ROWS_PER_BATCH = 1000;
+const MAX_MESSAGE_CHARS = 4000;
+
+/** The longest prefix of `buf` of at most `limit` bytes that does not end inside a UTF-8 character. */
+export function utf8Prefix(buf: Buffer, limit: number): number {
+  if (limit >= buf.length) return buf.length;
+  for (let at = limit; at > limit - 4 && at >= 0; at--) {
+    if ((buf[at]! & 0xc0) !== 0x80) return at;
+  }
+  return limit; // not UTF-8 here: any cut is as good as another
+}
+
+export function truncationMessage(budgetMb: number): string {
+  return `output budget of ${budgetMb} MB reached; further output is not stored`;
+}
+
+export function createLogWriterFactory(deps: LogWriterDeps): LogWriterFactory {
+  return { create: (input) => createLogWriter(deps, input) };
+}
+
+export function createLogWriter(
+  deps: LogWriterDeps,
+  input: { lease: OwnerLease; registry: SecretRegistry },
+): LogWriter {
+  const { lease, registry } = input;
+  const intervalMs = deps.flushIntervalMs ?? 15;
+  const maxBatchBytes = deps.maxBatchBytes ?? 256 * 1024;
+  const maxRowBytes = deps.maxRowBytes ?? 32 * 1024;
+  const budget = deps.outputBudgetMb > 0 ? deps.outputBudgetMb * 1024 * 1024 : Number.POSITIVE_INFINITY;
+
+  const streams: Record<OutputStream, { redactor: StreamRedactor; turnId: string | null; counted: number }> =
+    {
+      stdout: { redactor: registry.stream(), turnId: null, counted: 0 },
+      stderr: { redactor: registry.stream(), turnId: null, counted: 0 },
+    };
+  const queue: Item[] = [];
+  let queuedBytes = 0;
+  let timer: NodeJS.Timeout | null = null;
+  let running: Promise<void> | null = null;
+  let closed = false;
+  let failure: Error | null = null;
+  let resolveFailed!: (err: Error) => void;
+  const failed = new Promise<Error>((resolve) => {
+    resolveFailed = resolve;
+  });
+  /** Budget state, read from the conversation row by the first batch (invariant 6). */
+  let loaded = false;
+  let logBytes = 0;
+  let truncated = false;
+
+  /** Queues redacted output and the raw bytes it represents (may be empty when a marker grew). */
+  const append = (stream: OutputStream, out: Buffer): void => {
+    const s = streams[stream];
+    const raw = s.redactor.emitted - s.counted;
+    s.counted = s.redactor.emitted;
+    if (out.length === 0 && raw === 0) return;
+    const tail = queue[queue.length - 1];
+    let last =
+      tail?.kind === 'output' && !tail.sealed && tail.stream === stream && tail.turnId === s.turnId
+        ? tail
+        : undefined;
+    let offset = 0;
+    while (offset < out.length || !last) {
+      if (!last || last.bytes >= maxRowBytes) {
+        last = { kind: 'output', stream, turnId: s.turnId, pieces: [], bytes: 0, raw: 0, sealed: false };
+        queue.push(last);
+      }
+      const rest = out.subarray(offset);
+      const room = maxRowBytes - last.bytes;
+      const take = rest.length <= room ? rest.length : utf8Prefix(rest, room);
+      if (take === 0) {
+        last = undefined; // the next character does not fit: it starts the next row
+        continue;
+      }
+      last.pieces.push(rest.subarray(0, take));
+      last.bytes += take;
+      offset += take;
+      queuedBytes += take;
+    }
+    last.raw += raw;
+  };
+
+  const endHoldBack = (): void => {
+    for (const stream of ['stdout', 'stderr'] as const) append(stream, streams[stream].redactor.flush());
+  };
+
+  const schedule = (): void => {
+    if (queuedBytes >= maxBatchBytes) {
+      void kick();
+      return;
+    }
+    if (timer || running) return;
+    timer = setTimeout(() => {
+      timer = null;
+      void kick();
+    }, intervalMs);
+  };
+
+  const fail = (err: Error): void => {
+    if (failure) return;
+    failure = err;
+    if (timer) clearTimeout(timer);
+    timer = null;
+    for (const item of queue.splice(0)) if (item.kind === 'stage') item.settle.reject(err);
+    queuedBytes = 0;
+    deps.logger.warn(
+      { conversationId: lease.conversationId, err: err.name === 'StaleOwnerError' ? err.name : err.message },
+      'log writer stopped',
+    );
+    resolveFailed(err);
+  };
+
+  /** Persists batches until the queue is empty; never rejects (a failure goes to `failed`). */
+  const kick = (): Promise<void> => {
+    if (timer) clearTimeout(timer);
+    timer = null;
+    running ??= (async () => {
+      try {
+        while (queue.length > 0 && !failure) await persistBatch();
+      } catch (err) {
+        fail(err instanceof Error ? err : new Error(String(err)));
+      }
+    })().finally(() => {
+      running = null;
+      if (queue.length > 0 && !failure) schedule();
+    });
+    return running;
+  };
+
+  const persistBatch = async (): Promise<void> => {
+    if (!loaded) {
+      const res = await deps.pool.query<{
+        log_bytes: number | string;
+        log_truncated: boolean;
+        mine: boolean;
+      }>('SELECT log_bytes, log_truncated, owner_epoch = $2 AS mine FROM conversations WHERE id = $1', [
+        lease.conversationId,
+        lease.epoch,
+      ]);
+      const row = res.rows[0];
+      if (!row?.mine) throw new StaleOwnerError(lease.conversationId);
+      logBytes = Number(row.log_bytes);
+      truncated = row.log_truncated;
+      loaded = true;
+    }
+    // Take items up to the batch size (at least one).
+    let take = 0;
+    let bytes = 0;
+    while (take < queue.length && take < MAX_ROWS_PER_BATCH) {
+      const item = queue[take]!;
+      const size = item.kind === 'output' ? item.bytes : 0;
+      if (take > 0 && bytes + size > maxBatchBytes) break;
+      bytes += size;
+      take++;
+    }
+    const items = queue.slice(0, take);
+    for (const item of items) if (item.kind === 'output') item.sealed = true;
+    const rows: Row[] = [];
+    const raw = new Map<string, { stdout: number; stderr: number }>();
+    let stored = 0;
+    let nowTruncated = truncated;
+    for (const item of items) {
+      if (item.kind === 'stage') {
+        const e = item.event;
+        rows.push({
+          turnId: e.turnId ?? null,
+          stream: 'stage',
+          data: null,
+          stage: e.stage,
+          state: e.state,
+          durationMs: e.durationMs === undefined ? null : Math.max(0, Math.round(e.durationMs)),
+          message: item.message,
+        });
+        continue;
+      }
+      if (item.turnId && item.raw > 0) {
+        const counts = raw.get(item.turnId) ?? { stdout: 0, stderr: 0 };
+        counts[item.stream] += item.raw;
+        raw.set(item.turnId, counts);
+      }
+      if (item.bytes === 0 || nowTruncated) continue;
+      let data = item.pieces.length === 1 ? item.pieces[0]! : Buffer.concat(item.pieces, item.bytes);
+      const room = budget - logBytes - stored;
+      if (data.length > room) {
+        data = data.subarray(0, utf8Prefix(data, room));
+        nowTruncated = true;
+      }
+      if (data.length > 0) {
+        rows.push({
+          turnId: item.turnId,
+          stream: item.stream,
+          data,
+          stage: null,
+          state: null,
+          durationMs: null,
+          message: null,
+        });
+        stored += data.length;
+      }
+      if (nowTruncated)
+        rows.push({
+          turnId: item.turnId,
+          stream: 'stage',
+          data: null,
+          stage: 'log',
+          state: 'failed',
+          durationMs: null,
+          message: truncationMessage(deps.outputBudgetMb),
+        });
+    }
+
+    const params: unknown[] = [lease.conversationId, lease.epoch, stored, nowTruncated];
+    const p = (value: unknown): string => {
+      params.push(value);
+      return `$${params.length}`;
+    };
+    const ctes = [
+      `fence AS (UPDATE conversations SET log_bytes = log_bytes + $3::bigint, log_truncated = log_truncated OR $4::boolean
+         WHERE id = $1::uuid AND owner_epoch = $2::bigint RETURNING tenant_id, id)`,
+    ];
+    if (rows.length > 0) {
+      const values = rows.map((r, i) =>
+        i === 0
+          ? `(${p(r.turnId)}::uuid, ${p(r.stream)}::text, ${p(r.data)}::bytea, ${p(r.stage)}::text, ${p(r.state)}::text, ${p(r.durationMs)}::integer, ${p(r.message)}::text, 0)`
+          : `(${p(r.turnId)}, ${p(r.stream)}, ${p(r.data)}, ${p(r.stage)}, ${p(r.state)}, ${p(r.durationMs)}, ${p(r.message)}, ${i})`,
+      );
+      ctes.push(`ins AS (INSERT INTO log_events (tenant_id, conversation_id, turn_id, stream, data, stage, state, duration_ms, message)
+         SELECT f.tenant_id, f.id, v.turn_id, v.stream, v.data, v.stage, v.state, v.duration_ms, v.message
+         FROM fence f CROSS JOIN (VALUES ${values.join(', ')}) AS v(turn_id, stream, data, stage, state, duration_ms, message, ord)
+         ORDER BY v.ord RETURNING id)`);
+    }
+    if (raw.size > 0) {
+      const ids = [...raw.keys()];
+      ctes.push(`turn_bytes AS (UPDATE turns t SET stdout_raw_bytes = t.stdout_raw_bytes + u.o, stderr_raw_bytes = t.stderr_raw_bytes + u.e
+         FROM fence f, unnest(${p(ids)}::uuid[], ${p(ids.map((id) => raw.get(id)!.stdout))}::bigint[], ${p(ids.map((id) => raw.get(id)!.stderr))}::bigint[]) AS u(id, o, e)
+         WHERE t.id = u.id AND t.conversation_id = f.id)`);
+    }
+    const text = `WITH ${ctes.join(', ')} SELECT (SELECT count(*) FROM fence)::int AS owned, ${
+      rows.length > 0 ? '(SELECT max(id) FROM ins)' : 'NULL::bigint'
+    } AS last_id`;
+    const res = await deps.pool.query<{ owned: number; last_id: number | string | null }>(text, params);
+    if (res.rows[0]?.owned !== 1) throw new StaleOwnerError(lease.conversationId);
+
+    // Committed: advance the writer's state, settle the stages, wake the readers.
+    logBytes += stored;
+    truncated = nowTruncated;
+    queue.splice(0, take);
+    for (const item of items) {
+      if (item.kind === 'output') queuedBytes -= item.bytes;
+      else item.settle.resolve();
+    }
+    const lastId = res.rows[0].last_id;
+    if (lastId !== null) deps.feed.publish(lease.conversationId, { type: 'events', lastId: String(lastId) });
+  };
+
+  const drain = async (): Promise<void> => {
+    while (queue.length > 0 && !failure) await kick();
+    if (failure) throw failure;
+  };
+
+  const assertOpen = (): void => {
+    if (closed) throw new Error('log writer is closed');
+  };
+
+  return {
+    failed,
+    output(stream, chunk, turnId) {
+      assertOpen();
+      if (failure) return;
+      const s = streams[stream];
+      const owner = turnId ?? null;
+      if (s.turnId !== owner) {
+        // The previous command's held-back bytes belong to it (end of its output).
+        append(stream, s.redactor.flush());
+        s.turnId = owner;
+      }
+      append(stream, s.redactor.write(chunk));
+      schedule();
+    },
+    stage(event) {
+      assertOpen();
+      if (failure) return Promise.reject(failure);
+      endHoldBack();
+      const message =
+        event.message === undefined
+          ? null
+          : registry.redact(event.message).toString('utf8').slice(0, MAX_MESSAGE_CHARS);
+      return new Promise<void>((resolve, reject) => {
+        queue.push({ kind: 'stage', event, message, settle: { resolve, reject } });
+        void kick();
+      });
+    },
+    async flush() {
+      assertOpen();
+      if (failure) throw failure;
+      endHoldBack();
+      await drain();
+    },
+    async close() {
+      if (closed) return;
+      if (!failure) endHoldBack();
+      closed = true;
+      try {
+        await drain();
+      } finally {
+        if (timer) clearTimeout(timer);
+        timer = null;
+      }
+    },
+  };
+}

@@ -1,0 +1,384 @@
+// GET /api/conversations/:id/stream (SSE) and GET /api/conversations/:id/events (JSON): two
+// views of the same rows, with the same ids and payloads.
+//
+// What must hold (tests in stream.routes.test.ts):
+// 1. The rows are the data, the feed only wakes: a viewer replays from its cursor (Last-Event-ID
+//    or ?after=, strictly after), then re-queries after its cursor on every wake-up, on every
+//    heartbeat and when the feed re-listens; so a lost signal delays an event, never loses it,
+//    and a viewer in any process sees rows written in any other. Tests: "resumes strictly after
+//    Last-Event-ID", "a viewer on another instance sees rows written through the first".
+// 2. Memory per viewer is bounded: rows are read a page at a time and the next page is read only
+//    once the socket took the last one (a stalled client costs one page, and resumes where it
+//    stopped); each page is one socket write. Test: "delivers a large backlog in order".
+// 3. Never silent heartbeats: while the conversation is pending or running and no process holds
+//    its ownership lock, every heartbeat (and a feed `owner_lost`) sends `event: owner_lost`
+//    instead of a ping. Test: "tells the viewer when the owner is gone".
+// 4. Who may read: the tenant's full-scope credentials, and a sandbox callback key for its own
+//    conversation and the sub-conversations it started; anything else is 404. Only the former
+//    clears `unread`. Test: "a callback key cannot read another conversation of the tenant".
+import { PassThrough } from 'node:stream';
+import type { FastifyPluginAsync } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { PageMeta } from '../accounts/accounts.schemas.ts';
+import { principalOf } from '../auth/auth.plugin.ts';
+import type { Principal } from '../auth/principal.ts';
+import type { Db } from '../db/database.ts';
+import { AppError } from '../http/errors.ts';
+import type { Logger } from '../observability/logger.ts';
+import { isUuid } from '../secrets/fields.ts';
+import { ErrorResponse, ValidationErrorResponse } from '../secrets/responses.ts';
+import type { Feed, OwnershipProbe } from './contracts.ts';
+import type { LogStream } from './conversations.tables.ts';
+import { clearUnread, findConversationRef, type LogEventRow, listLogEvents } from './log-events.repo.ts';
+import { SSE_HEADERS, SSE_PING, SSE_RETRY, sseEvent } from './sse.ts';
+
+const TAG = 'Conversations';
+const security = [{ bearer: [] }];
+const STREAMS = ['stdout', 'stderr', 'stage'] as const;
+/** Rows per read of a viewer: rows are ≤ 32 KiB, so a page is ≤ 2 MiB. */
+const PAGE_ROWS = 64;
+const CURSOR_RE = /^\d{1,15}$/;
+
+export interface StreamOptions {
+  /** Interval of heartbeats and ownership checks (default 15 s; tests shorten it). */
+  heartbeatMs: number;
+}
+
+export interface StreamRoutesDeps {
+  db: Db;
+  logger: Logger;
+  feed: Feed;
+  ownershipProbe: OwnershipProbe;
+  /** Read on every request, so a test can shorten the heartbeat of a running app. */
+  streamOptions: StreamOptions;
+}
+
+const StreamsParam = z
+  .string()
+  .max(100)
+  .refine((v) => v.split(',').every((s) => (STREAMS as readonly string[]).includes(s.trim())), {
+    message: 'must be a comma-separated list of stdout, stderr, stage',
+  })
+  .optional()
+  .describe('Comma-separated streams to include: stdout, stderr, stage (default: all)');
+
+const Cursor = z
+  .string()
+  .regex(CURSOR_RE, 'must be an event id (a non-negative integer)')
+  .describe('Return events strictly after this event id');
+
+const Params = z.object({ id: z.string().max(200) });
+
+const StreamQuery = z.object({
+  streams: StreamsParam,
+  after: Cursor.optional(),
+  wait: z
+    .enum(['true', 'false'])
+    .optional()
+    .describe('false: send the events that exist, then `event: end`, and close (default true: follow)'),
+});
+
+const EventsQuery = z.object({
+  streams: StreamsParam,
+  after: Cursor.optional(),
+  limit: z.coerce.number().int().min(1).max(1000).default(100),
+});
+
+export const LogEvent = z
+  .object({
+    id: z.string().describe('The event id (also the SSE id), increasing within a conversation'),
+    stream: z.enum(STREAMS),
+    turn_id: z.string().nullable(),
+    created_at: z.string(),
+    text: z
+      .string()
+      .optional()
+      .describe('stdout/stderr: the redacted output, UTF-8 (never a split character)'),
+    stage: z.string().optional().describe('stage events: provision, clone, turn, log, …'),
+    state: z.enum(['started', 'done', 'failed', 'interrupted']).optional(),
+    duration_ms: z.number().int().nullable().optional(),
+    message: z.string().nullable().optional(),
+  })
+  .describe('One conversation log event');
+
+type LogEventJson = z.infer<typeof LogEvent>;
+
+export function logEventView(row: LogEventRow): LogEventJson {
+  const base = {
+    id: String(row.id),
+    stream: row.stream,
+    turn_id: row.turn_id,
+    created_at: row.created_at.toISOString(),
+  };
+  if (row.stream !== 'stage') return { ...base, text: (row.data ?? Buffer.alloc(0)).toString('utf8') };
+  return {
+    ...base,
+    stage: row.stage ?? '',
+    state: (row.state ?? 'done') as LogEventJson['state'] & string,
+    duration_ms: row.duration_ms,
+    message: row.message,
+  };
+}
+
+function parseStreams(value: string | undefined): LogStream[] | null {
+  if (!value) return null;
+  return [...new Set(value.split(',').map((s) => s.trim() as LogStream))];
+}
+
+/** The conversation, if this principal may read its log (invariant 4); else 404. */
+async function readable(db: Db, principal: Principal, id: string) {
+  const notFound = AppError.notFound('conversation');
+  if (!isUuid(id)) throw notFound;
+  const conversation = await findConversationRef(db, principal.tenantId, id);
+  if (!conversation) throw notFound;
+  if (
+    principal.scope === 'conversation' &&
+    conversation.id !== principal.conversationId &&
+    conversation.parent_conversation_id !== principal.conversationId
+  )
+    throw notFound;
+  return conversation;
+}
+
+function resumeCursor(header: string | string[] | undefined, after: string | undefined): string {
+  const lastEventId = Array.isArray(header) ? header[0] : header;
+  if (lastEventId !== undefined && lastEventId.trim() !== '') {
+    if (!CURSOR_RE.test(lastEventId.trim()))
+      throw AppError.validation({ 'last-event-id': ['must be an event id (a non-negative integer)'] });
+    return lastEventId.trim();
+  }
+  return after ?? '0';
+}
+
+export function streamRoutes(deps: StreamRoutesDeps): FastifyPluginAsync {
+  return async (root) => {
+    const app = root.withTypeProvider<ZodTypeProvider>();
+    const viewers = new Set<() => void>();
+    // Open streams end when the server stops (clients resume elsewhere with Last-Event-ID).
+    app.addHook('preClose', async () => {
+      for (const stop of [...viewers]) stop();
+    });
+    app.addHook('onClose', async () => {
+      await deps.feed.close();
+    });
+
+    app.get(
+      '/api/conversations/:id/stream',
+      {
+        onRequest: [app.requireAuth],
+        config: { allowConversationScope: true },
+        schema: {
+          tags: [TAG],
+          summary: 'Follow a conversation log as server-sent events',
+          description:
+            'Each event: `id: <event id>`, `event: stdout|stderr|stage`, `data: <LogEvent JSON>`. ' +
+            'Resume with the `Last-Event-ID` header (or `after`). `: ping` comments while idle; ' +
+            '`event: owner_lost` when the conversation is pending/running and no server owns it; ' +
+            '`event: end` before the server closes a `wait=false` stream or a deleted conversation.',
+          security,
+          params: Params,
+          querystring: StreamQuery,
+          response: {
+            200: {
+              description: 'An event stream (text/event-stream)',
+              content: { 'text/event-stream': { schema: z.string() } },
+            },
+            404: ErrorResponse,
+            422: ValidationErrorResponse,
+          },
+        },
+      },
+      async (request, reply) => {
+        const principal = principalOf(request);
+        const conversation = await readable(deps.db, principal, request.params.id);
+        const cursor = resumeCursor(request.headers['last-event-id'], request.query.after);
+        const ownerReads = principal.scope === 'full';
+        if (ownerReads) await clearUnread(deps.db, principal.tenantId, conversation.id);
+        const out = new PassThrough();
+        const stop = startViewer({
+          ...deps,
+          out,
+          tenantId: principal.tenantId,
+          conversationId: conversation.id,
+          cursor: BigInt(cursor),
+          streams: parseStreams(request.query.streams),
+          follow: request.query.wait !== 'false',
+          ownerReads,
+          heartbeatMs: deps.streamOptions.heartbeatMs,
+        });
+        viewers.add(stop);
+        reply.raw.on('close', () => {
+          viewers.delete(stop);
+          stop();
+        });
+        out.on('close', () => viewers.delete(stop));
+        // The 200 schema describes the text/event-stream for the OpenAPI document; the body is a
+        // stream, which Fastify pipes without serializing (the type provider cannot express that).
+        return reply.headers(SSE_HEADERS).send(out as unknown as string);
+      },
+    );
+
+    app.get(
+      '/api/conversations/:id/events',
+      {
+        onRequest: [app.requireAuth],
+        config: { allowConversationScope: true },
+        schema: {
+          tags: [TAG],
+          summary: 'Read a conversation log as JSON, a page at a time',
+          description:
+            'The same events, ids and payloads as the stream. Pass the last id you have as `after` ' +
+            '(or meta.next_cursor) to read on.',
+          security,
+          params: Params,
+          querystring: EventsQuery,
+          response: {
+            200: z.object({ data: z.array(LogEvent), meta: PageMeta }),
+            404: ErrorResponse,
+            422: ValidationErrorResponse,
+          },
+        },
+      },
+      async (request) => {
+        const principal = principalOf(request);
+        const conversation = await readable(deps.db, principal, request.params.id);
+        const { limit } = request.query;
+        const rows = await listLogEvents(deps.db, principal.tenantId, conversation.id, {
+          after: request.query.after ?? '0',
+          streams: parseStreams(request.query.streams),
+          limit: limit + 1,
+        });
+        if (principal.scope === 'full') await clearUnread(deps.db, principal.tenantId, conversation.id);
+        const data = rows.slice(0, limit).map(logEventView);
+        const hasMore = rows.length > limit;
+        return { data, meta: { next_cursor: hasMore ? data.at(-1)!.id : null, has_more: hasMore } };
+      },
+    );
+  };
+}
+
+interface ViewerInput extends StreamRoutesDeps {
+  out: PassThrough;
+  tenantId: string;
+  conversationId: string;
+  cursor: bigint;
+  streams: LogStream[] | null;
+  follow: boolean;
+  ownerReads: boolean;
+  heartbeatMs: number;
+}
+
+/** Replays, then (follow) tails one conversation into `out`; returns the function that stops it. */
+function startViewer(input: ViewerInput): () => void {
+  const { out, db, tenantId, conversationId } = input;
+  let cursor = input.cursor;
+  let stopped = false;
+  let dirty = true;
+  let pumping = false;
+  let timer: NodeJS.Timeout | null = null;
+  let unsubscribe = (): void => {};
+
+  const stop = (): void => {
+    if (stopped) return;
+    stopped = true;
+    unsubscribe();
+    if (timer) clearInterval(timer);
+    if (!out.destroyed) out.end();
+  };
+  const fail = (err: unknown): void => {
+    input.logger.warn(
+      { conversationId, err: err instanceof Error ? err.message : String(err) },
+      'log stream failed',
+    );
+    stop();
+  };
+  const write = (text: string): boolean => !stopped && out.write(text);
+  const drained = () =>
+    new Promise<void>((resolve) => {
+      const done = () => {
+        out.off('drain', done);
+        out.off('close', done);
+        resolve();
+      };
+      out.on('drain', done);
+      out.on('close', done);
+    });
+  const end = (data: Record<string, unknown>): void => {
+    write(sseEvent('end', data));
+    stop();
+  };
+
+  /** Sends every row after the cursor (invariants 1 and 2); ends a wait=false stream once drained. */
+  const pump = async (): Promise<void> => {
+    if (pumping || stopped) return;
+    pumping = true;
+    try {
+      while (dirty && !stopped) {
+        dirty = false;
+        const rows = await listLogEvents(db, tenantId, conversationId, {
+          after: cursor.toString(),
+          streams: input.streams,
+          limit: PAGE_ROWS,
+        });
+        if (rows.length === PAGE_ROWS) dirty = true;
+        if (rows.length === 0 || stopped) break;
+        cursor = BigInt(rows.at(-1)!.id);
+        const page = rows.map((row) => sseEvent(row.stream, logEventView(row), String(row.id))).join('');
+        if (!write(page)) await drained();
+        if (input.ownerReads && rows.some((row) => row.stream === 'stage'))
+          await clearUnread(db, tenantId, conversationId);
+      }
+      if (!input.follow && !stopped) end({ last_event_id: cursor.toString() });
+    } catch (err) {
+      fail(err);
+    } finally {
+      pumping = false;
+      if (dirty && !stopped) void pump();
+    }
+  };
+
+  /** The heartbeat: a ping, or owner_lost (invariant 3), or `end` when the conversation is gone. */
+  const beat = async (ping: boolean): Promise<void> => {
+    try {
+      const conversation = await findConversationRef(db, tenantId, conversationId);
+      if (stopped) return;
+      if (!conversation) return end({ reason: 'deleted' });
+      const live = conversation.status === 'pending' || conversation.status === 'running';
+      if (live && !(await input.ownershipProbe.isOwned(conversationId))) {
+        if (!stopped)
+          write(sseEvent('owner_lost', { conversation_id: conversationId, status: conversation.status }));
+      } else if (ping && !out.writableNeedDrain) write(SSE_PING);
+    } catch (err) {
+      fail(err);
+    }
+  };
+
+  // Tells EventSource clients how soon to reconnect, and puts the headers on the wire at once.
+  write(SSE_RETRY);
+  if (input.follow) {
+    unsubscribe = input.feed.subscribe(conversationId, (signal) => {
+      if (signal.type === 'events') {
+        if (signal.lastId !== '' && /^\d+$/.test(signal.lastId) && BigInt(signal.lastId) <= cursor) return;
+        dirty = true;
+        void pump();
+      } else {
+        // status or owner_lost: look at the row and the lock now, and catch up on rows.
+        if (signal.type === 'status' && input.ownerReads)
+          void clearUnread(db, tenantId, conversationId).catch(fail);
+        void beat(false);
+        dirty = true;
+        void pump();
+      }
+    });
+    timer = setInterval(() => {
+      dirty = true;
+      void pump();
+      void beat(true);
+    }, input.heartbeatMs);
+    void pump().then(() => beat(false));
+  } else {
+    void pump();
+  }
+  return stop;
+}
