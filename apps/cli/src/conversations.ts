@@ -2,9 +2,9 @@
 // (delete lives with the resources' delete in main.ts).
 //
 // Exit status of `run -f` and `prompt -f` (docs/cli.md): the followed turn's exit code when
-// the runtime reported one (0–255); otherwise 0 for a succeeded turn, 130 for an interrupted
-// one, 1 for a failed turn or a conversation that failed or was terminated. Ctrl-C detaches
-// (the agent keeps running) and exits 130.
+// its process reported one (0–255; 0 only for a succeeded turn); otherwise 0 for a succeeded
+// turn, 130 for an interrupted one, 1 for a failed turn or a conversation that failed or was
+// terminated. Ctrl-C detaches (the agent keeps running) and exits 130.
 import type { Command } from 'commander';
 import type { ApiClient } from './client.ts';
 import type { Env } from './config.ts';
@@ -99,8 +99,10 @@ async function whileProvisioning<T>(ctx: CommandContext, work: () => Promise<T>)
   }
 }
 
+/** A turn that did not succeed never exits 0, whatever its process reported. */
 function exitCodeOf(turn: Turn): number {
-  if (turn.exit_code !== null && turn.exit_code >= 0 && turn.exit_code <= 255) return turn.exit_code;
+  const code = turn.exit_code;
+  if (code !== null && code >= 0 && code <= 255 && (code !== 0 || turn.status === 'succeeded')) return code;
   if (turn.status === 'succeeded') return 0;
   if (turn.status === 'interrupted') return 130;
   return 1;
