@@ -13,8 +13,13 @@ import type { Principal } from './auth/principal.ts';
 import { createPrincipalCache, type PrincipalCache } from './auth/principal-cache.ts';
 import { createSessionsService, type SessionsService } from './auth/sessions.service.ts';
 import type { Config } from './config/config.ts';
-import { createBasicProvisioner } from './conversations/basic-provisioner.ts';
-import type { LogWriterFactory, OwnershipProbe, Provisioner, RuntimeRegistry } from './conversations/contracts.ts';
+import { createCallbackKeys } from './conversations/callback-key.ts';
+import type {
+  LogWriterFactory,
+  OwnershipProbe,
+  Provisioner,
+  RuntimeRegistry,
+} from './conversations/contracts.ts';
 import {
   type ConversationsService,
   createConversationsService,
@@ -31,6 +36,7 @@ import {
 import { isConversationLocked } from './conversations/log-events.repo.ts';
 import { createLogWriterFactory } from './conversations/log-writer.ts';
 import { createOwnership, type Ownership } from './conversations/owner.ts';
+import { createProvisioner } from './conversations/provisioner.ts';
 import { defaultRuntimes } from './conversations/runtimes/registry.ts';
 import type { StreamOptions } from './conversations/stream.routes.ts';
 import { type DatabaseHandle, type Db, poolOptions } from './db/database.ts';
@@ -148,7 +154,11 @@ export function createDeps(input: CreateDepsInput): Deps {
   const principals = createPrincipalCache();
   const accountsDeps = createAccountsDeps({ ...input, db, audit, secrets, principals });
   const conversationLog = createConversationLogDeps(input);
-  const conversationDeps = createConversationDeps(input, accountsDeps.apiKeys, conversationLog);
+  const conversationDeps = createConversationDeps(input, {
+    apiKeys: accountsDeps.apiKeys,
+    secrets,
+    log: conversationLog,
+  });
   return {
     ...conversationDeps,
     ...input,
@@ -222,9 +232,9 @@ function createAccountsDeps(
 
 function createConversationDeps(
   input: CreateDepsInput,
-  apiKeys: ApiKeysService,
-  log: Pick<Deps, 'feed' | 'logWriters'>,
+  parts: { apiKeys: ApiKeysService; secrets: SecretsService; log: Pick<Deps, 'feed' | 'logWriters'> },
 ) {
+  const { apiKeys, secrets, log } = parts;
   const { config, logger, database } = input;
   const db = database.db;
   const options = input.engine ?? {};
@@ -259,14 +269,12 @@ function createConversationDeps(
     writers: logWriters,
     provisioner:
       options.provisioner ??
-      createBasicProvisioner({
+      createProvisioner({
         db,
+        secrets,
+        callbackKeys: createCallbackKeys({ apiKeys, callbackUrl: config.sandbox.callbackUrl }),
         sandbox,
-        callbackBaseUrl: config.publicUrl.origin,
-        mintCallbackKey: async (tenantId, conversationId) => {
-          const created = await apiKeys.mintConversationKey(tenantId, conversationId);
-          return { id: created.id, key: created.key };
-        },
+        logger,
       }),
     revokeCallbackKeys: (conversationId) => apiKeys.revokeConversationKeys(conversationId),
     newSandboxName: sandboxName,

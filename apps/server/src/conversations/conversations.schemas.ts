@@ -32,7 +32,8 @@ const Prompt = text(PROMPT_MAX_CHARS).refine((s) => s.trim().length > 0, 'must n
 export const ImageInput = z
   .object({
     media_type: z.string().max(100),
-    data: z.string().max(IMAGE_MAX_BASE64_CHARS + 16),
+    // A little over the limit still reaches the service, so "too large" is one errors.images entry.
+    data: z.string().max(IMAGE_MAX_BASE64_CHARS + 4096),
   })
   .strict();
 
