@@ -176,12 +176,17 @@ async function followTurn(
       await new Promise((r) => setTimeout(r, 100));
       turn = findTurn(await turns());
     }
+    const conv = await conversation();
     if (turn && TURN_ENDED.has(turn.status)) {
       renderer.record('turn', turn);
-      if (turn.error && ctx.format() !== 'json') ctx.io.err(`paddock: turn ${turn.status}: ${turn.error}\n`);
+      if (ctx.format() !== 'json' && conv.status === 'failed')
+        ctx.io.err(
+          `paddock: conversation failed: ${conv.failure_reason ?? turn.error ?? 'no reason given'}\n`,
+        );
+      else if (ctx.format() !== 'json' && turn.error)
+        ctx.io.err(`paddock: turn ${turn.status}: ${turn.error}\n`);
       return exitCodeOf(turn);
     }
-    const conv = await conversation();
     renderer.record('conversation', conv);
     if (ctx.format() !== 'json') {
       ctx.io.err(

@@ -169,6 +169,21 @@ describe('paddock run -f', () => {
     assert.equal(logs.stdout, 'start\nfinish\n');
   });
 
+  it('shows why provisioning failed (the setup output and the failed stage) and exits 1', async () => {
+    const environmentId = await h.environment(user, {
+      setup_script: 'echo "preparing"\necho "broken step" >&2\nexit 7',
+    });
+    const broken = `cli-broken-${Date.now().toString(36)}`;
+    await h.agent(user, { name: broken, environment_id: environmentId });
+    const run = await paddock(['run', broken, 'echo never', '-f']);
+    assert.equal(run.code, 1, run.stderr);
+    assert.equal(run.stdout, 'preparing\n', 'the setup output is streamed like a turn');
+    assert.match(run.stderr, /broken step\n/);
+    assert.match(run.stderr, /\[setup\] failed/);
+    assert.match(run.stderr, /paddock: conversation failed: \S/);
+    assert.equal((await h.get(user, announced(run))).status, 'failed');
+  });
+
   it('refuses an unknown agent and a file that is not an image before starting anything', async () => {
     const unknown = await paddock(['run', 'no-such-agent', 'echo x']);
     assert.equal(unknown.code, 1);
