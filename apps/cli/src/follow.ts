@@ -8,8 +8,9 @@
 //   for `deadAfterMs`) is retried with backoff (doubling up to `retryMaxMs`, or the server's
 //   Retry-After); the follower gives up only after `giveUpMs` without a working connection,
 //   naming how to re-attach. A 4xx other than 408/429 (401, 404) is final: retrying cannot help;
-// - `owner_lost` is told to the user and following goes on: the stream resumes once another
-//   process takes the conversation over;
+// - `owner_lost` is told to the user (once until the log moves again: the server repeats it at
+//   every heartbeat) and following goes on: the stream resumes once another process takes the
+//   conversation over;
 // - the user's abort (Ctrl-C) ends following at once and touches nothing on the server.
 
 import type { ApiClient } from './client.ts';
@@ -92,6 +93,7 @@ export async function follow(options: FollowOptions): Promise<{ end: FollowEnd; 
   let delay = timing.retryInitialMs;
   let failingSince: number | null = null;
   let toldReconnecting = false;
+  let toldOwnerLost = false;
 
   const retry = async (waitMs: number): Promise<void> => {
     failingSince ??= Date.now();
@@ -176,10 +178,13 @@ export async function follow(options: FollowOptions): Promise<{ end: FollowEnd; 
               break read;
             }
             if (sse.event === 'owner_lost') {
-              options.onNotice(
-                'owner_lost',
-                'the server running this conversation stopped; waiting for another to take it over…',
-              );
+              // The server repeats it at every heartbeat while nobody owns the conversation: tell once.
+              if (!toldOwnerLost)
+                options.onNotice(
+                  'owner_lost',
+                  'the server running this conversation stopped; waiting for another to take it over…',
+                );
+              toldOwnerLost = true;
               continue;
             }
             if (sse.event !== 'stdout' && sse.event !== 'stderr' && sse.event !== 'stage') continue;
@@ -191,6 +196,7 @@ export async function follow(options: FollowOptions): Promise<{ end: FollowEnd; 
             }
             if (sse.id) lastEventId = sse.id;
             lastEventAt = Date.now();
+            toldOwnerLost = false;
             if ((await options.onEvent(event)) === 'stop') {
               outcome = 'stopped';
               break read;
