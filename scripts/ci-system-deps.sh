@@ -3,17 +3,24 @@
 # no-op when everything is present. Runs as root (CI) or through sudo when available.
 set -euo pipefail
 need=()
-command -v unshare >/dev/null 2>&1 || need+=(util-linux)
-command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
-command -v ip >/dev/null 2>&1 || need+=(iproute2)
-command -v git >/dev/null 2>&1 || need+=(git)
-command -v curl >/dev/null 2>&1 || need+=(curl)
-command -v ps >/dev/null 2>&1 || need+=(procps)
+# An ordinary user's PATH has no sbin directories, where ip, mkfs.ext4, fsfreeze and losetup live.
+have() {
+  command -v "$1" >/dev/null 2>&1 && return 0
+  local d
+  for d in /usr/sbin /sbin /usr/bin /bin; do [ -x "$d/$1" ] && return 0; done
+  return 1
+}
+have unshare || need+=(util-linux)
+have nsenter || need+=(util-linux)
+have ip || need+=(iproute2)
+have git || need+=(git)
+have curl || need+=(curl)
+have ps || need+=(procps)
 # sandboxd disk images (root mode) and the checkpoint race attack test
-command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
-command -v fsfreeze >/dev/null 2>&1 || need+=(util-linux)
-command -v losetup >/dev/null 2>&1 || need+=(mount)
-command -v perl >/dev/null 2>&1 || need+=(perl-base)
+have mkfs.ext4 || need+=(e2fsprogs)
+have fsfreeze || need+=(util-linux)
+have losetup || need+=(mount)
+have perl || need+=(perl-base)
 if [ ${#need[@]} -eq 0 ]; then
   echo "system packages: all present"
   exit 0

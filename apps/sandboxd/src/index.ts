@@ -96,7 +96,13 @@ export async function startSandboxd(input: StartOptions): Promise<RunningSandbox
   else assertNoSubidOverlap(opts.idBase, input.subidFiles);
   mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
   const self = rootless ? { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 } : null;
-  const base = ensureBase(opts.dataDir, sandboxIds(opts.idBase, null, self), opts.rootfs, tools);
+  // Root mode: the base belongs to host root, like the host's /usr (base.ts).
+  const base = ensureBase(
+    opts.dataDir,
+    self ? sandboxIds(opts.idBase, null, self) : { rootHostId: 0, userHostId: 0 },
+    opts.rootfs,
+    tools,
+  );
   const instance = createHash('sha256').update(opts.dataDir).digest('hex').slice(0, 12);
   const cgroups = detectCgroups(opts.limits, instance, log);
   const runtime = new NamespaceRuntime({
@@ -122,6 +128,7 @@ export async function startSandboxd(input: StartOptions): Promise<RunningSandbox
     idsFor: (slot) => sandboxIds(opts.idBase, slot, self),
     tools,
     hostDirs: base.hostDirs,
+    caBundle: base.caBundle,
     disks,
   });
   await service.load();

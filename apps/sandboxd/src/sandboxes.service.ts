@@ -23,16 +23,15 @@
  * - A running sandbox whose init died (OOM, host reboot, sandboxd restart with a dead init) is started
  *   again on demand over the same writable layer.
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import type net from 'node:net';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { promisify } from 'node:util';
 import { createCheckpointsService } from './checkpoints.service.ts';
-import { ID_SLOTS, type SandboxdOptions } from './config.ts';
+import { ID_RANGE, ID_SLOTS, type SandboxdOptions } from './config.ts';
 import { AppError } from './errors.ts';
 import { FifoPool } from './exec/procs.ts';
 import { type ExecSpec, type Session, SessionTable } from './exec/sessions.ts';
@@ -40,12 +39,13 @@ import type { Logger } from './log.ts';
 import { createEgressGuard } from './proxy/addresses.ts';
 import { type PolicyRule, parseRules } from './proxy/policy.ts';
 import { EgressProxy } from './proxy/proxy.ts';
-import { type IdMap, SANDBOX_HOME, SANDBOX_UID } from './runtime/base.ts';
+import { type IdMap, SANDBOX_HOME } from './runtime/base.ts';
 import type { Cgroups, SandboxCgroup } from './runtime/cgroups.ts';
 import type { Disks } from './runtime/disks.ts';
 import { ENV_KEY_RE, ENV_RESERVED_PREFIX, execEnv, HOST_ENV, type HostTools } from './runtime/host-tools.ts';
 import {
   cgroupWrap,
+  type ExecUser,
   FIFO_FD,
   holderAlive,
   type InitHandle,
@@ -56,7 +56,6 @@ import {
 } from './runtime/namespaces.ts';
 import { removeTree, writeJsonAtomic } from './state-files.ts';
 
-const execFileP = promisify(execFile);
 export const PROXY_PORT = 3128;
 export const PAGE_SIZE = 50;
 const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$/;
@@ -76,6 +75,8 @@ export interface ExecParams extends Omit<ExecSpec, 'argv' | 'env'> {
   cmd: string[];
   env: Record<string, string>;
   dir: string;
+  /** `user=root`: uid 0 of the sandbox's user namespace (a sandboxd extension of the interface) */
+  user: ExecUser;
 }
 
 class Sandbox {
@@ -137,6 +138,8 @@ export interface ServiceDeps {
   idsFor(slot: number): IdMap;
   tools: HostTools;
   hostDirs: string[];
+  /** the sandbox root's CA bundle (runtime/base.ts), given to node as NODE_EXTRA_CA_CERTS */
+  caBundle: string | null;
   disks: Disks;
 }
 
@@ -251,33 +254,35 @@ export function createSandboxesService(deps: ServiceDeps) {
     mkdirSync(home, { recursive: true, mode: 0o755 });
     const gid = (id: number) => ids.hostGid ?? id;
     chownSync(root, ids.rootHostId, gid(ids.rootHostId));
+    // An overlay's root directory takes its owner from the upper directory: the sandbox root's, so it can
+    // add to /usr and /var/lib/dpkg themselves (not only to the directories below them).
+    for (const d of deps.hostDirs) chownSync(path.join(sb.layer, d), ids.rootHostId, gid(ids.rootHostId));
     chownSync(path.dirname(home), ids.rootHostId, gid(ids.rootHostId));
     chownSync(home, ids.userHostId, gid(ids.userHostId));
   }
 
   /**
-   * Gives a layer tree (whose "/" upper dir tells the ids it was made with) to `to`: the files of its root
-   * and its sandbox user change owner. No-op when they match (rootless: always). The tree must be quiet
-   * (sandbox stopped or not mounted); chown -R never follows a symlink.
+   * Gives a layer tree (whose "/" upper dir tells the ids it was made with) to `to`: every file owned by an
+   * id of the old slot's range (its root, its user, the system users packages chown to) moves to the same id
+   * of the new range. No-op when they match (rootless: always). The tree must be quiet (sandbox stopped or
+   * not mounted); lchown never follows a symlink.
    */
   async function remapIds(rootDir: string, to: IdMap): Promise<void> {
     const st = lstatSync(rootDir);
     const from = { uid: st.uid, gid: st.gid };
     if (from.uid === to.rootHostId && from.gid === (to.hostGid ?? to.rootHostId)) return;
     if (runtime.opts.rootless) return;
-    const tree = path.dirname(rootDir);
-    for (const [a, b] of [
-      [from.uid, to.rootHostId],
-      [from.uid + SANDBOX_UID, to.userHostId],
-    ] as const) {
-      await execFileP(tools.chown, ['-hR', `--from=${a}`, String(b), '--', tree], { env: HOST_ENV });
-    }
-    for (const [a, b] of [
-      [from.gid, to.rootHostId],
-      [from.gid + SANDBOX_UID, to.userHostId],
-    ] as const) {
-      await execFileP(tools.chown, ['-hR', `--from=:${a}`, `:${b}`, '--', tree], { env: HOST_ENV });
-    }
+    const shift = (id: number, base: number, target: number) =>
+      id >= base && id < base + ID_RANGE ? target + (id - base) : id;
+    const walk = async (p: string): Promise<void> => {
+      const s = await fs.lstat(p);
+      const uid = shift(s.uid, from.uid, to.rootHostId);
+      const gid = shift(s.gid, from.gid, to.rootHostId);
+      // chown clears setuid/setgid bits, as `chown` did before; the mode is kept otherwise.
+      if (uid !== s.uid || gid !== s.gid) await fs.lchown(p, uid, gid);
+      if (s.isDirectory()) for (const e of await fs.readdir(p)) await walk(path.join(p, e));
+    };
+    await walk(path.dirname(rootDir));
   }
 
   /** Mounts the sandbox's disk image, if it has one, and creates the layer's directories (under the lock). */
@@ -417,6 +422,11 @@ export function createSandboxesService(deps: ServiceDeps) {
       persist(sb);
       if (early.listener) sb.listener = await early.listener;
       log.info('sandbox started', { sandbox: sb.rec.name, ms: Math.round(performance.now() - t0) });
+      if (h.idmapOff)
+        log.warn('system directories are read-only in this sandbox: idmapped mounts failed', {
+          sandbox: sb.rec.name,
+          reason: h.idmapOff,
+        });
     }
     if (!sb.listener) sb.listener = await openListener(sb, h.pid);
     sb.fifos.use(`/proc/${h.pid}/fd/${FIFO_FD}`);
@@ -477,15 +487,25 @@ export function createSandboxesService(deps: ServiceDeps) {
     if (!sb.destroyed) persist(sb);
   }
 
-  const defaultEnv = (tty: boolean): Record<string, string> => {
+  const defaultEnv = (tty: boolean, user: ExecUser): Record<string, string> => {
     const proxy = `http://127.0.0.1:${PROXY_PORT}`;
     const socks = `socks5h://127.0.0.1:${PROXY_PORT}`;
     const noProxy = 'localhost,127.0.0.1,::1';
+    const system = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+    const who: Record<string, string> =
+      user === 'root'
+        ? // Root installs system-wide: npm -g to node's own prefix, pip to /usr/local.
+          { PATH: system, HOME: '/root', USER: 'root', LOGNAME: 'root' }
+        : {
+            PATH: `${SANDBOX_HOME}/.local/bin:${system}`,
+            HOME: SANDBOX_HOME,
+            USER: 'sandbox',
+            LOGNAME: 'sandbox',
+            // Global npm installs go to the sandbox user's own prefix (on PATH above).
+            NPM_CONFIG_PREFIX: `${SANDBOX_HOME}/.local`,
+          };
     return {
-      PATH: `${SANDBOX_HOME}/.local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`,
-      HOME: SANDBOX_HOME,
-      USER: 'sandbox',
-      LOGNAME: 'sandbox',
+      ...who,
       SHELL: '/bin/bash',
       LANG: 'C.UTF-8',
       ...(tty ? { TERM: 'xterm-256color' } : {}),
@@ -498,8 +518,8 @@ export function createSandboxesService(deps: ServiceDeps) {
       no_proxy: noProxy,
       NO_PROXY: noProxy,
       NODE_USE_ENV_PROXY: '1',
-      // Global npm installs go to the sandbox user's own prefix (on PATH above).
-      NPM_CONFIG_PREFIX: `${SANDBOX_HOME}/.local`,
+      // node does not read the system's CA store; every other client in the sandbox does.
+      ...(deps.caBundle ? { NODE_EXTRA_CA_CERTS: deps.caBundle } : {}),
       // Debian marks the system Python as externally managed; user installs land in ~/.local.
       PIP_BREAK_SYSTEM_PACKAGES: '1',
     };
@@ -657,7 +677,11 @@ export function createSandboxesService(deps: ServiceDeps) {
       const dirRaw = query.get('dir');
       const dir = dirRaw ? path.posix.resolve(SANDBOX_HOME, dirRaw) : SANDBOX_HOME;
       const tty = bool('tty', false);
+      const userRaw = query.get('user');
+      if (userRaw !== null && userRaw !== '' && userRaw !== 'root' && userRaw !== 'sandbox')
+        throw new AppError('bad_request', 'user must be root or sandbox');
       return {
+        user: userRaw === 'root' ? 'root' : 'sandbox',
         cmd,
         env,
         dir,
@@ -674,9 +698,14 @@ export function createSandboxesService(deps: ServiceDeps) {
     async startExec(tenant: string, name: string, p: ExecParams): Promise<Session> {
       const sb = find(tenant, name);
       const h = await ready(sb);
-      const argv = cgroupArgv(sb, runtime.execArgv(h, p.cmd, p.dir));
-      // Inert data on the host side; applied inside, as the sandbox user (runtime/host-tools.ts).
-      const env = execEnv({ ...defaultEnv(p.tty), ...p.env });
+      if (p.user === 'root' && runtime.opts.rootless && h.rootHolderPid === undefined)
+        throw new AppError(
+          'sandbox_unavailable',
+          'this sandbox was started by an earlier sandboxd without a namespace for root execs; stop it and exec again',
+        );
+      const argv = cgroupArgv(sb, runtime.execArgv(h, p.cmd, p.dir, p.user));
+      // Inert data on the host side; applied inside, as the exec's user (runtime/host-tools.ts).
+      const env = execEnv({ ...defaultEnv(p.tty, p.user), ...p.env });
       const session = sb.sessions.create(p);
       try {
         await session.start(argv, env);
@@ -690,6 +719,7 @@ export function createSandboxesService(deps: ServiceDeps) {
         command: p.command.slice(0, 200),
         tty: p.tty,
         detachable: p.detachable,
+        ...(p.user === 'root' ? { user: 'root' } : {}),
       });
       return session;
     },
@@ -730,7 +760,7 @@ export function createSandboxesService(deps: ServiceDeps) {
       );
       const child = spawn(argv[0]!, argv.slice(1), {
         stdio: ['pipe', 'ignore', 'pipe'],
-        env: execEnv(defaultEnv(false)),
+        env: execEnv(defaultEnv(false, 'sandbox')),
       });
       let stderr = '';
       child.stderr.on('data', (d: Buffer) => {

@@ -8,7 +8,6 @@
  * for the copy). docs/sandboxd.md "Checkpoints".
  */
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   chownSync,
@@ -26,20 +25,10 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startTestSandboxd, type TestSandboxd } from './harness.ts';
 import { api, ndjsonLines, sh, waitFor } from './helpers.ts';
+import { type DaemonMode, daemonModes } from './modes.ts';
 
-const ROOTLESS_USER = 'paddock-rootless-test';
 /** renameat2(2) by architecture (perl's syscall needs the number). */
 const RENAMEAT2: Record<string, number> = { x64: 316, arm64: 276 };
-
-/** The unprivileged user rootless.test.ts uses (created there or here, and left in place). */
-function rootlessUser(): { uid: number; gid: number } {
-  if (spawnSync('id', ['-u', ROOTLESS_USER]).status !== 0)
-    spawnSync('useradd', ['--system', '--no-create-home', '--shell', '/usr/sbin/nologin', ROOTLESS_USER]);
-  return {
-    uid: Number(execFileSync('id', ['-u', ROOTLESS_USER], { encoding: 'utf8' })),
-    gid: Number(execFileSync('id', ['-g', ROOTLESS_USER], { encoding: 'utf8' })),
-  };
-}
 
 function sandboxDir(d: TestSandboxd, name: string): string {
   const tenants = path.join(d.dataDir, 'tenants');
@@ -88,7 +77,7 @@ async function contains(p: string, needles: Buffer[]): Promise<string | null> {
 const swapper = (nr: number) =>
   `chdir $ARGV[0] or die; $0 = "race-swapper"; my ($x, $y) = ("a", "b"); while (1) { syscall(${nr}, -100, $x, -100, $y, 2) }`;
 
-function attackSuite(mode: 'root' | 'rootless'): void {
+function attackSuite({ name: mode, user }: DaemonMode): void {
   describe(`checkpoint symlink-swap race from a nested pid namespace (${mode})`, () => {
     let d: TestSandboxd;
     let canaryDir = '';
@@ -98,11 +87,11 @@ function attackSuite(mode: 'root' | 'rootless'): void {
     const names = ['race-attacker', 'race-victim', 'race-restored'];
 
     before(async () => {
-      const user = mode === 'rootless' ? rootlessUser() : undefined;
       canaryDir = mkdtempSync(path.join(os.tmpdir(), 'paddock-ckpt-canary-'));
       mkdirSync(path.join(canaryDir, 'secret'));
       writeFileSync(path.join(canaryDir, 'secret', 'canary.txt'), `${hostCanary}\n`, { mode: 0o600 });
-      // Rootless: the file belongs to sandboxd's own user (what its copy could read), root mode to root.
+      // Rootless: the file belongs to sandboxd's own user (what its copy could read), root mode to root. Run as
+      // an ordinary user, sandboxd is that user and the file is already its.
       if (user)
         for (const p of [
           canaryDir,
@@ -117,9 +106,12 @@ function attackSuite(mode: 'root' | 'rootless'): void {
       for (const name of names) assert.equal((await api(d, 'POST', '/v1/sandboxes', { name })).status, 201);
     });
     after(async () => {
-      for (const n of names) await api(d, 'DELETE', `/v1/sandboxes/${n}`);
-      await d?.stop();
-      rmSync(canaryDir, { recursive: true, force: true });
+      try {
+        if (d) for (const n of names) await api(d, 'DELETE', `/v1/sandboxes/${n}`);
+        await d?.stop();
+      } finally {
+        if (canaryDir) rmSync(canaryDir, { recursive: true, force: true });
+      }
     });
 
     it('never copies a host canary (mode 600) or another sandbox’s file into a checkpoint or a restored sandbox', {
@@ -238,5 +230,5 @@ function attackSuite(mode: 'root' | 'rootless'): void {
   });
 }
 
-attackSuite('root');
-attackSuite('rootless');
+// As root: root mode and rootless (as the system user modes.ts prepares); as an ordinary user: rootless.
+for (const mode of daemonModes()) attackSuite(mode);

@@ -28,6 +28,7 @@ before(async () => {
   e.server.on('connection', (s) => echo.emit('connection', s));
   echoPort = e.port;
   d = await startTestSandboxd({
+    net: tnet,
     hosts: { 'allowed.test': tnet.ip, 'denied.test': tnet.ip, 'tunnel.test': tnet.ip },
     env: { SANDBOXD_EGRESS_ALLOW_CIDRS: tnet.allowEnv },
   });

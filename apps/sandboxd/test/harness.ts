@@ -20,9 +20,12 @@ import {
   unlinkSync,
   writeFileSync,
 } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { hostBin } from './host-bin.ts';
+import type { TestNet } from './netns.ts';
 
 const MAIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'main.ts');
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -34,14 +37,6 @@ export interface SandboxdLaunch {
   /** ids for spawn() (undefined: no switch, or the command switches itself) */
   ids: { uid: number; gid: number } | undefined;
   dispose(): void;
-}
-
-/** A host tool by absolute path: a test may put a failing stand-in first on the daemon's PATH. */
-function hostBin(name: string): string {
-  for (const dir of ['/usr/bin', '/bin', '/usr/sbin', '/sbin']) {
-    if (existsSync(path.join(dir, name))) return path.join(dir, name);
-  }
-  return name;
 }
 
 /**
@@ -138,6 +133,11 @@ export interface TestSandboxdOptions {
    * creates is given to that user.
    */
   user?: { uid: number; gid: number };
+  /**
+   * The test network the daemon must reach (netns.ts). Not root, the daemon runs in that network's host
+   * namespace (rootless, as the caller), and `url` is a forwarder on this process's loopback.
+   */
+  net?: TestNet;
 }
 
 export interface TestSandboxd {
@@ -271,7 +271,12 @@ export async function startTestSandboxd(opts: TestSandboxdOptions = {}): Promise
     env['SANDBOXD_HOSTS_FILE'] = file;
   }
   const launch = sandboxdLaunch(opts.user);
-  const child: ChildProcess = spawn(launch.command, launch.args, {
+  const prefix = opts.net?.sandboxdPrefix ?? null;
+  if (prefix && opts.user) throw new Error('a test network of an ordinary user runs the daemon as that user');
+  const [command, ...args] = prefix
+    ? [...prefix, launch.command, ...launch.args]
+    : [launch.command, ...launch.args];
+  const child: ChildProcess = spawn(command ?? launch.command, args, {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
     ...(launch.ids ?? {}),
@@ -285,7 +290,7 @@ export async function startTestSandboxd(opts: TestSandboxdOptions = {}): Promise
     for (const line of text.split('\n')) if (line) logs.push(line);
     if (opts.verbose) process.stderr.write(text);
   });
-  const url = await new Promise<string>((resolve, reject) => {
+  const daemonUrl = await new Promise<string>((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
@@ -304,6 +309,8 @@ export async function startTestSandboxd(opts: TestSandboxdOptions = {}): Promise
       reject(new Error(`sandboxd exited with ${code} before ready: ${errTail}`));
     });
   });
+  const forwarder = prefix && opts.net ? await forward(opts.net, daemonUrl) : null;
+  const url = forwarder?.url ?? daemonUrl;
   let stopped = false;
   return {
     url,
@@ -321,6 +328,7 @@ export async function startTestSandboxd(opts: TestSandboxdOptions = {}): Promise
         await exited;
         clearTimeout(timer);
       }
+      forwarder?.close();
       if (!stopOpts.keepData) {
         for (const pid of sessionShims(dataDir)) {
           try {
@@ -339,6 +347,43 @@ export async function startTestSandboxd(opts: TestSandboxdOptions = {}): Promise
           rmSync(dataDir, { recursive: true, force: true });
         }
       }
+    },
+  };
+}
+
+/**
+ * A listener on this process's loopback whose connections are piped to the daemon's API in the test network's
+ * host namespace (connections made there by netns.ts's helper).
+ */
+async function forward(tnet: TestNet, daemonUrl: string): Promise<{ url: string; close(): void }> {
+  const port = Number(new URL(daemonUrl).port);
+  const open = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    open.add(client);
+    client.on('close', () => open.delete(client));
+    client.on('error', () => client.destroy());
+    tnet.hostConnect('127.0.0.1', port).then(
+      (upstream) => {
+        open.add(upstream);
+        upstream.on('close', () => {
+          open.delete(upstream);
+          client.destroy();
+        });
+        upstream.on('error', () => upstream.destroy());
+        client.on('close', () => upstream.destroy());
+        if (client.destroyed) upstream.destroy();
+        client.pipe(upstream);
+        upstream.pipe(client);
+      },
+      () => client.destroy(),
+    );
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  return {
+    url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
+    close() {
+      server.close();
+      for (const s of open) s.destroy();
     },
   };
 }

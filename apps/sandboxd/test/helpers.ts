@@ -42,6 +42,8 @@ export interface ExecOptions {
   stdin?: string | Buffer;
   dir?: string;
   detachable?: boolean;
+  /** `root`: the sandboxd extension `user=root` */
+  user?: 'root';
   tty?: boolean;
   rows?: number;
   cols?: number;
@@ -63,6 +65,7 @@ export function execUrl(a: Api, name: string, cmd: string[], o: ExecOptions = {}
   q.set('stdin', o.stdin !== undefined ? 'true' : 'false');
   if (o.dir) q.set('dir', o.dir);
   if (o.detachable) q.set('detachable', 'true');
+  if (o.user) q.set('user', o.user);
   if (o.tty) {
     q.set('tty', 'true');
     q.set('rows', String(o.rows ?? 24));

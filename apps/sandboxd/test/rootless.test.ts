@@ -21,7 +21,6 @@ import {
   writeFileSync,
 } from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -228,26 +227,21 @@ if ('problem' in found) {
   let web: http.Server;
   let webPort = 0;
 
-  // The proxy refuses loopback: as root, the upstream lives in a test network namespace (netns.ts); run as
-  // another user (no namespace can be made), the names point at loopback and must be refused.
-  let tnet: TestNet | null = null;
-  const upstream = () => tnet?.ip ?? '127.0.0.1';
+  // The proxy refuses loopback: the upstream lives in a test network namespace (netns.ts). Run as an ordinary
+  // user, that network's host namespace is one of a user namespace the test owns, and the daemon runs there.
+  let tnet: TestNet;
+  const upstream = () => tnet.ip;
 
   before(async () => {
     web = http.createServer((req, res) => res.end(`hello ${req.headers.host}`));
-    if (process.getuid?.() === 0) {
-      tnet = await createTestNet();
-      const l = await tnet.listen();
-      l.server.on('connection', (s) => web.emit('connection', s));
-      webPort = l.port;
-    } else {
-      webPort = await new Promise<number>((resolve) =>
-        web.listen(0, '127.0.0.1', () => resolve((web.address() as AddressInfo).port)),
-      );
-    }
+    tnet = await createTestNet();
+    const l = await tnet.listen();
+    l.server.on('connection', (s) => web.emit('connection', s));
+    webPort = l.port;
     d = await startTestSandboxd({
+      net: tnet,
       hosts: { 'allowed.test': upstream(), 'denied.test': upstream() },
-      ...(tnet ? { env: { SANDBOXD_EGRESS_ALLOW_CIDRS: tnet.allowEnv } } : {}),
+      env: { SANDBOXD_EGRESS_ALLOW_CIDRS: tnet.allowEnv },
       ...(user.switched ? { user: { uid: user.uid, gid: user.gid } } : {}),
     });
     assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: SB })).status, 201);
@@ -258,7 +252,6 @@ if ('problem' in found) {
       await d.stop();
     }
     web?.closeAllConnections();
-    if (web?.listening) web.close();
     tnet?.close();
     // The dedicated user runs nothing but this test's daemon: nothing of it may outlive the daemon.
     if (user.switched) {
@@ -342,7 +335,8 @@ if ('problem' in found) {
 
       const ps = await sh(d, SB, 'ps -eo pid=,args=');
       const lines = ps.stdout.trim().split('\n');
-      assert.match(lines[0]!, /^\s*1 \/bin\/sh -c while/);
+      // pid 1 is the init's shell, its script in its environment (runtime/namespaces.ts): no host path.
+      assert.match(lines[0]!, /^\s*1 \S*\/sh -c eval "\$SBX_INIT" sandbox-init$/);
       assert.ok(lines.length < 10, ps.stdout);
       assert.doesNotMatch(ps.stdout, /node|sandboxd|--test|process_api|systemd/);
 
@@ -369,10 +363,6 @@ if ('problem' in found) {
       assert.equal(policy.status, 204);
       const curl = (host: string, extra = '') =>
         sh(d, SB, `curl -sS -m 5 ${extra} -w ' %{http_code}' http://${host}:${webPort}/; echo " rc=$?"`);
-      if (!tnet) {
-        assert.match((await curl('allowed.test')).stdout, / 403 rc=0/, 'loopback is refused, policy or not');
-        return;
-      }
       assert.match((await curl('allowed.test')).stdout, new RegExp(`hello allowed.test:${webPort} 200 rc=0`));
       assert.match((await curl('denied.test')).stdout, / 403 rc=0/);
       assert.match((await curl('allowed.test', '-p')).stdout, /hello allowed.test.* 200 rc=0/);
@@ -421,6 +411,28 @@ if ('problem' in found) {
       for (const leak of [d.dataDir, ...tenants, 'paddock-sandboxd', 'tenants/'])
         assert.ok(!r.stdout.includes(leak), `${leak} visible inside:\n${r.stdout}`);
       assert.match(r.stdout, /\/proc\/1\/fd\/9\/.*Permission denied/);
+    });
+
+    it("runs root execs as uid 0 of the sandbox's own namespace: the base is its own, the host's /usr is not", async () => {
+      const r = await sh(
+        d,
+        SB,
+        'id -u; echo x > /etc/rootless-root && echo etc-ok; touch /usr/bin/evil-root; cat /proc/self/uid_map',
+        { user: 'root' },
+      );
+      assert.equal(r.exitCode, 0, r.stderr);
+      const lines = r.stdout.trim().split('\n');
+      assert.deepEqual(lines.slice(0, 2), ['0', 'etc-ok']);
+      // uid 0 maps to the service user (0 of the outer namespace), nothing else: no capability over the
+      // sandbox's mounts, and host root's /usr stays read-only (docs/sandboxd.md, "System packages").
+      assert.deepEqual(lines[2]!.trim().split(/\s+/), ['0', '0', '1']);
+      assert.match(r.stderr, /\/usr\/bin\/evil-root.*Permission denied/);
+      const remount = await sh(d, SB, 'mount -o remount,rw /usr 2>&1; umount /proc 2>&1; echo end', {
+        user: 'root',
+      });
+      assert.match(remount.stdout, /end\n$/);
+      assert.doesNotMatch(remount.stdout, /^end\n$/);
+      assert.equal((await sh(d, SB, 'test -r /proc/self/status && echo proc')).stdout, 'proc\n');
     });
 
     it('recovers when the sandbox user kills the holder of its user namespace', async () => {

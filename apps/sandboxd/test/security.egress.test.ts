@@ -8,15 +8,15 @@
  *   answer 502 and no connection may stop the daemon;
  * - 7: idle proxy connections from one sandbox exhausted sandboxd's file descriptors; now capped per sandbox,
  *   and unfinished handshakes and idle connections time out.
- * The upstreams live in a test network namespace (netns.ts) whose range the operator setting opens.
+ * The upstreams live in a test network namespace (netns.ts) whose range the operator setting opens. "This host"
+ * is sandboxd's network namespace: the machine's as root; run as an ordinary user, the test network's host
+ * namespace, in which sandboxd then runs (rootless) and the host service listens.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
-import os from 'node:os';
 import { after, before, describe, it } from 'node:test';
 import { HOST_ADDRESSES_TTL_MS } from '../src/proxy/addresses.ts';
 import { startTestSandboxd, type TestSandboxd } from './harness.ts';
@@ -28,12 +28,23 @@ const CAP = 64;
 const HANDSHAKE_S = 2;
 const IDLE_S = 3;
 
-/** Every address of this host (same network namespace as sandboxd), link-local aside (refused as such). */
-function hostAddresses(): string[] {
-  const out: string[] = [];
-  for (const list of Object.values(os.networkInterfaces()))
-    for (const i of list ?? []) if (!i.address.startsWith('fe80')) out.push(i.address);
-  return out;
+/** Every address of sandboxd's host (its network namespace), link-local aside (refused as such). */
+async function hostAddresses(tnet: TestNet): Promise<string[]> {
+  return (await tnet.hostAddresses()).filter((a) => !a.startsWith('fe80'));
+}
+
+/** The body of GET / from sandboxd's host to `ip`:`port` (the host itself reaches its own services). */
+async function hostGet(tnet: TestNet, ip: string, port: number): Promise<string> {
+  const s = await tnet.hostConnect(ip, port);
+  return new Promise((resolve, reject) => {
+    let got = '';
+    s.on('data', (d: Buffer) => {
+      got += d.toString();
+    });
+    s.once('error', reject);
+    s.once('end', () => resolve(got.slice(got.indexOf('\r\n\r\n') + 4)));
+    s.end(`GET / HTTP/1.0\r\nHost: ${bracket(ip)}\r\n\r\n`);
+  });
 }
 
 const bracket = (ip: string) => (ip.includes(':') ? `[${ip}]` : ip);
@@ -95,14 +106,15 @@ for (const mode of daemonModes()) {
     const SB = 'attacker';
 
     before(async () => {
+      tnet = await createTestNet();
       hostSvc = http.createServer((req, res) => {
         hostHits.push(`${req.socket.localAddress} ${req.url}`);
         res.end('host service');
       });
-      hostPort = await new Promise<number>((resolve) =>
-        hostSvc.listen(0, '::', () => resolve((hostSvc.address() as net.AddressInfo).port)),
-      );
-      tnet = await createTestNet();
+      const svc = await tnet.hostListen('::');
+      hostPort = svc.port;
+      svc.server.on('connection', (s) => hostSvc.emit('connection', s));
+      const firstEth = (await hostAddresses(tnet)).find((a) => !a.startsWith('127.') && a !== '::1');
       // Hits are counted by the listener (far-end address) that accepted the connection.
       const acceptedOn = new WeakMap<net.Socket, string>();
       const web = http.createServer((req, res) => {
@@ -129,13 +141,14 @@ for (const mode of daemonModes()) {
       bad.server.on('connection', (s) => malformedUpstream(s));
       d = await startTestSandboxd({
         ...(mode.user ? { user: mode.user } : {}),
+        net: tnet,
         hosts: {
           'open.test': tnet.ip,
           'open6.test': tnet.ip6,
           'bad.test': tnet.ip,
           'rebind-host.test': tnet.hostIp,
           'rebind-host6.test': tnet.hostIp6,
-          'rebind-eth.test': hostAddresses().find((a) => !a.startsWith('127.') && a !== '::1') ?? tnet.hostIp,
+          'rebind-eth.test': firstEth ?? tnet.hostIp,
           'rebind-lo.test': '127.0.0.1',
           'rebind-meta.test': '169.254.169.254',
           'private.test': tnet.otherIp,
@@ -154,17 +167,13 @@ for (const mode of daemonModes()) {
     after(async () => {
       await d?.stop();
       hostSvc?.closeAllConnections();
-      hostSvc?.close();
       tnet?.close();
     });
 
     it('refuses every address of this host, v4 and v6, in every form, by GET, CONNECT and SOCKS, with no policy', async () => {
       // The target is live: the host itself reaches it on every one of its addresses.
-      const mine = [...hostAddresses(), tnet.hostIp, tnet.hostIp6];
-      for (const a of mine) {
-        const r = await fetch(`http://${bracket(a)}:${hostPort}/`);
-        assert.equal(await r.text(), 'host service', a);
-      }
+      const mine = [...new Set([...(await hostAddresses(tnet)), tnet.hostIp, tnet.hostIp6])];
+      for (const a of mine) assert.equal(await hostGet(tnet, a, hostPort), 'host service', a);
       hostHits.length = 0;
       const v4 = mine.filter((a) => net.isIPv4(a));
       const targets = [
@@ -222,9 +231,9 @@ for (const mode of daemonModes()) {
           `curl -sS -m 4 --noproxy '' -p -x http://127.0.0.1:3128 -o /dev/null -w '%{http_connect}' http://${h}:${hostPort}/ 2>/dev/null; echo " rc=$?"`,
         );
       assert.doesNotMatch((await connect(late)).stdout, /403/);
-      execFileSync('ip', ['addr', 'add', `${late}/29`, 'dev', tnet.hostIf]);
-      execFileSync('ip', ['-6', 'addr', 'add', `${late6}/64`, 'dev', tnet.hostIf, 'nodad']);
-      assert.equal(await (await fetch(`http://${late}:${hostPort}/`)).text(), 'host service');
+      tnet.hostIpCmd(['addr', 'add', `${late}/29`, 'dev', tnet.hostIf]);
+      tnet.hostIpCmd(['-6', 'addr', 'add', `${late6}/64`, 'dev', tnet.hostIf, 'nodad']);
+      assert.equal(await hostGet(tnet, late, hostPort), 'host service');
       hostHits.length = 0;
       await new Promise((r) => setTimeout(r, HOST_ADDRESSES_TTL_MS + 200));
       for (const h of [late, `[${late6}]`]) assert.equal((await connect(h)).stdout, '403 rc=56\n', h);

@@ -1,9 +1,13 @@
 /**
  * Host-side hardening (issue 12: findings 1, 2, 8, 9, 12; issue 8 item 6), root mode. Each finding is
  * performed as the attack and must fail; rootless.test.ts repeats the ones that apply there.
+ *
+ * Run as an ordinary user, the daemon here is rootless: the per-sandbox host identities (root only) are then
+ * replaced by what a rootless daemon documents instead (docs/sandboxd.md, "Differences and limits"): its
+ * sandboxes share its uid, and stay apart by their namespaces.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   chmodSync,
@@ -22,7 +26,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { WebSocket } from 'ws';
-import { DEFAULTS, HOST_PATH, loadConfig } from '../src/config.ts';
+import { DEFAULTS, HOST_PATH, ID_RANGE, loadConfig } from '../src/config.ts';
 import { startSandboxd } from '../src/index.ts';
 import { ensureBase, sandboxIds } from '../src/runtime/base.ts';
 import { resolveHostTools } from '../src/runtime/host-tools.ts';
@@ -36,6 +40,7 @@ const SYSCALLS: Record<string, { inotifyInit1: number; addKey: number }> = {
   arm64: { inotifyInit1: 26, addKey: 217 },
 };
 const NR = SYSCALLS[process.arch];
+const ROOTLESS = process.getuid?.() !== 0;
 
 let d: TestSandboxd;
 before(async () => {
@@ -169,92 +174,170 @@ describe('no host detail inside (finding 2, finding 12, issue 8 item 6)', () => 
   });
 });
 
-describe('per-sandbox host identities (deliverable 2, findings 8, 9)', () => {
-  it('maps every sandbox to its own host ids, none of them host root, and its user namespace is owned by them', async () => {
-    const maps = new Map<string, string>();
-    for (const name of ['sec-a', 'sec-b']) {
-      const r = await sh(d, name, 'cat /proc/self/uid_map /proc/self/gid_map; id -u; touch ~/mine');
-      maps.set(name, r.stdout);
-      const lines = r.stdout.trim().split('\n');
-      const hostUser = Number(
-        lines
-          .find((l) => l.trim().startsWith('1000'))
-          ?.trim()
-          .split(/\s+/)[1],
-      );
-      assert.ok(hostUser >= DEFAULTS.idBase, r.stdout);
-      assert.equal(
-        statSync(path.join(sandboxLayer(d, name), 'root', 'home', 'sandbox', 'mine')).uid,
-        hostUser,
-      );
-      const rec = JSON.parse(readFileSync(path.join(sandboxDir(d, name), 'sandbox.json'), 'utf8')) as {
-        init: { holderPid: number };
-      };
-      const status = readFileSync(`/proc/${rec.init.holderPid}/status`, 'utf8');
-      // The holder runs as the sandbox's own root id: the namespace was created by (and is charged to) it.
-      assert.equal(Number(/^Uid:\s+(\d+)/m.exec(status)?.[1]), hostUser - 1000);
-    }
-    assert.notEqual(maps.get('sec-a'), maps.get('sec-b'));
-  });
-
-  it('one sandbox exhausting inotify instances leaves another sandbox and host root able to create them', async () => {
-    assert.ok(NR, `syscall numbers for ${process.arch}`);
-    const hog = `perl -e '$|=1; $n=0; while (1) { last if syscall(${NR.inotifyInit1}, 0) < 0; $n++ } print "held $n: $!\\n"; sleep 60'`;
-    const ws = openExec(d, 'sec-a', ['/bin/sh', '-c', hog], { detachable: true });
-    let out = '';
-    ws.on('message', (data: Buffer, isBinary: boolean) => {
-      if (isBinary && data[0] === 1) out += data.subarray(1).toString();
+if (!ROOTLESS)
+  describe('per-sandbox host identities (deliverable 2, findings 8, 9)', () => {
+    it('maps every sandbox to its own host ids, none of them host root, and its user namespace is owned by them', async () => {
+      const maps = new Map<string, string>();
+      for (const name of ['sec-a', 'sec-b']) {
+        const r = await sh(d, name, 'cat /proc/self/uid_map /proc/self/gid_map; id -u; touch ~/mine');
+        maps.set(name, r.stdout);
+        // One line per map, the sandbox's whole range: `0 <first host id> 65536`; its user is the first + 1000.
+        const lines = r.stdout.trim().split('\n');
+        assert.deepEqual(lines[0]!.trim().split(/\s+/).slice(2), [String(ID_RANGE)], r.stdout);
+        assert.equal(lines[0]!.trim().split(/\s+/)[0], '0', r.stdout);
+        const hostUser = Number(lines[0]!.trim().split(/\s+/)[1]) + 1000;
+        assert.ok(hostUser >= DEFAULTS.idBase, r.stdout);
+        assert.equal(
+          statSync(path.join(sandboxLayer(d, name), 'root', 'home', 'sandbox', 'mine')).uid,
+          hostUser,
+        );
+        const rec = JSON.parse(readFileSync(path.join(sandboxDir(d, name), 'sandbox.json'), 'utf8')) as {
+          init: { holderPid: number };
+        };
+        const status = readFileSync(`/proc/${rec.init.holderPid}/status`, 'utf8');
+        // The holder runs as the sandbox's own root id: the namespace was created by (and is charged to) it.
+        assert.equal(Number(/^Uid:\s+(\d+)/m.exec(status)?.[1]), hostUser - 1000);
+      }
+      assert.notEqual(maps.get('sec-a'), maps.get('sec-b'));
     });
-    const done = collect(ws, false, 90_000);
-    await waitFor(() => out.includes('held'), 'the inotify hog', 30_000);
-    assert.match(out, /held \d+: Too many open files/);
-    const probe = `perl -e 'print syscall(${NR.inotifyInit1}, 0) < 0 ? "failed: $!" : "ok"'`;
-    assert.equal((await sh(d, 'sec-b', probe)).stdout, 'ok');
-    const host = spawnSync('/bin/sh', ['-c', probe], { encoding: 'utf8' });
-    assert.equal(host.stdout, 'ok', 'host root can still create inotify instances');
-    ws.terminate();
-    await done;
-    await sh(d, 'sec-a', 'pkill -x perl; true');
+
+    it('one sandbox exhausting inotify instances leaves another sandbox and host root able to create them', async () => {
+      assert.ok(NR, `syscall numbers for ${process.arch}`);
+      const hog = `perl -e '$|=1; $n=0; while (1) { last if syscall(${NR.inotifyInit1}, 0) < 0; $n++ } print "held $n: $!\\n"; sleep 60'`;
+      const ws = openExec(d, 'sec-a', ['/bin/sh', '-c', hog], { detachable: true });
+      let out = '';
+      ws.on('message', (data: Buffer, isBinary: boolean) => {
+        if (isBinary && data[0] === 1) out += data.subarray(1).toString();
+      });
+      const done = collect(ws, false, 90_000);
+      await waitFor(() => out.includes('held'), 'the inotify hog', 30_000);
+      assert.match(out, /held \d+: Too many open files/);
+      const probe = `perl -e 'print syscall(${NR.inotifyInit1}, 0) < 0 ? "failed: $!" : "ok"'`;
+      assert.equal((await sh(d, 'sec-b', probe)).stdout, 'ok');
+      const host = spawnSync('/bin/sh', ['-c', probe], { encoding: 'utf8' });
+      assert.equal(host.stdout, 'ok', 'host root can still create inotify instances');
+      ws.terminate();
+      await done;
+      await sh(d, 'sec-a', 'pkill -x perl; true');
+    });
+
+    it('one sandbox filling its kernel key quota leaves another sandbox able to add keys', async () => {
+      assert.ok(NR, `syscall numbers for ${process.arch}`);
+      // syscall() needs writable strings (perlfunc): no literals.
+      const addKey = (desc: string) =>
+        `do { ($t, $k, $v) = ("user", ${desc}, "x" x 64); syscall(${NR.addKey}, $t, $k, $v, 64, -4) }`;
+      const fill = `perl -e '$n=0; while ($n < 100000) { last if ${addKey('"k$n"')} < 0; $n++ } print "added $n: $!"'`;
+      const a = await sh(d, 'sec-a', fill);
+      assert.match(a.stdout, /^added \d+: Disk quota exceeded$/, a.stderr);
+      const b = await sh(d, 'sec-b', `perl -e 'print ${addKey('"probe"')} < 0 ? "failed: $!" : "ok"'`);
+      assert.equal(b.stdout, 'ok', b.stderr);
+    });
+
+    it('refuses to start when the id range overlaps /etc/subuid or /etc/subgid, naming SANDBOXD_ID_BASE', async () => {
+      const tmp = mkdtempSync(path.join(os.tmpdir(), 'paddock-subid-'));
+      try {
+        writeFileSync(path.join(tmp, 'subuid'), '# users\nalice:100000:65536\n');
+        writeFileSync(path.join(tmp, 'subgid'), 'alice:100000:65536\n');
+        const files = { uid: path.join(tmp, 'subuid'), gid: path.join(tmp, 'subgid') };
+        await assert.rejects(
+          startSandboxd({
+            tokens: ['t'],
+            dataDir: path.join(tmp, 'data'),
+            idBase: 100000,
+            subidFiles: files,
+          }),
+          (err: Error) => {
+            assert.match(err.message, /^SANDBOXD_ID_BASE=100000 .*overlap "alice:100000:65536" in .*subuid/);
+            assert.ok(!err.message.includes('\n'));
+            return true;
+          },
+        );
+        assert.ok(!existsSync(path.join(tmp, 'data')), 'nothing was set up');
+        // The default does not overlap Debian's first allocation, and the span must fit below 2^32.
+        assert.doesNotThrow(() => assertNoSubidOverlap(DEFAULTS.idBase, files));
+        assert.throws(
+          () => loadConfig({ SANDBOXD_TOKEN: 't', SANDBOXD_ID_BASE: '4294000000' }),
+          /SANDBOXD_ID_BASE/,
+        );
+      } finally {
+        rmSync(tmp, { recursive: true, force: true });
+      }
+    });
   });
 
-  it('one sandbox filling its kernel key quota leaves another sandbox able to add keys', async () => {
-    assert.ok(NR, `syscall numbers for ${process.arch}`);
-    // syscall() needs writable strings (perlfunc): no literals.
-    const addKey = (desc: string) =>
-      `do { ($t, $k, $v) = ("user", ${desc}, "x" x 64); syscall(${NR.addKey}, $t, $k, $v, 64, -4) }`;
-    const fill = `perl -e '$n=0; while ($n < 100000) { last if ${addKey('"k$n"')} < 0; $n++ } print "added $n: $!"'`;
-    const a = await sh(d, 'sec-a', fill);
-    assert.match(a.stdout, /^added \d+: Disk quota exceeded$/, a.stderr);
-    const b = await sh(d, 'sec-b', `perl -e 'print ${addKey('"probe"')} < 0 ? "failed: $!" : "ok"'`);
-    assert.equal(b.stdout, 'ok', b.stderr);
-  });
+if (ROOTLESS)
+  describe('one shared host identity, separate namespaces (rootless; docs/sandboxd.md "Differences and limits")', () => {
+    it("maps every sandbox to the daemon's own uid, never host root, and its user namespace is owned by it", async () => {
+      const self = process.getuid?.() ?? -1;
+      const maps = new Map<string, string>();
+      for (const name of ['sec-a', 'sec-b']) {
+        const r = await sh(d, name, 'cat /proc/self/uid_map; id -u; touch ~/mine');
+        assert.equal(r.exitCode, 0, r.stderr);
+        maps.set(name, r.stdout);
+        // The sandbox's own ids map onto the outer user namespace, whose only id is the daemon's uid.
+        assert.match(r.stdout, /^\s*1000\s+\d+\s+1\n/m, r.stdout);
+        assert.ok(r.stdout.endsWith('1000\n'), r.stdout);
+        assert.equal(statSync(path.join(sandboxLayer(d, name), 'root', 'home', 'sandbox', 'mine')).uid, self);
+        const rec = JSON.parse(readFileSync(path.join(sandboxDir(d, name), 'sandbox.json'), 'utf8')) as {
+          init: { holderPid: number };
+        };
+        const status = readFileSync(`/proc/${rec.init.holderPid}/status`, 'utf8');
+        assert.equal(Number(/^Uid:\s+(\d+)/m.exec(status)?.[1]), self);
+      }
+      // Shared by design: one host uid for every sandbox of a rootless daemon.
+      assert.equal(maps.get('sec-a'), maps.get('sec-b'));
+    });
 
-  it('refuses to start when the id range overlaps /etc/subuid or /etc/subgid, naming SANDBOXD_ID_BASE', async () => {
-    const tmp = mkdtempSync(path.join(os.tmpdir(), 'paddock-subid-'));
-    try {
-      writeFileSync(path.join(tmp, 'subuid'), '# users\nalice:100000:65536\n');
-      writeFileSync(path.join(tmp, 'subgid'), 'alice:100000:65536\n');
-      const files = { uid: path.join(tmp, 'subuid'), gid: path.join(tmp, 'subgid') };
-      await assert.rejects(
-        startSandboxd({ tokens: ['t'], dataDir: path.join(tmp, 'data'), idBase: 100000, subidFiles: files }),
-        (err: Error) => {
-          assert.match(err.message, /^SANDBOXD_ID_BASE=100000 .*overlap "alice:100000:65536" in .*subuid/);
-          assert.ok(!err.message.includes('\n'));
-          return true;
-        },
+    it("keeps two sandboxes of that one uid apart: neither sees, signals nor reaches the other's processes, files or loopback", async () => {
+      const server = `node -e 'require("net").createServer((s) => s.end("from a")).listen(4545, "127.0.0.1")'`;
+      const a = await sh(
+        d,
+        'sec-a',
+        `echo a-only > ~/secret-a; (sleep 3131 >/dev/null 2>&1 &); (${server} >/dev/null 2>&1 &); for i in $(seq 50); do curl -s --http0.9 -m 1 127.0.0.1:4545 && break; sleep 0.1; done`,
       );
-      assert.ok(!existsSync(path.join(tmp, 'data')), 'nothing was set up');
-      // The default does not overlap Debian's first allocation, and the span must fit below 2^32.
-      assert.doesNotThrow(() => assertNoSubidOverlap(DEFAULTS.idBase, files));
-      assert.throws(
-        () => loadConfig({ SANDBOXD_TOKEN: 't', SANDBOXD_ID_BASE: '4294000000' }),
-        /SANDBOXD_ID_BASE/,
+      assert.equal(a.stdout, 'from a', a.stderr);
+      // The host pid of sec-a's sleep: a real process, owned by the same uid as sec-b's.
+      const hostPid = await waitFor(() => hostPidOf('sleep\x003131'), 'the sleep of sec-a');
+      const layerA = path.join(sandboxLayer(d, 'sec-a'), 'root', 'home', 'sandbox', 'secret-a');
+      assert.equal(readFileSync(layerA, 'utf8'), 'a-only\n');
+      const b = await sh(
+        d,
+        'sec-b',
+        [
+          'ps -eo args | grep -c "^sleep 3131" || true',
+          `kill -9 ${hostPid} 2>/dev/null && echo killed || echo no-kill`,
+          'cat ~/secret-a 2>/dev/null || echo no-file',
+          `cat '${layerA}' 2>/dev/null || echo no-host-path`,
+          `ls /proc/${hostPid} >/dev/null 2>&1 && echo proc-visible || echo no-proc`,
+          'curl -s --http0.9 -m 2 127.0.0.1:4545; echo " rc=$?"',
+        ].join('; '),
       );
-    } finally {
-      rmSync(tmp, { recursive: true, force: true });
-    }
+      assert.equal(b.stdout, '0\nno-kill\nno-file\nno-host-path\nno-proc\n rc=7\n', b.stderr);
+      assert.ok(existsSync(`/proc/${hostPid}`), "sec-a's process still runs");
+      await sh(d, 'sec-a', 'pkill -f "sleep 3131"; pkill -x node; true');
+    });
+
+    it('ignores SANDBOXD_ID_BASE, even one overlapping /etc/subuid (no host id range is used)', async () => {
+      const tmp = mkdtempSync(path.join(os.tmpdir(), 'paddock-subid-'));
+      try {
+        writeFileSync(path.join(tmp, 'subuid'), 'alice:100000:65536\n');
+        writeFileSync(path.join(tmp, 'subgid'), 'alice:100000:65536\n');
+        const files = { uid: path.join(tmp, 'subuid'), gid: path.join(tmp, 'subgid') };
+        const started = await startSandboxd({
+          tokens: ['t'],
+          dataDir: path.join(tmp, 'data'),
+          idBase: 100000,
+          subidFiles: files,
+        });
+        await started.close();
+        // The check itself still refuses the overlap (a root daemon runs it at start).
+        assert.throws(() => assertNoSubidOverlap(100000, files), /SANDBOXD_ID_BASE=100000/);
+      } finally {
+        execFileSync('chmod', ['-R', 'u+rwx', '--', tmp]);
+        rmSync(tmp, { recursive: true, force: true });
+      }
+    });
   });
-});
 
 describe('low findings (finding 12)', () => {
   it('answers a malformed %-escape in a path with 400 in the error shape, HTTP and WebSocket', async () => {
@@ -355,4 +438,15 @@ function sandboxCgroups(dataDir: string): string[] {
     }
   }
   return out;
+}
+
+/** The host pid of a process whose command line contains `needle` (arguments joined by NUL), or 0. */
+function hostPidOf(needle: string): number {
+  for (const e of readdirSync('/proc')) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      if (readFileSync(`/proc/${e}/cmdline`, 'utf8').includes(needle)) return Number(e);
+    } catch {}
+  }
+  return 0;
 }

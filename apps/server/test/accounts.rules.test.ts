@@ -342,7 +342,39 @@ describe('API keys', () => {
 
   it('conversation-scoped keys expire in 30 days, reach only opted-in routes, and are revoked by conversation', async () => {
     const owner = await createVerifiedUser(t.deps.db);
+    // The key belongs to a real conversation (api_keys.conversation_id references it).
     const conversationId = '0190f0c2-0000-7000-8000-000000000001';
+    const agentId = '0190f0c2-0000-7000-8000-000000000002';
+    await t.deps.db
+      .insertInto('agents')
+      .values({
+        id: agentId,
+        tenant_id: owner.id,
+        name: 'a',
+        model: 'anthropic/m',
+        runtime: 'claude',
+        skills: '[]',
+        mcp_servers: '{}',
+        metadata: '{}',
+      })
+      .execute();
+    await t.deps.db
+      .insertInto('conversations')
+      .values({
+        id: conversationId,
+        tenant_id: owner.id,
+        agent_id: agentId,
+        vault_id: null,
+        status: 'idle',
+        source: 'api',
+        parent_conversation_id: null,
+        title: 't',
+        failure_reason: null,
+        runtime_session_id: null,
+        session_state: null,
+        owner_node: null,
+      })
+      .execute();
     const minted = await t.deps.apiKeys.mintConversationKey(owner.id, conversationId);
     assert.equal(minted.scope, 'conversation');
     const days = (Date.parse(minted.expires_at!) - Date.now()) / 86400_000;

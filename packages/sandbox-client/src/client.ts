@@ -69,6 +69,12 @@ interface CommandOptions {
   cmd: string[];
   env?: Record<string, string>;
   dir?: string;
+  /**
+   * `'root'`: run as the sandbox's root (uid 0 inside the sandbox), e.g. to install system packages. A
+   * sandboxd extension of the interface (query parameter `user=root`); a backend that already runs commands
+   * as root ignores it. Default: the backend's sandbox user.
+   */
+  user?: 'root';
   /** TTY mode: raw terminal bytes on stdout and JSON control frames. */
   tty?: boolean;
   /** Initial terminal size in TTY mode. Default 24 × 80. */
@@ -323,6 +329,7 @@ export function createSandboxClient(options: SandboxClientOptions): SandboxClien
     }
     query.set('stdin', String(stdin || command.tty === true));
     if (command.dir !== undefined) query.set('dir', command.dir);
+    if (command.user === 'root') query.set('user', 'root');
     if (command.tty) {
       query.set('tty', 'true');
       query.set('rows', String(command.rows ?? 24));

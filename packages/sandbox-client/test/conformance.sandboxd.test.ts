@@ -14,6 +14,7 @@ let tnet: TestNet | undefined;
 before(async () => {
   tnet = await createTestNet();
   sandboxd = await startTestSandboxd({
+    net: tnet,
     hosts: { 'allowed.test': tnet.ip, 'denied.test': tnet.ip },
     env: { SANDBOXD_EGRESS_ALLOW_CIDRS: tnet.allowEnv },
   });

@@ -2,15 +2,18 @@
  * The read-only base image every sandbox overlays.
  *
  * Default base: a small synthetic tree (own /etc, /home/sandbox, /tmp, ...) plus the host's /usr (and any
- * of /bin, /sbin, /lib* that are real directories) overlaid read-only. Nothing else of the host is visible:
+ * of /bin, /sbin, /lib* that are real directories) and its dpkg database (/var/lib/dpkg) overlaid, each with
+ * its own upper directory in the sandbox's writable layer. With the host's apt and dpkg configuration in /etc,
+ * the sandbox root can install system packages into its own layer (root mode, see namespaces.ts). Nothing else of the host is visible:
  * no /root, /home, /etc/shadow, /work, data directories. With SANDBOXD_ROOTFS, the directory rootfs is the
  * lower layer instead, under a thin layer that adds the sandbox user and network files.
  *
  * Invariants:
  * - A built base directory is never modified (overlay lower layers must not change while mounted); a
  *   different content produces a new directory named by its hash.
- * - Root mode: the base belongs to the ids of the reserved range 0 (sandboxIds), which no sandbox maps; each
- *   sandbox's own root and user ids own only its writable layer (its "/" and home live there).
+ * - Root mode: the base belongs to host root, like the host's /usr; no sandbox maps host root, and through
+ *   the idmapped lower layers each sandbox sees both as its own root's (namespaces.ts). Writes land in the
+ *   sandbox's writable layer, owned by its own ids (its "/" and home live there).
  * - Nothing secret of the host /etc is copied: private key directories and every entry that is not
  *   world-readable are left out, on any distribution (security.host.test.ts).
  */
@@ -61,9 +64,22 @@ export interface BaseImage {
   lower: string;
   /** host directories overlaid separately (each gets its own upper dir in the writable layer) */
   hostDirs: string[];
+  /** path inside the sandbox of the system CA bundle, when the base has one */
+  caBundle: string | null;
+}
+
+const CA_BUNDLES = ['/etc/ssl/certs/ca-certificates.crt', '/etc/pki/tls/certs/ca-bundle.crt'];
+
+function caBundleOf(etcRoot: string): string | null {
+  return CA_BUNDLES.find((f) => existsSync(path.join(etcRoot, f))) ?? null;
 }
 
 const HOST_TOP_DIRS = ['usr', 'bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32'];
+/**
+ * Host directories below the top that belong with /usr: dpkg's database describes exactly the files of the
+ * host's /usr, so it is overlaid with it (not copied: 30 MB and thousands of files on every base).
+ */
+const HOST_SYSTEM_DIRS = ['var/lib/dpkg'];
 
 /** Non-secret host /etc entries copied into the synthetic /etc when present. */
 const HOST_ETC_COPY = [
@@ -91,7 +107,25 @@ const HOST_ETC_COPY = [
   'magic',
   'magic.mime',
   'skel',
+  // apt and dpkg: sources, keys, configuration (auth.conf.d and other credentials are mode 600: dropped)
+  'apt',
+  'dpkg',
+  'debconf.conf',
 ];
+
+/** Directories apt, dpkg and debconf write to, created in the default base. */
+const PACKAGE_STATE_DIRS = [
+  'var/lib/apt/lists/partial',
+  'var/cache/apt/archives/partial',
+  'var/cache/debconf',
+  'var/log/apt',
+];
+
+/**
+ * apt configuration added to a base that has /etc/apt: downloads run as root, since the sandbox user
+ * namespace maps no `_apt` user; proxies come from the exec environment (http_proxy, https_proxy).
+ */
+const APT_CONF = 'APT::Sandbox::User "root";\n';
 
 const ETC_FILES: Record<string, string> = {
   passwd: [
@@ -163,7 +197,37 @@ function hostDirLayout(): { dirs: string[]; links: Map<string, string> } {
     if (st.isSymbolicLink()) links.set(d, readlinkSync(`/${d}`));
     else if (st.isDirectory()) dirs.push(d);
   }
+  for (const d of HOST_SYSTEM_DIRS) {
+    try {
+      if (lstatSync(`/${d}`).isDirectory()) dirs.push(d);
+    } catch {}
+  }
   return { dirs, links };
+}
+
+/**
+ * The host's system accounts (ids 1–999) as lines for the base's passwd or group, after its own entries:
+ * dpkg resolves the users and groups its database names (statoverride, package files), so a base without
+ * them cannot install packages. Only the name, id and (passwd) home and shell are kept: no password field,
+ * no comment, no group members (they may name the host's people); human accounts (≥ 1000) stay out.
+ */
+export function systemAccounts(text: string, kind: 'passwd' | 'group', taken: Set<string>): string {
+  const out: string[] = [];
+  for (const line of text.split('\n')) {
+    const f = line.split(':');
+    const id = Number(f[2]);
+    const name = f[0] ?? '';
+    if (!/^[a-z_][a-z0-9_.-]*$/.test(name) || !Number.isInteger(id) || id < 1 || id > 999 || taken.has(name))
+      continue;
+    taken.add(name);
+    if (kind === 'group') out.push(`${name}:x:${id}:`);
+    else {
+      const gid = Number(f[3]);
+      if (!Number.isInteger(gid)) continue;
+      out.push(`${name}:x:${id}:${gid}::${f[5] ?? '/nonexistent'}:${f[6] ?? '/usr/sbin/nologin'}`);
+    }
+  }
+  return out.map((l) => `${l}\n`).join('');
 }
 
 function appendUser(rootfs: string, file: string, line: string, name: string): string {
@@ -188,7 +252,7 @@ export function ensureBase(
 ): BaseImage {
   const layout = rootfs ? { dirs: [], links: new Map<string, string>() } : hostDirLayout();
   const spec = JSON.stringify({
-    v: 4,
+    v: 5,
     ids,
     etc,
     rootfs: rootfs ?? null,
@@ -201,7 +265,8 @@ export function ensureBase(
   // The rootfs is reached through a link next to the base, so overlay options (shown in mountinfo inside)
   // name it relative to the sandbox directory, without its host path.
   const lower = rootfs ? `${dir}:${dir}.rootfs` : dir;
-  if (existsSync(`${dir}.complete`)) return { lower, hostDirs: layout.dirs };
+  const image = () => ({ lower, hostDirs: layout.dirs, caBundle: caBundleOf(rootfs ?? dir) });
+  if (existsSync(`${dir}.complete`)) return image();
 
   const tmp = `${dir}.tmp-${process.pid}`;
   mkdirSync(path.dirname(dir), { recursive: true });
@@ -220,6 +285,7 @@ export function ensureBase(
       'var/lib',
       'var/log',
       'usr/local',
+      ...PACKAGE_STATE_DIRS,
     ]) {
       mkdirSync(path.join(tmp, d), { recursive: true });
     }
@@ -237,6 +303,17 @@ export function ensureBase(
     dropSecrets(path.join(tmp, 'etc'));
     for (const [name, content] of Object.entries(ETC_FILES))
       writeFileSync(path.join(tmp, 'etc', name), content);
+    for (const kind of ['passwd', 'group'] as const) {
+      let host = '';
+      try {
+        host = readFileSync(path.join(etc, kind), 'utf8');
+      } catch {}
+      const own = ETC_FILES[kind]!;
+      const taken = new Set(own.split('\n').map((l) => l.split(':')[0] ?? ''));
+      writeFileSync(path.join(tmp, 'etc', kind), own + systemAccounts(host, kind, taken));
+    }
+    if (existsSync(path.join(tmp, 'etc', 'apt', 'apt.conf.d')))
+      writeFileSync(path.join(tmp, 'etc', 'apt', 'apt.conf.d', '00paddock-sandbox'), APT_CONF);
   } else {
     // Only what the sandbox needs on top of the rootfs: its user and the network files.
     const files: Record<string, string> = {
@@ -271,7 +348,7 @@ export function ensureBase(
     symlinkSync(rootfs, `${dir}.rootfs`);
   }
   writeFileSync(`${dir}.complete`, spec);
-  return { lower, hostDirs: layout.dirs };
+  return image();
 }
 
 /** Device files bind-mounted over empty files of the sandbox's /dev tmpfs. */

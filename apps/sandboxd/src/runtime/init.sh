@@ -1,46 +1,83 @@
 # Sandbox init. Runs as pid 1 of a fresh pid namespace (see namespaces.ts for the invariants it provides).
 # Inputs (environment): SBX_MERGED (mount point of the sandbox root), SBX_FSTAB_ROOT (fstab: the overlay root,
-# the read-only host dir overlays, the /dev tmpfs), SBX_DEV_TEMPLATE (device mount points and /dev symlinks,
-# copied into the /dev tmpfs), SBX_FSTAB_DEV (fstab: device bind mounts, devpts, /dev/shm, /run, /proc),
-# SBX_ROOTLESS (1 when sandboxd runs without root; the user namespace is then created here), SBX_OWNER (root
-# mode: the sandbox's own unprivileged host uid/gid, which creates and so owns the sandbox user namespace).
+# the host dir overlays, the /dev tmpfs), SBX_FSTAB_ROOT_PLAIN (the same without idmapped lower layers, the
+# fallback), SBX_IDMAP_TAB (root mode: NUL-separated source/target pairs of the idmapped lower layers, empty
+# when there are none), SBX_IDMAP_PL (the perl program that makes them), SBX_DEV_TEMPLATE (device mount
+# points and /dev symlinks, copied into the /dev tmpfs), SBX_FSTAB_DEV (fstab: device bind mounts, devpts,
+# /dev/shm, /run, /proc), SBX_ROOTLESS (1 when sandboxd runs without root; the user namespaces are then
+# created here), SBX_OWNER / SBX_ID_RANGE (root mode: the first of the sandbox's own unprivileged host ids, its
+# root, and how many it has; SBX_OWNER creates and so owns the sandbox user namespace).
 # The working directory is the sandbox's state directory: the overlay options name their directories
 # relative to it, so /proc/self/mountinfo inside shows no host path.
 # Every external command costs a fork+exec, so the mounts are done by one mount(8) per phase.
 # Output: "net <host pid>" once the network namespace has loopback up (sandboxd opens the proxy listener
-# in it meanwhile), then "ready <host pid>" when the root is switched and the user namespace holder forked.
+# in it meanwhile), "idmap off" when the idmapped layers could not be made (system directories stay
+# read-only), then "ready <host pid>" when the root is switched.
+#
+# Invariant: every external program this script runs is the host's and runs before the switch of roots.
+# After it, pid 1 (host root) only runs shell builtins: the sandbox's root can write its own copy of the
+# system directories, so nothing of the sandbox's filesystem may ever run with pid 1's privileges.
 set -eu
 M="$SBX_MERGED"
 # /proc is still the host's here, so this is the host pid of this shell (pid 1 inside).
 read -r hostpid _rest < /proc/self/stat
 ip link set lo up
 echo "net $hostpid"
-mount -a -T "$SBX_FSTAB_ROOT"
+# The holders of the sandbox user namespaces, made now, with the host's programs (see the invariant). They
+# start in / (the host root, which the switch below turns into the sandbox root for them too), never in this
+# state directory, and with an empty environment (theirs is readable by the sandbox root). Root mode: created
+# by the sandbox's own unprivileged host uid, so inotify, key and process accounting of everything inside is
+# charged to that uid, not to host root.
+if [ "${SBX_ROOTLESS:-0}" = 1 ]; then
+  (cd / && exec env -i PATH="$PATH" unshare --user --map-user=1000 --map-group=1000 -- sleep infinity) </dev/null >/dev/null 2>&1 &
+  holder=$!
+  # The namespace of root execs: its root is the service user, like the outer namespace's, without its
+  # capabilities over the sandbox's mount, pid and network namespaces.
+  (cd / && exec env -i PATH="$PATH" unshare --user --map-root-user -- sleep infinity) </dev/null >/dev/null 2>&1 &
+else
+  (cd / && exec env -i PATH="$PATH" setpriv --reuid="$SBX_OWNER" --regid="$SBX_OWNER" --clear-groups -- unshare --user -- sleep infinity) </dev/null >/dev/null 2>&1 &
+  holder=$!
+  # Its host pid (the only child now), once it runs in its own user namespace (it has exec'd sleep).
+  # (the file has no final newline: read reports EOF)
+  read -r holder_host _rest < "/proc/$hostpid/task/$hostpid/children" || [ -n "${holder_host:-}" ]
+  n=0
+  while read -r _pid comm _rest < "/proc/$holder_host/stat" && [ "$comm" != "(sleep)" ]; do
+    n=$((n + 1))
+    [ "$n" -lt 200000 ] || { echo "user namespace holder did not start" >&2; exit 1; }
+  done
+  # The sandbox's whole id range (its root first, its user at 1000, the system users packages use between).
+  printf '0 %s %s\n' "$SBX_OWNER" "$SBX_ID_RANGE" > "/proc/$holder_host/uid_map"
+  printf '0 %s %s\n' "$SBX_OWNER" "$SBX_ID_RANGE" > "/proc/$holder_host/gid_map"
+fi
+# Root mode: the lower layers, idmapped through the sandbox's user namespace, show host root's files as the
+# sandbox root's, so the sandbox root can change its own copy of them (apt, npm -g as root).
+fstab="$SBX_FSTAB_ROOT"
+if [ -s "${SBX_IDMAP_TAB:-}" ]; then
+  if ! err=$(perl -e "$SBX_IDMAP_PL" "/proc/$holder_host/ns/user" "$SBX_IDMAP_TAB" 2>&1); then
+    echo "idmap off: $err" | tr '\n' ' '
+    echo
+    fstab="$SBX_FSTAB_ROOT_PLAIN"
+  fi
+fi
+mount -a -T "$fstab"
 cp -a "$SBX_DEV_TEMPLATE/." "$M/dev/"
 mount -a -T "$SBX_FSTAB_DEV"
 # A write to /proc/sys needs host root; rootless falls back to sethostname(2) in our own uts namespace.
 { echo sandbox > /proc/sys/kernel/hostname; } 2>/dev/null || hostname sandbox
 # The FIFOs of exec stdio (exec/procs.ts FifoPool): a tmpfs of this mount namespace only, detached from every
 # tree by the switch of roots below and reached only through fd 9 (sandboxd: /proc/<host pid>/fd/9), so the
-# paths a sandbox process sees for its stdio hold no host path. No other process of the sandbox keeps fd 9.
+# paths a sandbox process sees for its stdio hold no host path. No other process of the sandbox has fd 9.
 mount -t tmpfs -o mode=700,size=4k,nr_inodes=4096 paddock fifos
 exec 9<fifos
 cd "$M"
+# pivot_root stacks the old root over the new one at /, so umount is still the host's.
 pivot_root . .
 umount -l /
 cd /
-# The holder owns the sandbox user namespace; sandboxd writes its id maps (root mode).
-# It is created after pivot_root: unshare(CLONE_NEWUSER) is refused while the root is being switched.
-# The binaries run from here on are the sandbox root's system ones, which sandbox ids cannot write.
-# Root mode: the namespace is created by the sandbox's own unprivileged host uid, so inotify, key and
-# process accounting of everything inside is charged to that uid, not to host root.
-if [ "${SBX_ROOTLESS:-0}" = 1 ]; then
-  unshare --user --map-user=1000 --map-group=1000 -- sleep infinity 9<&- &
-else
-  setpriv --reuid="$SBX_OWNER" --regid="$SBX_OWNER" --clear-groups -- unshare --user -- sleep infinity 9<&- &
-fi
 echo "ready $hostpid"
 exec >/dev/null 2>&1 </dev/null
-# Reap orphans forever (dash's `wait` reaps any child while it waits for the sleep job). exec drops this
-# script's host path from pid 1's command line.
-exec /bin/sh -c 'while :; do sleep 86400 9<&- & wait; done' sandbox-init
+# Reap orphans while the holder lives (dash's `wait` reaps any child while it waits for the job); builtins
+# only. When the holder is gone, the sandbox stops (its processes are killed with pid 1) and the next exec
+# starts it again.
+set +e
+while kill -0 "$holder" 2>/dev/null; do wait "$holder"; done

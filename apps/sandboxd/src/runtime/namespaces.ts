@@ -5,18 +5,24 @@
  * - Root mode: the mount, pid, net, uts, ipc and cgroup namespaces are created by host root, so every mount
  *   in them (overlay root, /dev, /proc) belongs to the host user namespace and cannot be changed from inside.
  *   Sandbox processes additionally live in their own user namespace (held by the "holder" process, created
- *   by the sandbox's own unprivileged host uid, which so owns it and is charged for it) where uid 0 and 1000
- *   map to that sandbox's own host ids (IdMap; no two sandboxes share one); host root is unmapped there, so
+ *   by the sandbox's own unprivileged host uid, which so owns it and is charged for it) where uids 0–65535
+ *   map to that sandbox's own host id range (IdMap: 0 its root, 1000 its user; no two sandboxes share an id);
+ *   host root is unmapped there, so
  *   setuid-root binaries of the base do not elevate and host-owned files grant only their "other" bits.
+ * - Root mode, writable system directories: the lower layers (the base, the host's /usr, /var/lib/dpkg, a
+ *   rootfs) are idmapped mounts through the sandbox's user namespace (IDMAP_PL), so files of host root appear
+ *   as the sandbox root's and it can change its own copy of them (copy-up into its writable layer, owned by its
+ *   own host ids); the host's files and other sandboxes never change (packages.test.ts). Every overlay is
+ *   mounted nosuid, so a setuid file of the sandbox root never elevates the sandbox user.
  * - Rootless mode: unshare maps the sandboxd user to root of a first user namespace that owns the other
- *   namespaces; sandbox processes run as uid 1000 of a nested user namespace without capabilities.
+ *   namespaces; sandbox processes run as uid 1000 of a nested user namespace without capabilities, root execs
+ *   as uid 0 of a sibling nested user namespace (the service user again, without capabilities outside it).
  * - Execs run nothing of the sandbox's filesystem with privileges: they enter the namespaces with the host's
  *   nsenter (absolute path, from the host mount namespace; rootless, both stages), and the first program run
  *   inside is the sandbox's /bin/sh as the sandbox user (EXEC_LOADER), which applies the exec environment
- *   (security.host.test.ts, rootless.test.ts). The init itself runs host binaries (HOST_PATH) until it
- *   switches roots; after that only `setpriv`, `unshare` and `sleep` of the sandbox root's system
- *   directories, which no id of a sandbox can write in root mode (they belong to host root or to the base's
- *   ids, unmapped in every sandbox).
+ *   (security.host.test.ts, rootless.test.ts). The init itself runs host binaries (HOST_PATH) only before it
+ *   switches roots (the holders are made before the switch too); after it, pid 1 runs shell builtins only,
+ *   since the sandbox root may write every system directory of its own root (packages.test.ts).
  * - No host path inside: overlay options name their directories relative to the sandbox's state directory
  *   and the cgroup namespace hides the cgroup path (security.host.test.ts).
  * - Killing the init (pid 1 of the sandbox pid namespace) kills every sandbox process; the mount
@@ -29,6 +35,7 @@ import { mkdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { ID_RANGE } from '../config.ts';
 import type { BaseImage, IdMap } from './base.ts';
 import { DEV_NODES, SANDBOX_UID } from './base.ts';
 import { EXEC_LOADER, HOST_ENV, type HostTools } from './host-tools.ts';
@@ -40,7 +47,14 @@ export interface InitHandle {
   holderPid: number;
   /** /proc/<pid>/stat start time, to detect pid reuse */
   startTime: string;
+  /** rootless: host pid of the process holding the user namespace of root execs */
+  rootHolderPid?: number;
+  /** root mode: why the lower layers are not idmapped (system directories read-only for the sandbox root) */
+  idmapOff?: string;
 }
+
+/** Who an exec runs as inside the sandbox. */
+export type ExecUser = 'sandbox' | 'root';
 
 export interface SandboxDirs {
   layer: string;
@@ -60,7 +74,35 @@ export const FIFO_FD = 9;
 export const SHM_BYTES = 64 * 1024 * 1024;
 export const RUN_BYTES = 16 * 1024 * 1024;
 
-const INIT_SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'init.sh');
+/**
+ * The init's script, given in its environment (`sh -c 'eval "$SBX_INIT"'`; pid 1's environment is not
+ * readable inside), so pid 1's command line holds no host path and pid 1 never has to exec anything after
+ * the switch of roots (init.sh).
+ */
+const INIT_SCRIPT = readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), 'init.sh'), 'utf8');
+
+/**
+ * Makes idmapped mounts (Linux 5.12; overlayfs over them, 5.19) with perl's syscall(): for each source/target
+ * pair of the NUL-separated table, a clone of the source tree (open_tree) whose ids are shown through the
+ * given user namespace (mount_setattr MOUNT_ATTR_IDMAP), attached at the target (move_mount). util-linux
+ * before 2.39 has no option for it and node no syscall interface; perl is part of every Debian system
+ * (perl-base) and of most others. The numbers are the same on every architecture (syscalls ≥ 424).
+ */
+export const IDMAP_PL = `use strict;
+my ($ns, $tab) = @ARGV;
+open(my $nsfh, '<', $ns) or die "open $ns: $!\\n";
+open(my $t, '<', $tab) or die "open $tab: $!\\n";
+my @f = do { local $/; split /\\0/, <$t> };
+while (@f) {
+  my ($src, $dst) = splice(@f, 0, 2);
+  my ($e1, $e2) = ('', '');
+  my $fd = syscall(428, -100, $src, 1 | 0x80000);
+  die "open_tree $src: $!\\n" if $fd < 0;
+  my $attr = pack('QQQQ', 0x100000, 0, 0, fileno($nsfh));
+  syscall(442, $fd, $e1, 0x1000, $attr, 32) == 0 or die "mount_setattr $src: $!\\n";
+  syscall(429, $fd, $e2, -100, $dst, 4) == 0 or die "move_mount $dst: $!\\n";
+}
+`;
 
 /**
  * The proxy listen helper, run by sandboxd's own node inside a sandbox's network namespace only (host mount
@@ -114,13 +156,16 @@ export function isAlive(h: InitHandle): boolean {
  * user has the holder's host uid and can kill it; execs cannot enter the sandbox then.
  */
 export function holderAlive(h: InitHandle): boolean {
-  try {
-    const stat = readFileSync(`/proc/${h.holderPid}/stat`, 'utf8');
-    const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return state !== 'Z' && Number(ppid) === h.pid;
-  } catch {
-    return false;
-  }
+  const alive = (pid: number) => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      return state !== 'Z' && Number(ppid) === h.pid;
+    } catch {
+      return false;
+    }
+  };
+  return alive(h.holderPid) && (h.rootHolderPid === undefined || alive(h.rootHolderPid));
 }
 
 function children(pid: number): number[] {
@@ -163,35 +208,51 @@ export class NamespaceRuntime {
     const { hostDirs } = this.opts.base;
     // Relative to the state directory (the init's working directory): mountinfo shows these strings.
     const rel = (p: string) => path.relative(dirs.state, p);
-    const lower = this.opts.base.lower.split(':').map(rel).join(':');
+    const baseLowers = this.opts.base.lower.split(':');
     const { tools } = this.opts;
     mkdirSync(path.join(dirs.state, 'fifos'), { recursive: true, mode: 0o700 });
     const m = dirs.merged;
-    const rootFstab = path.join(dirs.state, 'mounts-root.fstab');
     // Rootless: the overlay is mounted in a user namespace, where trusted.* xattrs are refused; without
     // userxattr (Linux 5.11) removing or renaming a directory of the base fails with EIO.
-    const ovl = this.opts.rootless ? ',userxattr' : '';
-    const devFstab = path.join(dirs.state, 'mounts-dev.fstab');
-    writeFileSync(
-      rootFstab,
-      [
+    const ovl = `nosuid${this.opts.rootless ? ',userxattr' : ''}`;
+    // Root mode: every lower layer is idmapped at idmap/<n> in the init's mount namespace (init.sh); the plain
+    // fstab is the fallback when that fails (a kernel or file system without idmapped mounts, no perl).
+    const idmapped = new Map<string, string>();
+    if (!this.opts.rootless) {
+      for (const src of [...baseLowers, ...hostDirs.map((d) => `/${d}`)]) {
+        const target = path.join('idmap', String(idmapped.size));
+        mkdirSync(path.join(dirs.state, target), { recursive: true });
+        idmapped.set(src, target);
+      }
+    }
+    const idmapTab = path.join(dirs.state, 'idmap.tab');
+    writeFileSync(idmapTab, [...idmapped].map(([src, target]) => `${src}\0${target}\0`).join(''));
+    const rootFstab = (idmap: boolean) => {
+      // Relative to the state directory (the init's working directory): mountinfo shows these strings.
+      const lowerOf = (src: string) => (idmap ? idmapped.get(src)! : rel(src));
+      return [
         fstabLine(
           'overlay',
           m,
           'overlay',
-          `lowerdir=${lower},upperdir=${rel(dirs.layer)}/root,workdir=${rel(dirs.work)}/root${ovl}`,
+          `lowerdir=${baseLowers.map(lowerOf).join(':')},upperdir=${rel(dirs.layer)}/root,workdir=${rel(dirs.work)}/root,${ovl}`,
         ),
         ...hostDirs.map((d) =>
           fstabLine(
             'overlay',
             `${m}/${d}`,
             'overlay',
-            `lowerdir=/${d},upperdir=${rel(dirs.layer)}/${d},workdir=${rel(dirs.work)}/${d}${ovl}`,
+            `lowerdir=${idmap ? lowerOf(`/${d}`) : `/${d}`},upperdir=${rel(dirs.layer)}/${d},workdir=${rel(dirs.work)}/${d},${ovl}`,
           ),
         ),
         fstabLine('tmpfs', `${m}/dev`, 'tmpfs', 'nosuid,mode=755,size=1m'),
-      ].join(''),
-    );
+      ].join('');
+    };
+    const rootFstabIdmap = path.join(dirs.state, 'mounts-root.fstab');
+    const rootFstabPlain = path.join(dirs.state, 'mounts-root-plain.fstab');
+    writeFileSync(rootFstabIdmap, rootFstab(idmapped.size > 0));
+    writeFileSync(rootFstabPlain, rootFstab(false));
+    const devFstab = path.join(dirs.state, 'mounts-dev.fstab');
     writeFileSync(
       devFstab,
       [
@@ -216,7 +277,7 @@ export class NamespaceRuntime {
       'private',
       '--kill-child',
     );
-    unshareArgs.push(tools.sh, INIT_SCRIPT);
+    unshareArgs.push(tools.sh, '-c', 'eval "$SBX_INIT"', 'sandbox-init');
     const argv = cgroupWrap(tools.sh, procsFiles, unshareArgs);
     const child = spawn(argv[0]!, argv.slice(1), {
       detached: true,
@@ -224,9 +285,14 @@ export class NamespaceRuntime {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: {
         ...HOST_ENV,
+        SBX_INIT: INIT_SCRIPT,
         SBX_OWNER: String(ids.rootHostId),
+        SBX_ID_RANGE: String(ID_RANGE),
         SBX_MERGED: m,
-        SBX_FSTAB_ROOT: rootFstab,
+        SBX_FSTAB_ROOT: rootFstabIdmap,
+        SBX_FSTAB_ROOT_PLAIN: rootFstabPlain,
+        SBX_IDMAP_TAB: idmapTab,
+        SBX_IDMAP_PL: IDMAP_PL,
         SBX_FSTAB_DEV: devFstab,
         SBX_DEV_TEMPLATE: this.opts.devTemplate,
         SBX_ROOTLESS: this.opts.rootless ? '1' : '0',
@@ -237,6 +303,7 @@ export class NamespaceRuntime {
     child.stderr.on('data', (d: Buffer) => {
       if (err.length < 4096) err += d.toString();
     });
+    let idmapOff: string | undefined;
     const pid = await new Promise<number>((resolve, reject) => {
       const timer = setTimeout(() => {
         child.kill('SIGKILL');
@@ -250,6 +317,8 @@ export class NamespaceRuntime {
           netSeen = true;
           onNet?.(Number(net[1]));
         }
+        const off = /idmap off: (.*)\n/.exec(out);
+        if (off) idmapOff = off[1]!.trim() || 'unknown reason';
         const ready = /ready (\d+)\n/.exec(out);
         if (ready) {
           clearTimeout(timer);
@@ -268,28 +337,32 @@ export class NamespaceRuntime {
     child.unref();
     const startTime = processStartTime(pid);
     if (startTime === null) throw new Error('sandbox init exited right after starting');
-    // The holder is forked just before "ready"; wait until it has exec'd into its own user namespace.
+    // The holders are forked before the switch of roots (root mode: with their id maps written, init.sh);
+    // rootless, wait until they have exec'd into their own user namespaces, told apart by their maps.
     const initUserNs = safeReadlink(`/proc/${pid}/ns/user`);
     let holderPid = 0;
-    for (let i = 0; i < 400 && holderPid === 0; i++) {
+    let rootHolderPid = 0;
+    for (let i = 0; i < 400 && (holderPid === 0 || (this.opts.rootless && rootHolderPid === 0)); i++) {
       for (const c of children(pid)) {
         const cmd = safeRead(`/proc/${c}/cmdline`);
-        if (cmd.startsWith('sleep\0infinity') && safeReadlink(`/proc/${c}/ns/user`) !== initUserNs)
-          holderPid = c;
+        if (!cmd.startsWith('sleep\0infinity') || safeReadlink(`/proc/${c}/ns/user`) === initUserNs) continue;
+        const inner = safeRead(`/proc/${c}/uid_map`).trim().split(/\s+/)[0];
+        if (this.opts.rootless && inner === '0') rootHolderPid = c;
+        else if (inner === String(this.opts.rootless ? SANDBOX_UID : 0)) holderPid = c;
       }
-      if (holderPid === 0) await sleep(5);
+      if (holderPid === 0 || (this.opts.rootless && rootHolderPid === 0)) await sleep(5);
     }
-    if (holderPid === 0) {
+    if (holderPid === 0 || (this.opts.rootless && rootHolderPid === 0)) {
       process.kill(pid, 'SIGKILL');
       throw new Error('sandbox user namespace holder did not start');
     }
-    if (!this.opts.rootless) {
-      const { rootHostId, userHostId } = ids;
-      const map = `0 ${rootHostId} 1\n${SANDBOX_UID} ${userHostId} 1\n`;
-      writeFileSync(`/proc/${holderPid}/uid_map`, map);
-      writeFileSync(`/proc/${holderPid}/gid_map`, map);
-    }
-    return { pid, holderPid, startTime };
+    return {
+      pid,
+      holderPid,
+      startTime,
+      ...(rootHolderPid ? { rootHolderPid } : {}),
+      ...(idmapOff ? { idmapOff } : {}),
+    };
   }
 
   /** Kills every process of the sandbox and waits (bounded) for the init to disappear. */
@@ -302,7 +375,8 @@ export class NamespaceRuntime {
   }
 
   /**
-   * argv that runs `cmd` inside the sandbox as the sandbox user, in `dir` (resolved inside the sandbox root),
+   * argv that runs `cmd` inside the sandbox as the sandbox user (or its root: uid 0 of the sandbox user
+   * namespace, rootless of the sibling namespace of root execs), in `dir` (resolved inside the sandbox root),
    * with the environment given to the host side by execEnv() (host-tools.ts). Host binaries only, by absolute
    * path, until the sandbox's own /bin/sh runs EXEC_LOADER as the sandbox user.
    *
@@ -312,7 +386,7 @@ export class NamespaceRuntime {
    * the host nsenter again, which enters the other namespaces and the sandbox user namespace, forks into the
    * pid namespace and runs the loader. Nothing is looked up through a PATH on the way.
    */
-  execArgv(h: InitHandle, cmd: string[], dir: string): string[] {
+  execArgv(h: InitHandle, cmd: string[], dir: string, user: ExecUser = 'sandbox'): string[] {
     const { nsenter } = this.opts.tools;
     const inner = ['/bin/sh', '-c', EXEC_LOADER, 'sandbox-exec', dir, ...cmd];
     const ns = ['-t', String(h.pid), '-m', '-p', '-n', '-u', '-i', '-C', '-r'];
@@ -324,7 +398,7 @@ export class NamespaceRuntime {
         '--',
         nsenter,
         ...ns,
-        `--user=/proc/${h.holderPid}/ns/user`,
+        `--user=/proc/${user === 'root' ? h.rootHolderPid : h.holderPid}/ns/user`,
         '--preserve-credentials',
         '--',
         ...inner,
@@ -335,9 +409,9 @@ export class NamespaceRuntime {
       `--user=/proc/${h.holderPid}/ns/user`,
       ...ns,
       '-S',
-      String(SANDBOX_UID),
+      String(user === 'root' ? 0 : SANDBOX_UID),
       '-G',
-      String(SANDBOX_UID),
+      String(user === 'root' ? 0 : SANDBOX_UID),
       '--',
       ...inner,
     ];

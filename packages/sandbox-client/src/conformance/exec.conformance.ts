@@ -59,6 +59,12 @@ export function registerExecTests(ctx: () => ConformanceContext): void {
       assert.equal(result.stdout.toString(), 'a b=c|ünïcode $HOME|/tmp\n');
     });
 
+    it("runs a command as the sandbox's root with user: 'root'", async () => {
+      const result = await ctx().client.exec(name, { cmd: ['id', '-u'], user: 'root' });
+      assert.equal(result.exitCode, 0, result.stderr.toString());
+      assert.equal(result.stdout.toString(), '0\n');
+    });
+
     it('passes argv entries without a shell in between', async () => {
       const result = await ctx().client.exec(name, { cmd: ['printf', '[%s]', 'a b', '$x', '', "'q'"] });
       assert.equal(result.stdout.toString(), "[a b][$x][]['q']");
