@@ -10,6 +10,24 @@ export class CliError extends Error {
   }
 }
 
+/** A refusal by the server: its status and machine code, for callers that act on them. */
+export class ApiError extends CliError {
+  readonly status: number;
+  readonly code: string | null;
+  readonly retryAfterSeconds: number | null;
+  constructor(
+    message: string,
+    meta: { status: number; code: string | null; retryAfterSeconds: number | null },
+    details: readonly string[] = [],
+  ) {
+    super(message, details);
+    this.name = 'ApiError';
+    this.status = meta.status;
+    this.code = meta.code;
+    this.retryAfterSeconds = meta.retryAfterSeconds;
+  }
+}
+
 /** `field: message` lines from a 422 body's `errors` map. */
 export function fieldErrorLines(errors: unknown): string[] {
   if (!errors || typeof errors !== 'object') return [];

@@ -13,87 +13,12 @@ import {
   resolveConfig,
   writeStoredConfig,
 } from './config.ts';
+import { deleteConversation, ExitStatus, registerConversationCommands } from './conversations.ts';
 import { CliError } from './errors.ts';
 import { compileManifests, redactedPlan } from './manifest.ts';
 import { type Io, json, type OutputFormat, table, withProgress } from './output.ts';
 import { promptHidden, promptLine, readAllStdin } from './prompt.ts';
-
-type Row = Record<string, unknown>;
-
-interface ResourceType {
-  path: string;
-  singular: string;
-  columns: Array<[string, (r: Row) => string]>;
-}
-
-const when = (r: Row) => String(r['updated_at'] ?? '').replace(/\.\d{3}Z$/, 'Z');
-const RESOURCES: Record<string, ResourceType> = {
-  environments: {
-    path: '/api/environments',
-    singular: 'environment',
-    columns: [
-      ['NAME', (r) => String(r['name'])],
-      ['ID', (r) => String(r['id'])],
-      ['NETWORK', (r) => String(r['networking_type'])],
-      ['AGENTS', (r) => String(r['agent_count'])],
-      ['SECRETS', (r) => String(r['secret_count'])],
-      ['UPDATED', when],
-    ],
-  },
-  vaults: {
-    path: '/api/vaults',
-    singular: 'vault',
-    columns: [
-      ['NAME', (r) => String(r['name'])],
-      ['ID', (r) => String(r['id'])],
-      ['SECRETS', (r) => String(r['secret_count'])],
-      ['AGENTS', (r) => String(r['agent_count'])],
-      ['UPDATED', when],
-    ],
-  },
-  agents: {
-    path: '/api/agents',
-    singular: 'agent',
-    columns: [
-      ['NAME', (r) => String(r['name'])],
-      ['ID', (r) => String(r['id'])],
-      ['RUNTIME', (r) => String(r['runtime'])],
-      ['MODEL', (r) => String(r['model'])],
-      ['SKILLS', (r) => String((r['skills'] as unknown[] | undefined)?.length ?? 0)],
-      ['UPDATED', when],
-    ],
-  },
-};
-const ALIASES: Record<string, string> = {
-  environment: 'environments',
-  env: 'environments',
-  envs: 'environments',
-  vault: 'vaults',
-  agent: 'agents',
-};
-
-function resourceType(word: string): ResourceType {
-  const key = ALIASES[word] ?? word;
-  const type = RESOURCES[key];
-  if (!type) throw new CliError(`unknown resource type "${word}": use environments, vaults or agents`, [], 2);
-  return type;
-}
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-async function findOne(client: ApiClient, type: ResourceType, nameOrId: string): Promise<Row> {
-  if (UUID.test(nameOrId)) {
-    try {
-      return await client.request<Row>('GET', `${type.path}/${nameOrId}`);
-    } catch (err) {
-      if (!(err instanceof CliError) || !/HTTP 404/.test(err.message)) throw err;
-    }
-  }
-  const list = await client.request<{ data: Row[] }>('GET', type.path);
-  const found = list.data.find((r) => r['name'] === nameOrId);
-  if (!found) throw new CliError(`${type.singular} "${nameOrId}" not found`);
-  return found;
-}
+import { findOne, type Row, resourceType, UUID } from './resources.ts';
 
 export async function main(argv: string[], env: Env, io: Io): Promise<number> {
   const program = new Command('paddock')
@@ -111,6 +36,7 @@ export async function main(argv: string[], env: Env, io: Io): Promise<number> {
     return createClient({ url: config.url, apiKey: config.apiKey });
   };
   const print = (text: string) => io.out(text.endsWith('\n') ? text : `${text}\n`);
+  const ctx = { io, env, client, format, print };
 
   program
     .command('login')
@@ -236,10 +162,14 @@ export async function main(argv: string[], env: Env, io: Io): Promise<number> {
 
   program
     .command('delete')
-    .description('delete an environment, vault or agent by name or id')
-    .argument('<type>', 'environments | vaults | agents')
-    .argument('<name-or-id>')
-    .action(async (typeWord: string, nameOrId: string) => {
+    .description('delete an environment, vault or agent by name or id, or a conversation by id')
+    .argument('<type-or-id>', 'environments | vaults | agents | conversations, or a conversation id')
+    .argument('[name-or-id]')
+    .action(async (typeWord: string, nameOrId: string | undefined) => {
+      if (nameOrId === undefined && UUID.test(typeWord)) return await deleteConversation(ctx, typeWord);
+      if (nameOrId === undefined) throw new CliError('which one? paddock delete <type> <name-or-id>', [], 2);
+      if (['conversation', 'conversations', 'conv', 'convs'].includes(typeWord))
+        return await deleteConversation(ctx, nameOrId);
       const type = resourceType(typeWord);
       const api = client();
       const one = await findOne(api, type, nameOrId);
@@ -247,6 +177,8 @@ export async function main(argv: string[], env: Env, io: Io): Promise<number> {
       if (format() === 'json') print(json({ deleted: one['id'] }));
       else print(`deleted ${type.singular} ${one['name']} (${one['id']})`);
     });
+
+  registerConversationCommands(program, ctx);
 
   const keys = program.command('keys').description('list, create and revoke API keys');
   keys
@@ -306,6 +238,7 @@ export async function main(argv: string[], env: Env, io: Io): Promise<number> {
     await program.parseAsync(argv, { from: 'user' });
     return 0;
   } catch (err) {
+    if (err instanceof ExitStatus) return err.code;
     if (err instanceof CommanderError) {
       return err.code === 'commander.helpDisplayed' || err.code === 'commander.version'
         ? 0
@@ -325,6 +258,11 @@ const io: Io = {
   out: (text) => process.stdout.write(text),
   err: (text) => process.stderr.write(text),
   errIsTty: process.stderr.isTTY === true,
+  outIsTty: process.stdout.isTTY === true,
+  onInterrupt(handler) {
+    process.on('SIGINT', handler);
+    return () => process.off('SIGINT', handler);
+  },
 };
 
 main(process.argv.slice(2), process.env, io).then(

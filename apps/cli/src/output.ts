@@ -6,6 +6,10 @@ export interface Io {
   err(text: string): void;
   /** True when stderr is a terminal (progress is shown only then). */
   errIsTty: boolean;
+  /** True when stdout is a terminal. */
+  outIsTty: boolean;
+  /** Calls `handler` on Ctrl-C (SIGINT) until the returned function is called. */
+  onInterrupt(handler: () => void): () => void;
 }
 
 export function table(headers: string[], rows: string[][]): string {
