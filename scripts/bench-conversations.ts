@@ -103,7 +103,8 @@ try {
   const environment = await harness.environment(user);
   const warmAgent = await harness.agent(user, { environment_id: environment });
   const built = await harness.api(user, 'POST', `/api/environments/${environment}/checkpoint`, {});
-  if (built.status !== 201) throw new Error(`checkpoint answered ${built.status}: ${JSON.stringify(built.body)}`);
+  if (built.status !== 201)
+    throw new Error(`checkpoint answered ${built.status}: ${JSON.stringify(built.body)}`);
 
   const startToFirstByte = async (agentId: string): Promise<{ ms: number; id: string }> => {
     const started = performance.now();
@@ -135,7 +136,9 @@ try {
     const after = await lastEventId(harness.url, user, c.id);
     const started = performance.now();
     const stream = firstStdout(harness.url, user, c.id, after);
-    const prompted = await harness.api(user, 'POST', `/api/conversations/${c.id}/prompts`, { prompt: PROGRAM });
+    const prompted = await harness.api(user, 'POST', `/api/conversations/${c.id}/prompts`, {
+      prompt: PROGRAM,
+    });
     if (prompted.status !== 202) throw new Error(`prompt answered ${prompted.status}`);
     followUp.push((await stream) - started);
     await settle(c.id);
