@@ -16,7 +16,7 @@ import { createHash } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { existsSync } from 'node:fs';
 import http from 'node:http';
-import { isIP } from 'node:net';
+import net, { isIP } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { crc32 } from 'node:zlib';
 import { createSandboxClient, type SandboxClient } from '../../../packages/sandbox-client/src/index.ts';
@@ -101,10 +101,18 @@ async function reachable(url: string): Promise<string | null> {
   }
 }
 
+// As an ordinary user the daemon is rootless: the host's /usr belongs to host root, which an unprivileged
+// user namespace cannot map, so apt cannot install there (docs/sandboxd.md, "System packages"); npm and pip
+// install into the sandbox user's ~/.local as in root mode. The fake index is then reached through a
+// service route on loopback (SANDBOXD_SERVICE_ROUTES) instead of a test network namespace, which only
+// root can join to the machine's own network.
+const rootless = process.getuid?.() !== 0;
+
 let tnet: TestNet | undefined;
 let d: TestSandboxd | undefined;
 let client: SandboxClient;
 const indexRequests: string[] = [];
+let loopbackIndex: net.Server | undefined;
 let pypiPort = 0;
 
 before(async () => {
@@ -121,11 +129,20 @@ before(async () => {
       if (isIP(a.address) === 4) upstreamIps.add(a.address);
     }
   }
-  tnet = await createTestNet();
   const wheel = sixWheel();
   const sha = createHash('sha256').update(wheel).digest('hex');
-  const { server, port } = await tnet.listen();
-  pypiPort = port;
+  let server: net.Server;
+  if (rootless) {
+    server = net.createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    pypiPort = (server.address() as net.AddressInfo).port;
+    loopbackIndex = server;
+  } else {
+    tnet = await createTestNet();
+    const listening = await tnet.listen();
+    server = listening.server;
+    pypiPort = listening.port;
+  }
   const index = http.createServer((req, res) => {
     indexRequests.push(req.url ?? '');
     if (req.url === '/simple/six/') {
@@ -141,10 +158,17 @@ before(async () => {
     }
   });
   server.on('connection', (socket) => index.emit('connection', socket));
-  d = await startTestSandboxd({
-    hosts: { 'pypi.test': tnet.ip },
-    env: { SANDBOXD_EGRESS_ALLOW_CIDRS: [tnet.allowEnv, ...upstreamIps].join(',') },
-  });
+  d = rootless
+    ? await startTestSandboxd({
+        env: {
+          SANDBOXD_SERVICE_ROUTES: `pypi.test=127.0.0.1:${pypiPort}`,
+          ...(upstreamIps.size > 0 ? { SANDBOXD_EGRESS_ALLOW_CIDRS: [...upstreamIps].join(',') } : {}),
+        },
+      })
+    : await startTestSandboxd({
+        hosts: { 'pypi.test': tnet!.ip },
+        env: { SANDBOXD_EGRESS_ALLOW_CIDRS: [tnet!.allowEnv, ...upstreamIps].join(',') },
+      });
   client = createSandboxClient({ baseUrl: d.url, token: d.token });
   await client.create('pkg-a');
   await client.create('pkg-b');
@@ -154,6 +178,7 @@ after(async () => {
   for (const name of ['pkg-a', 'pkg-b']) await client?.destroy(name).catch(() => {});
   await d?.stop();
   tnet?.close();
+  loopbackIndex?.close();
 });
 
 const run = async (name: string, script: string, user?: 'root') => {
@@ -173,6 +198,19 @@ describe('packages stage on the default base', () => {
       ['apt:root', 'apt:root', 'npm:sandbox', 'pip:sandbox'],
     );
     for (const c of commands) {
+      if (rootless && c.user === 'root') {
+        // Rootless: the sandbox's root cannot change the host's /usr, and says so.
+        const r = await client.exec('pkg-a', {
+          cmd: c.argv,
+          env: c.env,
+          user: 'root',
+          timeoutMs: c.timeoutMs,
+        });
+        if (c.argv.includes('install')) {
+          assert.notEqual(r.exitCode, 0, 'apt-get install cannot succeed rootless');
+        }
+        continue;
+      }
       const t0 = performance.now();
       const r = await client.exec('pkg-a', {
         cmd: c.argv,
@@ -194,6 +232,26 @@ describe('packages stage on the default base', () => {
     }
     assert.ok(indexRequests.includes(`/files/${WHEEL}`), 'pip fetched the wheel from the index');
 
+    if (rootless) {
+      const used = await run(
+        'pkg-a',
+        'id -un; command -v hello || echo no-hello; cowsay paddock; python3 -c "import six; print(six.__version__)"',
+      );
+      assert.equal(used.code, 0, used.err);
+      const lines = used.out.split('\n');
+      assert.equal(lines[0], 'sandbox');
+      assert.equal(lines[1], 'no-hello', 'apt installed nothing rootless');
+      assert.match(used.out, /< paddock >/);
+      assert.equal(lines.at(-2), SIX_VERSION);
+      const other = await run(
+        'pkg-b',
+        'command -v cowsay || echo no-cowsay; python3 -c "import six; print(six.__version__)" 2>/dev/null || echo no-six',
+      );
+      assert.equal(other.out.split('\n')[0], 'no-cowsay');
+      assert.notEqual(other.out.split('\n')[1], SIX_VERSION);
+      assert.equal(existsSync('/usr/bin/hello'), false, 'the host has no /usr/bin/hello');
+      return;
+    }
     const used = await run(
       'pkg-a',
       'id -un; echo \'{"a":1}\' | jq -c .a; hello; cowsay paddock; python3 -c "import six; print(six.__version__)"',
@@ -241,6 +299,13 @@ describe("the sandbox root's writable system directories", () => {
       'perl',
       'nsenter',
     ];
+    if (rootless) {
+      // Rootless: the sandbox's root cannot write the host's /usr at all, so nothing can be planted there.
+      const refused = await run('pkg-b', 'cp "$(command -v sleep)" /usr/bin/real-sleep', 'root');
+      assert.notEqual(refused.code, 0, 'the sandbox root cannot write /usr rootless');
+      assert.equal((await run('pkg-b', 'test -e /usr/bin/real-sleep || echo absent')).out, 'absent\n');
+      return;
+    }
     const plant = await run(
       'pkg-b',
       `set -e; touch /tmp/planted-ran; chmod 666 /tmp/planted-ran; for n in ${names.join(' ')}; do
