@@ -79,6 +79,9 @@ try {
       env: {
         ...process.env,
         NODE_ENV: 'test',
+        // Tests that reach the npm registry or the Debian archive trust the machine's CA store, as
+        // curl, git and pip do (a network that intercepts TLS installs its CA there, not in Node's).
+        NODE_USE_SYSTEM_CA: process.env['NODE_USE_SYSTEM_CA'] ?? '1',
         TMPDIR: testTmp,
         PADDOCK_TEST_PG_ADMIN_URL: pg.adminUrl,
         PADDOCK_TEST_PG_TEMPLATE: TEMPLATE,
