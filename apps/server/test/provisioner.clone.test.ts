@@ -29,7 +29,11 @@ const gitEnv = { GIT_SSL_NO_VERIFY: 'true' };
 before(async () => {
   tnet = await createTestNet();
   h = await startProvisionHarness({
-    sandboxd: { hosts: { 'git.test': tnet.ip }, env: { SANDBOXD_EGRESS_ALLOW_CIDRS: tnet.allowEnv } },
+    sandboxd: {
+      net: tnet,
+      hosts: { 'git.test': tnet.ip },
+      env: { SANDBOXD_EGRESS_ALLOW_CIDRS: tnet.allowEnv },
+    },
   });
   const { server, port } = await tnet.listen();
   githost = startFakeGitHost(server);

@@ -48,8 +48,39 @@ after(async () => {
   await h?.close();
 });
 
+// As an ordinary user sandboxd is rootless: apt cannot change the host's /usr there
+// (docs/sandboxd.md, "System packages"), so the stage fails naming apt; npm installs as in root mode.
+const rootless = process.getuid?.() !== 0;
+
 describe('packages stage', () => {
   test('apt (as root) and npm install; output streams to the log; the sandbox user runs them', async () => {
+    if (rootless) {
+      const aptEnv = await createEnvironment(h, { packages: { apt: 'hello' } });
+      const a = await newConversation(h, { environmentId: aptEnv });
+      await assert.rejects(
+        provisionerFor(h, { packagePlanner: packageCommands }).provision(a.input),
+        (err: unknown) => {
+          assert.ok(err instanceof ProvisionError);
+          assert.equal(err.stage, 'packages');
+          assert.match(err.message, /^apt failed/);
+          return true;
+        },
+      );
+      const npmEnv = await createEnvironment(h, { packages: { npm: 'cowsay' } });
+      const n = await newConversation(h, { environmentId: npmEnv });
+      await provisionerFor(h, { packagePlanner: packageCommands }).provision(n.input);
+      assert.deepEqual(stagesOf(n.writer.rows), [
+        'provision:started',
+        'provision:done',
+        'packages:started',
+        'packages:done',
+      ]);
+      const out = await sh(h.client, n.input.sandboxName, 'id -un; cowsay paddock');
+      assert.match(out, /^sandbox\n/);
+      assert.match(out, /< paddock >/);
+      await h.client.destroy(n.input.sandboxName);
+      return;
+    }
     const environmentId = await createEnvironment(h, { packages: { apt: 'hello', npm: 'cowsay' } });
     const c = await newConversation(h, { environmentId });
     await provisionerFor(h, { packagePlanner: packageCommands }).provision(c.input);
