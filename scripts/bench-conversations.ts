@@ -9,6 +9,7 @@
 //   bare create+exec        create a sandbox, exec the same program, first stdout byte
 //   bare create+restore+exec the same with a checkpoint restore before the exec
 //   bare exec               exec in an existing sandbox, first stdout byte
+//   bare detachable exec    the same, detachable as a turn is (reported, not subtracted)
 // The service overhead is the difference of the medians (goals, design/performance.md:
 // ≤ 150 ms cold, ≤ 50 ms warm, ≤ 30 ms follow-up).
 //
@@ -72,11 +73,12 @@ async function lastEventId(url: string, user: TestUser, id: string): Promise<str
   }
 }
 
-async function bareFirstByte(client: SandboxClient, name: string): Promise<number> {
+async function bareFirstByte(client: SandboxClient, name: string, detachable = false): Promise<number> {
   const started = performance.now();
   let first = 0;
   const handle = await client.execStream(name, {
     cmd: ['sh', '-c', PROGRAM],
+    ...(detachable ? { detachable: true } : {}),
     onStdout: () => {
       if (!first) first = performance.now();
     },
@@ -154,6 +156,7 @@ try {
   const bareCold: number[] = [];
   const bareWarm: number[] = [];
   const bareExec: number[] = [];
+  const bareDetachable: number[] = [];
   const source = `bench-src-${randomBytes(4).toString('hex')}`;
   await client.create(source);
   const checkpoint = await client.createCheckpoint(source);
@@ -163,6 +166,7 @@ try {
     await client.create(name);
     bareCold.push(performance.now() - started + (await bareFirstByte(client, name)));
     bareExec.push(await bareFirstByte(client, name));
+    bareDetachable.push(await bareFirstByte(client, name, true));
     await client.destroy(name);
 
     const restored = `bench-${randomBytes(4).toString('hex')}`;
@@ -188,6 +192,14 @@ try {
   overhead('cold start → first byte', cold, bareCold, 'bare create+exec', '≤ 150 ms');
   overhead('warm start → first byte', warm, bareWarm, 'bare create+restore+exec', '≤ 50 ms');
   overhead('follow-up → first byte', followUp, bareExec, 'bare exec', '≤ 30 ms');
+  // A turn runs detachable (it must survive its owner: reattach), which the backend starts under
+  // a shim process: the share of the follow-up overhead that is the backend's, not the service's.
+  figures.push({
+    name: 'follow-up → first byte: bare detachable exec',
+    unit: 'ms',
+    median: median(bareDetachable),
+    samples: bareDetachable,
+  });
 } finally {
   await harness.close();
   await scratch.remove();

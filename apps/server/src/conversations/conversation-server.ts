@@ -379,10 +379,12 @@ export function createConversationServer(
         await failTurnEarly(turn, 'interrupted before it started', 'interrupted');
         return;
       }
-      const images = (await turnImages(db, lease.tenantId, turn.id)).map((i) => ({
-        mediaType: i.media_type,
-        data: i.data,
-      }));
+      // The images and the turn's `running` row are independent round trips: overlapped.
+      const [imageRows] = await Promise.all([
+        turnImages(db, lease.tenantId, turn.id),
+        ownerStartTurn(db, lease, turn.id, current?.id ?? ''),
+      ]);
+      const images = imageRows.map((i) => ({ mediaType: i.media_type, data: i.data }));
       const command = adapter.buildTurn({
         agent,
         prompt: turn.prompt,
@@ -391,10 +393,13 @@ export function createConversationServer(
         mcpServers: provisioned?.mcpServers ?? agent.mcpServers,
         turnId: turn.id,
       });
-      await ownerStartTurn(db, lease, turn.id, current?.id ?? '');
       if (await ownerSetConversation(db, lease, { status: 'running' }, { onlyIf: ['pending', 'idle'] }))
         publishStatus('running');
-      await stage({ stage: 'turn', state: 'started', turnId: turn.id });
+      // Queued, not awaited before the spawn: the writer keeps rows in the order they were handed
+      // in, so this row still precedes every byte of the turn's output (log-writer.ts invariant
+      // 4) without the spawn waiting for its commit. Its failure (a stale owner) is raised below.
+      const startedRow = stage({ stage: 'turn', state: 'started', turnId: turn.id });
+      startedRow.catch(() => {}); // awaited after the spawn; never an unhandled rejection meanwhile
       try {
         for (const file of command.files) {
           await sandbox.writeFile(io.sandboxName, file.path, file.content, {
@@ -415,6 +420,7 @@ export function createConversationServer(
           provisioned = null;
           current = null;
         }
+        await startedRow;
         await finishTurn(
           turn,
           { status: 'failed', exitCode: null, error: 'the turn could not be started in the sandbox' },
@@ -423,6 +429,7 @@ export function createConversationServer(
         );
         return;
       }
+      await startedRow;
     }
     if (interruptPending) {
       interruptPending = false;
@@ -435,9 +442,9 @@ export function createConversationServer(
 
   const loop = async () => {
     while (!stopped) {
-      const conv = await ownerLoadConversation(db, lease);
+      // Two reads, overlapped (the turn is not needed when the conversation has ended).
+      const [conv, turn] = await Promise.all([ownerLoadConversation(db, lease), ownerNextTurn(db, lease)]);
       if (conv.status === 'terminated' || conv.status === 'failed') break;
-      const turn = await ownerNextTurn(db, lease);
       if (!turn) break;
       if (!(await ensureSandbox(conv))) continue;
       await runTurn(conv, turn);

@@ -178,6 +178,21 @@ describe('the log writer', () => {
     assert.deepEqual(rows.at(-1)?.turn_id, next);
   });
 
+  it('sends output after a quiet spell at once and batches what follows within the interval', async () => {
+    const conversation = await insertConversation(database.handle.db, tenantId);
+    // An interval no test waits for: the first output must not wait for it, the next one must.
+    const writer = writerFor(conversation, createSecretRegistry(), { flushIntervalMs: 60_000 });
+    writer.output('stdout', Buffer.from('first\n'));
+    for (let i = 0; i < 100 && (await storedText(database.handle.db, conversation.id, 'stdout')) === ''; i++)
+      await wait(50);
+    assert.equal(await storedText(database.handle.db, conversation.id, 'stdout'), 'first\n');
+    writer.output('stdout', Buffer.from('second\n'));
+    await wait(200);
+    assert.equal(await storedText(database.handle.db, conversation.id, 'stdout'), 'first\n');
+    await writer.close();
+    assert.equal(await storedText(database.handle.db, conversation.id, 'stdout'), 'first\nsecond\n');
+  });
+
   it('keeps stage rows after the output before them', async () => {
     const conversation = await insertConversation(database.handle.db, tenantId);
     const writer = writerFor(conversation, createSecretRegistry(), { flushIntervalMs: 1000 });

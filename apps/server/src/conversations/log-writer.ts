@@ -50,7 +50,8 @@ export interface LogWriterDeps {
   logger: Pick<Logger, 'warn'>;
   /** config.logOutputBudgetMb; 0 disables the budget. */
   outputBudgetMb: number;
-  /** Longest time output waits before its batch starts (default 15 ms). */
+  /** Batching interval (default 15 ms): output after a quiet spell is sent at once, further output waits
+   * at most this long, so a stream of output costs at most one batch per interval. */
   flushIntervalMs?: number;
   /** A batch is sent at once when this many output bytes wait (default 256 KiB). */
   maxBatchBytes?: number;
@@ -177,16 +178,28 @@ export function createLogWriter(
     for (const stream of ['stdout', 'stderr'] as const) append(stream, streams[stream].redactor.flush());
   };
 
+  /** When the last batch started (performance.now()); -Infinity before the first. */
+  let lastBatchAt = Number.NEGATIVE_INFINITY;
+
+  // Output waits only until an interval has passed since the last batch started, so output after
+  // a quiet spell goes out at once: the interval throttles a stream of output to about one batch
+  // per interval, it is not a delay every first byte of a turn pays (design/performance.md:
+  // follow-up → first byte).
   const schedule = (): void => {
     if (queuedBytes >= maxBatchBytes) {
       void kick();
       return;
     }
     if (timer || running) return;
+    const wait = lastBatchAt + intervalMs - performance.now();
+    if (wait <= 0) {
+      void kick();
+      return;
+    }
     timer = setTimeout(() => {
       timer = null;
       void kick();
-    }, intervalMs);
+    }, wait);
   };
 
   const fail = (err: Error): void => {
@@ -221,6 +234,7 @@ export function createLogWriter(
   };
 
   const persistBatch = async (): Promise<void> => {
+    lastBatchAt = performance.now();
     if (!loaded) {
       const res = await deps.pool.query<{
         log_bytes: number | string;
