@@ -18,7 +18,12 @@ const BENCHES: Record<string, string> = {
   'conversations-log': 'scripts/bench-conversations-log.ts',
 };
 
-const wanted = process.argv.slice(2).filter((a) => !a.startsWith('-'));
+// Names come first; everything from the first option on is passed to each benchmark
+// (`npm run bench -- conversations --runs 9`).
+const args = process.argv.slice(2);
+const firstOption = args.findIndex((a) => a.startsWith('-'));
+const wanted = firstOption === -1 ? args : args.slice(0, firstOption);
+const passed = firstOption === -1 ? [] : args.slice(firstOption);
 const names = wanted.length > 0 ? wanted : Object.keys(BENCHES);
 let failed = false;
 for (const name of names) {
@@ -30,7 +35,9 @@ for (const name of names) {
   }
   console.log(`\n== ${name} (${file})`);
   const code = await new Promise<number>((r) =>
-    spawn(process.execPath, [join(ROOT, file)], { stdio: 'inherit', cwd: ROOT }).on('exit', (c) => r(c ?? 1)),
+    spawn(process.execPath, [join(ROOT, file), ...passed], { stdio: 'inherit', cwd: ROOT }).on('exit', (c) =>
+      r(c ?? 1),
+    ),
   );
   if (code !== 0) failed = true;
 }
