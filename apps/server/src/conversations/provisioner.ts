@@ -25,6 +25,7 @@
 import { performance } from 'node:perf_hooks';
 import { type SandboxClient, SandboxTimeoutError } from '@paddock/sandbox-client';
 import type { Db } from '../db/database.ts';
+import { findEnvironmentForProvisioning } from '../environments/environments.repo.ts';
 import type { RepoEntry } from '../environments/environments.tables.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { SecretsService } from '../secrets/secrets.service.ts';
@@ -153,21 +154,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
 
   async function loadEnvironment(tenantId: string, id: string | null): Promise<EnvironmentRow | null> {
     if (!id) return null;
-    const row = await db
-      .selectFrom('environments')
-      .select([
-        'id',
-        'env_vars',
-        'packages',
-        'repos',
-        'setup_script',
-        'networking_type',
-        'networking_config',
-        'checkpoint_id',
-      ])
-      .where('tenant_id', '=', tenantId)
-      .where('id', '=', id)
-      .executeTakeFirst();
+    const row = await findEnvironmentForProvisioning(db, tenantId, id);
     return row ?? null;
   }
 

@@ -26,6 +26,7 @@ import type { Logger } from '../observability/logger.ts';
 import type { ResourceContext } from '../secrets/context.ts';
 import { isUuid } from '../secrets/fields.ts';
 import type { SecretsService } from '../secrets/secrets.service.ts';
+import { findEnvironmentForProvisioning } from './environments.repo.ts';
 import type { EnvironmentViewT } from './environments.schema.ts';
 import type { EnvironmentsService } from './environments.service.ts';
 
@@ -60,23 +61,7 @@ export function createEnvironmentCheckpoints(deps: {
   const { db, sandbox, logger } = deps;
   return {
     async build(ctx, id, onEvent = () => {}) {
-      const row = isUuid(id)
-        ? await db
-            .selectFrom('environments')
-            .select([
-              'id',
-              'env_vars',
-              'packages',
-              'repos',
-              'setup_script',
-              'networking_type',
-              'networking_config',
-              'checkpoint_id',
-            ])
-            .where('tenant_id', '=', ctx.tenantId)
-            .where('id', '=', id)
-            .executeTakeFirst()
-        : undefined;
+      const row = isUuid(id) ? await findEnvironmentForProvisioning(db, ctx.tenantId, id) : undefined;
       if (!row) throw AppError.notFound('environment');
       const environment: EnvironmentRow = row;
       const secrets = await deps.secrets.decryptOwner(ctx.tenantId, { kind: 'environment', id }, db);

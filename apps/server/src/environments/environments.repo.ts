@@ -72,6 +72,25 @@ const findWithCounts = prepared('environment_with_counts', (db, p: { tenantId: s
   selectWithCounts(db, p.tenantId).where('e.id', '=', p.id),
 );
 
+/** What provisioning a sandbox reads of an environment (the conversation provisioner and the checkpoint build). */
+export async function findEnvironmentForProvisioning(db: Db, tenantId: string, id: string) {
+  return db
+    .selectFrom('environments')
+    .select([
+      'id',
+      'env_vars',
+      'packages',
+      'repos',
+      'setup_script',
+      'networking_type',
+      'networking_config',
+      'checkpoint_id',
+    ])
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+}
+
 export async function findEnvironmentWithCounts(db: Db, tenantId: string, id: string) {
   return await findWithCounts.first(db, { tenantId, id });
 }
