@@ -119,6 +119,15 @@ export function createConversationServer(
   const publishStatus = (status: string) =>
     deps.feed.publish(lease.conversationId, { type: 'status', status });
 
+  /** A turn could not run or re-join: its open turns fail, and a running conversation rests idle (resumable). */
+  const failTurnsToIdle = async (reason: string) => {
+    await ownerFailOpenTurns(db, lease, 'failed', reason);
+    if (
+      await ownerSetConversation(db, lease, { status: 'idle', touchActivity: true }, { onlyIf: ['running'] })
+    )
+      publishStatus('idle');
+  };
+
   const agentOf = async (conv: Conversation): Promise<AgentSnapshot> => {
     if (!conv.agent_id) throw new AppError('not_found', 'the agent of this conversation was deleted');
     return await deps.gates.agent(lease.tenantId, conv.agent_id);
@@ -190,16 +199,7 @@ export function createConversationServer(
         )
           publishStatus('failed');
       } else {
-        await ownerFailOpenTurns(db, lease, 'failed', reason);
-        if (
-          await ownerSetConversation(
-            db,
-            lease,
-            { status: 'idle', touchActivity: true },
-            { onlyIf: ['running'] },
-          )
-        )
-          publishStatus('idle');
+        await failTurnsToIdle(reason);
       }
       return false;
     } finally {
@@ -247,16 +247,7 @@ export function createConversationServer(
       const reason = safeReason(err);
       await stage({ stage: 'reattach', state: 'failed', durationMs: Date.now() - t0, message: reason });
       await ownerSetSandbox(db, lease, row.id, 'failed', reason);
-      await ownerFailOpenTurns(db, lease, 'failed', reason);
-      if (
-        await ownerSetConversation(
-          db,
-          lease,
-          { status: 'idle', touchActivity: true },
-          { onlyIf: ['running'] },
-        )
-      )
-        publishStatus('idle');
+      await failTurnsToIdle(reason);
       return 'failed';
     }
   };
