@@ -135,6 +135,11 @@ export interface RuntimeAdapter {
     resumeSessionId: string | null;
     mcpServers: Record<string, McpServer>;
     turnId: string;
+    /**
+     * The sandbox env the turn runs with (secrets included): read it for settings such as a
+     * provider's base URL; never copy a value into argv (the process list) or a log line.
+     */
+    env: Readonly<Record<string, string>>;
   }): TurnCommand;
   /**
    * Reads one line of the runtime's stdout into common turn events (empty when the line says

@@ -28,6 +28,7 @@ function build(runtime: AgentSnapshot['runtime'], resume: string | null = null) 
     resumeSessionId: resume,
     mcpServers: {},
     turnId: 't1',
+    env: {},
   });
 }
 
