@@ -20,7 +20,7 @@ import { defaultRuntimes } from '../../src/conversations/runtimes/registry.ts';
 import type { EngineOptions } from '../../src/deps.ts';
 import { type ConversationHarness, startConversationHarness } from './conversations.ts';
 import type { TestUser } from './factories.ts';
-import { type FakeInference, startFakeInference } from './fake-inference.ts';
+import { type FakeInference, PROVIDER_ENV, startFakeInference } from './fake-inference.ts';
 import { type FakeGitHost, startFakeGitHost } from './git-server.ts';
 import { openSse, type SseMessage } from './sse-client.ts';
 
@@ -30,24 +30,6 @@ export const FAKE_GIT_HOST = 'git.test';
 export const REPO_FILES: Record<string, string> = {
   'README.md': '# app\n',
   'notes.txt': 'original\n',
-};
-
-/** Each runtime's provider settings in the sandbox env: the key's name and the base URL's. */
-export const PROVIDER_ENV: Record<Runtime, { key: string; baseUrl: string; path: string; model: string }> = {
-  claude: {
-    key: 'ANTHROPIC_API_KEY',
-    baseUrl: 'ANTHROPIC_BASE_URL',
-    path: '',
-    model: 'anthropic/claude-sonnet-4-5',
-  },
-  gemini: {
-    key: 'GEMINI_API_KEY',
-    baseUrl: 'GOOGLE_GEMINI_BASE_URL',
-    path: '',
-    model: 'google/gemini-2.5-flash',
-  },
-  codex: { key: 'OPENAI_API_KEY', baseUrl: 'OPENAI_BASE_URL', path: '/v1', model: 'openai/gpt-5.5' },
-  opencode: { key: 'OPENAI_API_KEY', baseUrl: 'OPENAI_BASE_URL', path: '/v1', model: 'openai/gpt-5.5' },
 };
 
 export interface AgentSetup {
@@ -179,7 +161,11 @@ export async function startAgentsHarness(options: AgentsHarnessOptions = {}): Pr
           kind: 'Environment',
           name: names.environment,
           spec: {
-            env_vars: { [provider.baseUrl]: `${fake.sandboxUrl}${provider.path}`, ...opts.envVars },
+            env_vars: {
+              [provider.baseUrl]: `${fake.sandboxUrl}${provider.path}`,
+              ...provider.testEnv,
+              ...opts.envVars,
+            },
             repos: [{ url: repoUrl }],
           },
         },

@@ -11,9 +11,11 @@
 //
 // Reached from inside a sandbox as `fake.sandboxUrl` (http://inference.test:<port>): sandboxd's
 // egress proxy routes that exact name and port to the loopback listener (SANDBOXD_SERVICE_ROUTES).
-// The server is unref'd: it never keeps a test process alive, and close() (or the end of the
-// process) stops it.
-import { createServer, type Fixture, type JournalEntry, normalizeResponse } from '@copilotkit/aimock';
+// The servers are unref'd: they never keep a test process alive, and close() (or the end of the
+// process) stops them. Requests are recorded whole by a small forwarding front (aimock's own
+// journal cuts bodies over 64 KB), so `requests()` shows exactly what each CLI sent.
+import http from 'node:http';
+import { createServer, type Fixture, normalizeResponse } from '@copilotkit/aimock';
 import type { Runtime } from '../../src/agents/agents.tables.ts';
 
 /** The host name a sandbox uses for the fake (mapped by the egress proxy, never by DNS). */
@@ -28,6 +30,44 @@ export const SHELL_TOOLS: Record<Runtime, { name: string; args(command: string):
     opencode: { name: 'bash', args: (command) => ({ command, description: 'Run the command' }) },
   };
 
+/**
+ * Each runtime's provider settings in the sandbox env: the key's variable, the base URL's (the
+ * fake's URL plus `path`), a model the CLI accepts, and test-only settings (no retries).
+ */
+export const PROVIDER_ENV: Record<
+  Runtime,
+  { key: string; baseUrl: string; path: string; model: string; testEnv: Record<string, string> }
+> = {
+  claude: {
+    key: 'ANTHROPIC_API_KEY',
+    baseUrl: 'ANTHROPIC_BASE_URL',
+    path: '',
+    model: 'anthropic/claude-sonnet-4-5',
+    testEnv: { CLAUDE_CODE_MAX_RETRIES: '0' },
+  },
+  gemini: {
+    key: 'GEMINI_API_KEY',
+    baseUrl: 'GOOGLE_GEMINI_BASE_URL',
+    path: '',
+    model: 'google/gemini-2.5-flash',
+    testEnv: {},
+  },
+  codex: {
+    key: 'OPENAI_API_KEY',
+    baseUrl: 'OPENAI_BASE_URL',
+    path: '/v1',
+    model: 'openai/gpt-5.5',
+    testEnv: {},
+  },
+  opencode: {
+    key: 'OPENAI_API_KEY',
+    baseUrl: 'OPENAI_BASE_URL',
+    path: '/v1',
+    model: 'openai/gpt-5.5',
+    testEnv: {},
+  },
+};
+
 export interface ScriptedTurn {
   /** A word of the prompt that selects this script (unique per test). */
   marker: string;
@@ -40,11 +80,13 @@ export interface ScriptedTurn {
 }
 
 export interface FakeRequest {
+  method: string;
   path: string;
-  /** The request's messages as aimock normalised them (chat form: role + content). */
-  messages: { role: string; content: unknown }[];
-  /** Every message's text, joined: to look for what a CLI sent (earlier turns on resume). */
+  /** The request body as the CLI sent it (parsed JSON; the raw text when it is not JSON). */
+  body: unknown;
+  /** Every string in the body, joined: to look for what a CLI sent (earlier turns on resume). */
   text: string;
+  /** The status the fake answered with. */
   status: number;
 }
 
@@ -58,6 +100,8 @@ export interface FakeInference {
   serviceRoute: string;
   /** Adds a scripted turn: a shell tool call (if `command`), then the final message. */
   script(runtime: Runtime, turn: ScriptedTurn): void;
+  /** A prompt containing `marker` is answered with an API error (e.g. 401 authentication_error). */
+  scriptError(marker: string, error: { status: number; type: string; message: string }): void;
   /** The requests the fake has answered, oldest first. */
   requests(): FakeRequest[];
   clearRequests(): void;
@@ -71,30 +115,57 @@ function usageFor(runtime: Runtime, usage: { input: number; output: number }): R
   return { input_tokens: usage.input, output_tokens: usage.output };
 }
 
-function textOf(content: unknown): string {
-  if (typeof content === 'string') return content;
-  if (Array.isArray(content)) return content.map(textOf).join('\n');
-  if (content && typeof content === 'object') {
-    const part = content as Record<string, unknown>;
-    return typeof part['text'] === 'string' ? part['text'] : JSON.stringify(part);
-  }
-  return '';
+/** Every string leaf of a JSON value (message texts, tool inputs and results, system prompts). */
+function strings(value: unknown, out: string[] = []): string[] {
+  if (typeof value === 'string') out.push(value);
+  else if (Array.isArray(value)) for (const v of value) strings(v, out);
+  else if (value && typeof value === 'object') for (const v of Object.values(value)) strings(v, out);
+  return out;
 }
 
-function toRequest(entry: JournalEntry): FakeRequest {
-  const body = (entry.body ?? {}) as { messages?: unknown };
-  const messages = Array.isArray(body.messages)
-    ? (body.messages as { role?: unknown; content?: unknown }[]).map((m) => ({
-        role: String(m.role ?? ''),
-        content: m.content,
-      }))
-    : [];
-  return {
-    path: entry.path,
-    messages,
-    text: messages.map((m) => textOf(m.content)).join('\n'),
-    status: entry.response.status,
-  };
+function parse(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
+}
+
+/** Starts the recording front on loopback: every request is kept whole, then passed to aimock. */
+async function startFront(upstreamPort: number, seen: FakeRequest[]): Promise<http.Server> {
+  const agent = new http.Agent({ keepAlive: false });
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const raw = Buffer.concat(chunks);
+      const body = raw.length > 0 ? parse(raw.toString('utf8')) : null;
+      const record: FakeRequest = {
+        method: req.method ?? 'GET',
+        path: req.url ?? '/',
+        body,
+        text: strings(body).join('\n'),
+        status: 0,
+      };
+      seen.push(record);
+      const headers = { ...req.headers, 'content-length': String(raw.length) };
+      delete headers['transfer-encoding'];
+      const upstream = http.request(
+        { host: '127.0.0.1', port: upstreamPort, method: req.method, path: req.url, headers, agent },
+        (answer) => {
+          record.status = answer.statusCode ?? 0;
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        },
+      );
+      upstream.on('error', () => res.destroy());
+      upstream.end(raw);
+    });
+    req.on('error', () => res.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  server.unref();
+  return server;
 }
 
 export async function startFakeInference(): Promise<FakeInference> {
@@ -104,15 +175,25 @@ export async function startFakeInference(): Promise<FakeInference> {
     host: '127.0.0.1',
     port: 0,
     logLevel: 'silent',
-    journalMaxEntries: 0,
+    journalMaxEntries: 1,
   });
   instance.server.unref();
-  const port = Number(new URL(instance.url).port);
+  // aimock's own journal cuts bodies over 64 KB (a CLI's system prompt and tools alone are more),
+  // so requests are recorded whole by a small front that forwards them.
+  const seen: FakeRequest[] = [];
+  const front = await startFront(Number(new URL(instance.url).port), seen);
+  const address = front.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
   const add = (match: Fixture['match'], response: Parameters<typeof normalizeResponse>[0]) => {
     fixtures.push({ match, response: normalizeResponse(response) });
   };
+  const stop = (server: http.Server) =>
+    new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
   return {
-    url: instance.url,
+    url: `http://127.0.0.1:${port}`,
     port,
     sandboxUrl: `http://${FAKE_INFERENCE_HOST}:${port}`,
     serviceRoute: `${FAKE_INFERENCE_HOST}=127.0.0.1:${port}`,
@@ -134,14 +215,20 @@ export async function startFakeInference(): Promise<FakeInference> {
       );
       add({ userMessage: turn.marker, hasToolResult: true }, final);
     },
-    requests: () => instance.journal.getAll().map(toRequest),
-    clearRequests: () => instance.journal.clearEntries(),
+    scriptError(marker, error) {
+      add({ userMessage: marker }, {
+        error: { message: error.message, type: error.type },
+        status: error.status,
+      } as Parameters<typeof normalizeResponse>[0]);
+    },
+    requests: () => [...seen],
+    clearRequests: () => {
+      seen.length = 0;
+    },
     async close() {
       instance.closeLiveSessions();
-      await new Promise<void>((resolve) => {
-        instance.server.close(() => resolve());
-        instance.server.closeAllConnections();
-      });
+      await stop(front);
+      await stop(instance.server);
     },
   };
 }
