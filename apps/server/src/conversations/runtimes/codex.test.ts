@@ -1,8 +1,8 @@
 // The Codex adapter (runtimes/codex.ts): the command it builds, the config.toml it writes, its
 // shell wrapper (run for real with sh), and parseLine against real `codex exec --json` output
 // captured from @openai/codex 0.169.0 against the fake inference provider
-// (test/fixtures/agent-output/codex.jsonl: a shell tool call, the same thread resumed with a
-// failing command, then a new thread the provider answers 404).
+// (test/fixtures/agent-output/codex.jsonl, capture.ts beside it: a shell tool call, the same thread resumed with a
+// failing command, then a new thread the provider answers 401).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -221,7 +221,7 @@ describe('codex adapter (runtimes/codex.ts)', () => {
       kind: 'usage',
       usage: { input_tokens: 160, output_tokens: 12, cache_read_tokens: 0 },
     });
-    assert.match(error?.kind === 'error' ? error.message : '', /404 Not Found/);
+    assert.match(error?.kind === 'error' ? error.message : '', /401 Unauthorized: invalid x-api-key/);
   });
 
   it('keeps unknown and non-JSON lines as raw, ignores blank ones, and never throws', () => {
