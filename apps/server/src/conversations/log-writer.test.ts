@@ -216,6 +216,68 @@ describe('the log writer', () => {
     assert.equal(duration.duration_ms, 13);
   });
 
+  it('stores turn events in order with the output, redacted', async () => {
+    const secret = 'evt"se\\cret-4471-zz';
+    const registry = createSecretRegistry();
+    registry.register(secret);
+    const conversation = await insertConversation(database.handle.db, tenantId);
+    const turnId = await insertTurn(database.handle.db, conversation);
+    const writer = writerFor(conversation, registry);
+    writer.output('stdout', Buffer.from('{"type":"assistant"}\n'), turnId);
+    writer.event(turnId, { kind: 'text', text: `using ${secret}` });
+    writer.output('stderr', Buffer.from('warn\n'), turnId);
+    writer.event(turnId, { kind: 'tool_call', id: 't1', name: 'Bash', input: { command: `echo ${secret}` } });
+    await writer.stage({ stage: 'turn', state: 'done', turnId });
+    await writer.close();
+    const rows = await logRows(database.handle.db, conversation.id);
+    assert.deepEqual(
+      rows.map((r) => r.stream),
+      ['stdout', 'events', 'stderr', 'events', 'stage'],
+    );
+    const events = rows.filter((r) => r.stream === 'events');
+    assert.ok(events.every((r) => r.turn_id === turnId));
+    assert.deepEqual(
+      events.map((r) => JSON.parse(r.data!.toString())),
+      [
+        { kind: 'text', text: `using ${REDACTION_MARKER}` },
+        { kind: 'tool_call', id: 't1', name: 'Bash', input: { command: `echo ${REDACTION_MARKER}` } },
+      ],
+    );
+    const all = Buffer.concat(rows.map((r) => r.data ?? Buffer.alloc(0))).toString();
+    assert.ok(!all.includes(secret) && !all.includes(JSON.stringify(secret).slice(1, -1)));
+    // Events count against the budget like output (their JSON bytes).
+    const state = await database.handle.db
+      .selectFrom('conversations')
+      .select('log_bytes')
+      .where('id', '=', conversation.id)
+      .executeTakeFirstOrThrow();
+    assert.equal(Number(state.log_bytes), all.length);
+  });
+
+  it('counts turn events against the budget: one that does not fit is dropped and brings the one marker', async () => {
+    const conversation = await insertConversation(database.handle.db, tenantId);
+    const turnId = await insertTurn(database.handle.db, conversation);
+    const writer = writerFor(conversation, createSecretRegistry(), { outputBudgetMb: 1 });
+    const text = 'e'.repeat(20_000);
+    // 52 events of ~20 KB: the 53rd byte-wise would pass 1 MiB.
+    for (let i = 0; i < 60; i++) writer.event(turnId, { kind: 'text', text });
+    writer.output('stdout', Buffer.from('after the budget\n'), turnId);
+    await writer.stage({ stage: 'turn', state: 'done', turnId });
+    await writer.close();
+    const rows = await logRows(database.handle.db, conversation.id);
+    const stored = rows.filter((r) => r.stream === 'events');
+    const size = Buffer.byteLength(JSON.stringify({ kind: 'text', text }));
+    assert.equal(stored.length, Math.floor((1024 * 1024) / size));
+    assert.ok(
+      stored.every((r) => JSON.parse(r.data!.toString()).text === text),
+      'events are never cut',
+    );
+    assert.deepEqual(
+      rows.slice(stored.length).map((r) => `${r.stream}:${r.stage}`),
+      ['stage:log', 'stage:turn'],
+    );
+  });
+
   it('never splits a character across rows', async () => {
     const conversation = await insertConversation(database.handle.db, tenantId);
     const writer = writerFor(conversation, createSecretRegistry(), { maxRowBytes: 7 });

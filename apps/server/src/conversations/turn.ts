@@ -7,7 +7,13 @@
 //    with an exec of `kill` (the backend interface has no kill): TERM, then KILL after 5 s.
 //    Test: "interrupt stops the running turn".
 // 2. Output goes to writer.output() synchronously in the data callbacks (no await in the data
-//    path), stdout also line by line to the adapter's parseLine, whose events carry session id and usage.
+//    path), stdout also line by line to the adapter's parseLine; every event it returns goes to
+//    writer.event() (stored, redacted, after the output before it) and session id and usage are
+//    taken from them. At the process's end the writer's hold-back ends before the last line is
+//    read, so the event of a last line without a newline follows its bytes too. A line the
+//    adapter cannot read (it throws) is kept as a raw event: a parse error never breaks the
+//    turn. Test (conversations.events.test.ts): "stores a turn's events in order with its
+//    output, a line the adapter cannot read as raw".
 // 3. The socket closing is not proof of an exit (spec rule 1 reads a close without an exit
 //    frame as exit 0): the backend's session list decides. A session still running, or a
 //    backend that cannot be asked, means the turn's socket dropped → the turn failed.
@@ -55,8 +61,12 @@ class LineParser {
   sessionId: string | undefined;
   usage: TurnUsage | undefined;
   private readonly adapter: RuntimeAdapter;
-  constructor(adapter: RuntimeAdapter) {
+  private readonly writer: Pick<LogWriter, 'event'>;
+  private readonly turnId: string;
+  constructor(adapter: RuntimeAdapter, writer: Pick<LogWriter, 'event'>, turnId: string) {
     this.adapter = adapter;
+    this.writer = writer;
+    this.turnId = turnId;
   }
 
   push(chunk: Buffer): void {
@@ -88,6 +98,7 @@ class LineParser {
       events = text.trim() === '' ? [] : [{ kind: 'raw', line: text }];
     }
     for (const event of events) {
+      this.writer.event(this.turnId, event);
       if (event.kind === 'session') this.sessionId = event.session_id;
       else if (event.kind === 'usage') this.usage = addUsage(this.usage, event.usage);
     }
@@ -138,7 +149,7 @@ export async function startTurn(
   io: TurnIo,
   command: { argv: string[]; env: Record<string, string>; cwd: string },
 ): Promise<TurnRun> {
-  const parser = new LineParser(io.adapter);
+  const parser = new LineParser(io.adapter, io.writer, io.turnId);
   return await follow(io, parser, (sink, onControl) =>
     io.sandbox.execStream(io.sandboxName, {
       cmd: wrapTurn(command.argv, io.turnId),
@@ -159,7 +170,7 @@ export async function attachTurn(
   wrap: (sink: OutputSink) => OutputSink,
   onInfo: (message: Record<string, unknown>) => void,
 ): Promise<TurnRun> {
-  const parser = new LineParser(io.adapter);
+  const parser = new LineParser(io.adapter, io.writer, io.turnId);
   return await follow(
     io,
     parser,
@@ -211,8 +222,13 @@ async function follow(
     } catch {
       code = -1;
     }
-    parser.end();
+    // Detached: the process runs on and the next owner reads the rest of its last line.
     if (detached) return { status: 'detached' };
+    // The output is complete: the writer ends its hold-back now (synchronously; the batch is
+    // persisted with the turn's end stage, which reports a failure), so the event of a last
+    // line without a newline follows that line's bytes.
+    io.writer.flush().catch(() => {});
+    parser.end();
     const reported = {
       ...(parser.sessionId ? { sessionId: parser.sessionId } : {}),
       ...(parser.usage ? { usage: parser.usage } : {}),

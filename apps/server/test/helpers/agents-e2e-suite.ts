@@ -18,6 +18,8 @@ export interface AgentE2EOptions {
   /** Extra provider settings for the environment (e.g. opencode's provider config). */
   envVars?: Record<string, string>;
   model?: string;
+  /** Extra environment spec fields (e.g. packages installing the CLI where no runtime layer is). */
+  environment?: Record<string, unknown>;
   /** The message the wrapper prints when the key is missing. */
   missingCredential: RegExp;
 }
@@ -37,6 +39,7 @@ export function describeAgentE2E(runtime: Runtime, options: AgentE2EOptions): vo
       runtime,
       ...(options.envVars ? { envVars: options.envVars } : {}),
       ...(options.model ? { model: options.model } : {}),
+      ...(options.environment ? { environment: options.environment } : {}),
     });
   });
   after(async () => {
@@ -148,6 +151,7 @@ export function describeAgentE2E(runtime: Runtime, options: AgentE2EOptions): vo
         runtime,
         withoutKey: true,
         ...(options.envVars ? { envVars: options.envVars } : {}),
+        ...(options.environment ? { environment: options.environment } : {}),
         ...(options.model ? { model: options.model } : {}),
       });
       const conv = await a.h.start(user, {

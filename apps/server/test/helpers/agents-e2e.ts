@@ -51,6 +51,8 @@ export interface SetupOptions {
   withoutKey?: boolean;
   /** Extra fields of the agent's spec (system, skills, mcp_servers). */
   agent?: Record<string, unknown>;
+  /** Extra fields of the environment's spec (packages, setup_script, networking). */
+  environment?: Record<string, unknown>;
 }
 
 export interface TurnEnd {
@@ -78,7 +80,7 @@ export interface AgentsHarness {
   setup(user: TestUser, options: SetupOptions): Promise<AgentSetup>;
   /**
    * Follows the conversation's SSE stream (from just after `after`, an event id) until a `turn`
-   * stage ends; default timeout 120 s.
+   * stage ends or a provisioning stage fails; default timeout 120 s.
    */
   followTurn(user: TestUser, conversationId: string, after?: string, timeoutMs?: number): Promise<TurnEnd>;
   /** GET /api/conversations/:id/events?streams=events, every page (the common turn events). */
@@ -167,6 +169,7 @@ export async function startAgentsHarness(options: AgentsHarnessOptions = {}): Pr
               ...opts.envVars,
             },
             repos: [{ url: repoUrl }],
+            ...opts.environment,
           },
         },
         {
