@@ -1,8 +1,8 @@
 // The opencode adapter (runtimes/opencode.ts): the command and config it builds, its shell
 // wrapper (run for real with sh), and parseLine against real `opencode run --format json`
 // output captured from opencode-ai 1.18.33 against the fake inference provider
-// (test/fixtures/agent-output/opencode.jsonl: a shell tool call, the same session resumed with
-// a failing command, then a new session the provider answers 404).
+// (test/fixtures/agent-output/opencode.jsonl, capture.ts beside it: a shell tool call, the same session resumed with
+// a failing command, then a new session the provider answers 401).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -254,7 +254,7 @@ describe('opencode adapter (runtimes/opencode.ts)', () => {
       usages.every((u) => u.cost_usd === undefined),
       'a zero cost (no price known) is not reported',
     );
-    assert.deepEqual(events.at(-1), { kind: 'error', message: 'No fixture matched' });
+    assert.deepEqual(events.at(-1), { kind: 'error', message: 'invalid x-api-key' });
   });
 
   it('keeps unknown and non-JSON lines as raw, ignores blank ones', () => {
