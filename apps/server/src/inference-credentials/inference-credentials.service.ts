@@ -124,13 +124,8 @@ export function createInferenceCredentialsService(
     },
 
     async forSandbox(tenantId, db = deps.db) {
-      const rows = await listCredentials(db, tenantId);
-      const keys = await deps.secrets.openCredentials(tenantId, rows, db);
-      return rows.map((r) => ({
-        provider: r.provider,
-        apiKey: keys.get(r.provider) ?? '',
-        baseUrl: r.base_url,
-      }));
+      const opened = await deps.secrets.openCredentials(tenantId, await listCredentials(db, tenantId), db);
+      return opened.map((r) => ({ provider: r.provider, apiKey: r.value, baseUrl: r.base_url }));
     },
   };
 }

@@ -91,12 +91,12 @@ export interface SecretsService {
   openBlob(binding: ConversationBlobBinding, sealed: Buffer, db?: Db): Promise<Buffer>;
   /** Seals an account's inference credential (its API key) with the tenant key. */
   sealCredential(binding: InferenceCredentialBinding, value: string, db?: Db): Promise<Buffer>;
-  /** Opens sealed inference credentials of one tenant (one key unwrap for all of them). */
-  openCredentials(
+  /** Opens sealed inference credentials of one tenant (one key unwrap for all): each row plus its `value`. */
+  openCredentials<T extends { provider: string; ciphertext: Buffer }>(
     tenantId: string,
-    sealed: readonly { provider: string; ciphertext: Buffer }[],
+    sealed: readonly T[],
     db?: Db,
-  ): Promise<Map<string, string>>;
+  ): Promise<(T & { value: string })[]>;
   /** Rewraps every tenant key wrapped by the previous master key with the current one. */
   rotateMasterKey(options?: {
     batchSize?: number;
@@ -242,12 +242,12 @@ export function createSecretsService(deps: SecretsDeps): SecretsService {
     },
 
     async openCredentials(tenantId, sealed, db = deps.db) {
-      const out = new Map<string, string>();
-      if (sealed.length === 0) return out;
+      if (sealed.length === 0) return [];
       const dek = await dataKey(tenantId, db);
-      for (const { provider, ciphertext } of sealed)
-        out.set(provider, openInferenceCredential(dek, { tenantId, provider }, ciphertext));
-      return out;
+      return sealed.map((row) => ({
+        ...row,
+        value: openInferenceCredential(dek, { tenantId, provider: row.provider }, row.ciphertext),
+      }));
     },
 
     async mergedEnv(tenantId, layers, db = deps.db) {
