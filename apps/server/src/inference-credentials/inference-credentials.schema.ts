@@ -25,10 +25,11 @@ export const ApiKey = z.string().superRefine((key, ctx) => {
 });
 
 /**
- * Hosts plain http may go to: loopback, private and link-local addresses, `localhost`, names
- * under .localhost/.internal/.local/.lan/.home.arpa/.test (names the public internet cannot have),
- * and single-label names. A key sent over
- * http crosses the network in clear text; that is only acceptable on the user's own network.
+ * Hosts plain http may go to: loopback, private and link-local addresses, `localhost`,
+ * single-label names, and names under .localhost/.internal/.local/.lan/.home.arpa/.test (names
+ * the public internet cannot have). A key sent over http crosses the network in clear text;
+ * that is only acceptable on the user's own network. Not a security boundary (the sandbox runs
+ * the user's own code): a guard against sending a key in clear text by mistake.
  */
 export function isPrivateHost(hostname: string): boolean {
   const host = hostname.replace(/^\[|\]$/g, '').toLowerCase();
