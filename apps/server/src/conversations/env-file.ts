@@ -9,9 +9,10 @@
 //   variable, the account's base URL for it is left out too, so a key from an environment or a
 //   vault is never sent to a gateway configured for the account's own key.
 //   (A later layer that sets only the base URL overrides just that variable.)
-// - Every decrypted secret value, every account inference key and the callback key are registered with the conversation's
-//   SecretRegistry before this module returns anything, so no caller can write or log a value
-//   that is not yet redactable. env_vars are not registered: they are not secret (the API returns
+// - Every decrypted secret value, every account inference key (also one a later layer
+//   overrides) and the callback key are registered with the conversation's SecretRegistry
+//   before this module returns anything, so no caller can write or log a value that is not yet
+//   redactable. env_vars are not registered: they are not secret (the API returns
 //   them as written), and redacting a value like "production" would mangle every log line.
 // - `${VAR}` in the agent's MCP config resolves against the merged map; a missing variable fails
 //   with the variable names only, never a value.
