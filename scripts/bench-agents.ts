@@ -103,7 +103,11 @@ await template.close();
 process.env['PADDOCK_TEST_PG_ADMIN_URL'] = scratch.pg.adminUrl;
 process.env['PADDOCK_TEST_PG_TEMPLATE'] = 'paddock_template';
 
-const a = await startAgentsHarness({ env: { LOG_LEVEL: 'warn' } });
+// The database goes away even when the harness cannot start (a loaded machine's sandboxd).
+const a = await startAgentsHarness({ env: { LOG_LEVEL: 'warn' } }).catch(async (err: unknown) => {
+  await scratch.remove();
+  throw err;
+});
 const client = createSandboxClient({ baseUrl: a.h.sandboxd.url, token: a.h.sandboxd.token });
 const figures: Figure[] = [];
 const skipped: string[] = [];
