@@ -3,10 +3,12 @@
 // skip flag is accepted as root. Images are referenced by path in the prompt (read by its
 // Read tool). The session id comes from the `system/init` and `result` lines, usage from `result`.
 import type { RuntimeAdapter } from '../contracts.ts';
+import { pinnedCli } from '../runtime-probe.ts';
 import { defined, HOME, jsonLine, modelId, num, shellArgv, turnFiles, WORKDIR } from './common.ts';
 
 export const claudeAdapter: RuntimeAdapter = {
   runtime: 'claude',
+  cli: pinnedCli('claude'),
   sessionPaths: [`${HOME}/.claude`],
   skillsDir: `${HOME}/.claude/skills`,
   buildTurn({ agent, prompt, images, resumeSessionId, turnId }) {

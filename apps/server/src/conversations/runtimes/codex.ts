@@ -3,10 +3,12 @@
 // `codex exec … resume <thread_id> <prompt>`. The thread id comes from `thread.started`,
 // usage from `turn.completed` (Codex reports it per thread, cumulative across resumed turns).
 import type { RuntimeAdapter } from '../contracts.ts';
+import { pinnedCli } from '../runtime-probe.ts';
 import { defined, HOME, jsonLine, modelId, num, shellArgv, turnFiles, WORKDIR } from './common.ts';
 
 export const codexAdapter: RuntimeAdapter = {
   runtime: 'codex',
+  cli: pinnedCli('codex'),
   sessionPaths: [`${HOME}/.codex/sessions`],
   skillsDir: `${HOME}/.codex/skills`,
   buildTurn({ agent, prompt, images, resumeSessionId, turnId }) {

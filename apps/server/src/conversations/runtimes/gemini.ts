@@ -3,10 +3,12 @@
 // GEMINI_CLI_NO_RELAUNCH. Images are referenced as `@path` in the prompt. The session id comes
 // from the `init` line, usage from `result.stats`.
 import type { RuntimeAdapter } from '../contracts.ts';
+import { pinnedCli } from '../runtime-probe.ts';
 import { defined, HOME, jsonLine, modelId, num, shellArgv, turnFiles, WORKDIR } from './common.ts';
 
 export const geminiAdapter: RuntimeAdapter = {
   runtime: 'gemini',
+  cli: pinnedCli('gemini'),
   sessionPaths: [`${HOME}/.gemini/tmp`],
   skillsDir: `${HOME}/.gemini/skills`,
   buildTurn({ agent, prompt, images, resumeSessionId, turnId }) {

@@ -3,10 +3,12 @@
 // XDG dirs under the sandbox home. The session id comes from any event's `sessionID`, usage
 // from `step_finish` parts.
 import type { RuntimeAdapter } from '../contracts.ts';
+import { pinnedCli } from '../runtime-probe.ts';
 import { defined, HOME, jsonLine, num, shellArgv, turnFiles, WORKDIR } from './common.ts';
 
 export const opencodeAdapter: RuntimeAdapter = {
   runtime: 'opencode',
+  cli: pinnedCli('opencode'),
   sessionPaths: [`${HOME}/.local/share/opencode`],
   skillsDir: `${HOME}/.config/opencode/skills`,
   buildTurn({ agent, prompt, images, resumeSessionId, turnId }) {
