@@ -51,6 +51,13 @@ export interface StageEvent {
 export interface LogWriter {
   /** Output of a turn (turnId set: its raw byte counters advance with each persisted batch) or of a provisioning command. */
   output(stream: 'stdout' | 'stderr', chunk: Buffer, turnId?: string): void;
+  /**
+   * A common turn event of a turn (turn.ts hands every event of adapter.parseLine): redacted
+   * string by string before it is serialised, stored as an `events` row after the output handed
+   * in before it (bytes a redactor still holds back excepted), counted against the output budget.
+   * Synchronous like output().
+   */
+  event(turnId: string, event: TurnEvent): void;
   /** Persists all output written so far, then the stage row. Resolves once both are committed. */
   stage(event: StageEvent): Promise<void>;
   /** Ends the redactors' hold-back and persists everything buffered (end of a turn or a command). */
