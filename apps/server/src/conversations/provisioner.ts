@@ -6,7 +6,8 @@
 //   warm                checkpoint_restore (failure: clear the environment's checkpoint id,
 //                       stage failed, fall through to cold) → env file and skills again → network
 //   cold                packages → network → clone → setup
-//   then                row ready
+//   then                runtime (the agent's CLI answers --version; waits for or installs it:
+//                       runtime-probe.ts) → row ready
 //
 // Invariants:
 // - Every secret value and the callback key are registered with the conversation's redactor
@@ -44,6 +45,7 @@ import type { SandboxStatus, StageName } from './conversations.tables.ts';
 import { assembleEnv, ENV_FILE_PATH, renderEnvFile } from './env-file.ts';
 import { networkPolicyFor, providerHostsFor } from './network.ts';
 import { cloneRepo, repoDirName } from './repos.ts';
+import { ensureRuntime, type RuntimeProbeTimeouts } from './runtime-probe.ts';
 import { runStreaming } from './sandbox-commands.ts';
 import { createSessionStateStore } from './session-state.ts';
 import { mountSkills } from './skills.ts';
@@ -84,6 +86,8 @@ export interface ProvisionerDeps {
   skillSourceBaseUrl?: string;
   /** Extra env for git in the sandbox (a private CA bundle: GIT_SSL_CAINFO). */
   gitEnv?: Record<string, string>;
+  /** The runtime stage's probe, install and wait bounds (runtime-probe.ts). */
+  runtimeTimeouts?: Partial<RuntimeProbeTimeouts>;
 }
 
 /** What provisioning reads of an environment. */
@@ -478,6 +482,27 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
               providerHosts,
               signal: input.signal,
             });
+        }
+        // Last: the backend's runtime layer had the whole cold path to finish installing, and a warm
+        // restore (which replaces the writable layer) cannot take an in-sandbox install away.
+        const cli = input.adapter.cli;
+        if (cli) {
+          await runStage(
+            input.writer,
+            'runtime',
+            input.signal,
+            () =>
+              ensureRuntime({
+                sandbox,
+                name: input.sandboxName,
+                cli,
+                env: assembled.env,
+                sink: input.writer,
+                signal: input.signal,
+                ...(deps.runtimeTimeouts ? { timeouts: deps.runtimeTimeouts } : {}),
+              }),
+            logger,
+          );
         }
         await markSandbox(lease, input.sandboxId, 'ready', ['starting'], {
           checkpoint_id: path === 'warm' ? (environment?.checkpoint_id ?? null) : null,
