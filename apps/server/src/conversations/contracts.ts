@@ -129,8 +129,22 @@ export interface TurnCommand {
   files: { path: string; content: Buffer | string; mode?: number }[];
 }
 
+/** An agent CLI as pinned in apps/sandboxd/runtime-layer.json (runtime-probe.ts pinnedRuntimes()). */
+export interface PinnedCli {
+  /** npm package */
+  package: string;
+  version: string;
+  /** the command it installs */
+  bin: string;
+}
+
 export interface RuntimeAdapter {
   runtime: Runtime;
+  /**
+   * The CLI the `runtime` provisioning stage probes (`<bin> --version`) and, on a backend without the
+   * runtime layer, installs (runtime-probe.ts). Absent: no runtime stage (test doubles).
+   */
+  cli?: PinnedCli;
   /** Where the runtime keeps the on-disk session state that must survive a new sandbox. */
   sessionPaths: string[];
   /** Where inline skills go: `${skillsDir}/<name>/SKILL.md`. */
