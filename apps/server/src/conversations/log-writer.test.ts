@@ -254,6 +254,53 @@ describe('the log writer', () => {
     assert.equal(Number(state.log_bytes), all.length);
   });
 
+  it('never stores a secret split across streamed text events (a runtime streaming deltas)', async () => {
+    const secret = 'sk-delta-77f3a9c1';
+    const registry = createSecretRegistry();
+    registry.register(secret);
+    const conversation = await insertConversation(database.handle.db, tenantId);
+    const turnId = await insertTurn(database.handle.db, conversation);
+    const writer = writerFor(conversation, registry);
+    const said: string[] = [];
+    const say = (delta: string) => {
+      said.push(delta);
+      writer.event(turnId, { kind: 'text', text: delta });
+    };
+    // Split at every offset into two deltas, then one delta per character.
+    for (let at = 1; at < secret.length; at++) {
+      say(`key ${secret.slice(0, at)}`);
+      say(`${secret.slice(at)} ok. `);
+    }
+    for (const ch of `and again ${secret}`) say(ch);
+    writer.event(turnId, { kind: 'tool_call', name: 'Bash', input: {} });
+    say(`tail ${secret.slice(0, 5)}`); // a prefix only, then the turn ends: it is text, not a secret
+    await writer.stage({ stage: 'turn', state: 'done', turnId });
+    await writer.close();
+    const rows = await logRows(database.handle.db, conversation.id);
+    const events = rows.filter((r) => r.stream === 'events').map((r) => JSON.parse(r.data!.toString()));
+    const texts = events.filter((e) => e.kind === 'text').map((e) => e.text as string);
+    const beforeCall = events.findIndex((e) => e.kind === 'tool_call');
+    const joined = texts.join('');
+    assert.ok(!joined.includes(secret));
+    for (const t of texts) assert.ok(!t.includes(secret));
+    assert.equal(joined.split(REDACTION_MARKER).length - 1, secret.length);
+    assert.equal(
+      joined,
+      said.join('').replaceAll(secret, REDACTION_MARKER),
+      'the text is the same, concatenated',
+    );
+    assert.ok(
+      events.slice(0, beforeCall).every((e) => e.kind === 'text'),
+      'the text before the tool call is stored before it',
+    );
+    assert.equal(
+      events.at(-1).text.endsWith(secret.slice(0, 5)),
+      true,
+      'held-back text comes out by the end of the turn',
+    );
+    assert.equal(rows.at(-1)?.stage, 'turn');
+  });
+
   it('counts turn events against the budget: one that does not fit is dropped and brings the one marker', async () => {
     const conversation = await insertConversation(database.handle.db, tenantId);
     const turnId = await insertTurn(database.handle.db, conversation);

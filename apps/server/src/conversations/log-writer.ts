@@ -5,7 +5,12 @@
 // 1. Nothing unredacted is persisted, broadcast or logged: every output byte passes through its
 //    stream's StreamRedactor (one for stdout, one for stderr), every stage message through
 //    registry.redact(), and every string of a turn event through registry.redact() before the
-//    event is serialised (turn-events.ts), before it is queued. Errors are logged by code and message only, never
+//    event is serialised (turn-events.ts), before it is queued. The text of a turn's `text`
+//    events also passes through its own StreamRedactor first, as one stream: a runtime that
+//    streams assistant text in deltas splits a secret the model repeats across events, which
+//    each event on its own would not show (so a text event may carry the tail of the previous
+//    delta, held back until it could not begin a secret; concatenated, the text is the
+//    same). Test: "never stores a secret split across streamed text events". Errors are logged by code and message only, never
 //    with row content. Tests: "never stores a secret printed whole, split at every offset or
 //    base64-encoded at each alignment", and the SSE test of stream.routes.test.ts.
 // 2. One batch = one SQL statement (atomic on its own): it advances conversations.log_bytes
@@ -47,6 +52,7 @@ import {
   type OwnerLease,
   type StageEvent,
   StaleOwnerError,
+  type TurnEvent,
 } from './contracts.ts';
 import type { SecretRegistry, StreamRedactor } from './redactor.ts';
 import { storedEvent } from './turn-events.ts';
@@ -141,6 +147,11 @@ export function createLogWriter(
       stdout: { redactor: registry.stream(), turnId: null, counted: 0 },
       stderr: { redactor: registry.stream(), turnId: null, counted: 0 },
     };
+  /** The running text of the current turn's `text` events (invariant 1). */
+  const text: { redactor: StreamRedactor; turnId: string | null } = {
+    redactor: registry.stream(),
+    turnId: null,
+  };
   const queue: Item[] = [];
   let queuedBytes = 0;
   let timer: NodeJS.Timeout | null = null;
@@ -188,8 +199,23 @@ export function createLogWriter(
     last.raw += raw;
   };
 
+  const queueEvent = (turnId: string, event: TurnEvent): void => {
+    const data = storedEvent(event, registry, maxRowBytes);
+    if (!data) return;
+    queue.push({ kind: 'event', turnId, data });
+    queuedBytes += data.length;
+  };
+
+  /** The text a turn's text redactor still holds, as one more text event. */
+  const endText = (): void => {
+    const rest = text.redactor.flush();
+    if (rest.length > 0 && text.turnId !== null)
+      queueEvent(text.turnId, { kind: 'text', text: rest.toString('utf8') });
+  };
+
   const endHoldBack = (): void => {
     for (const stream of ['stdout', 'stderr'] as const) append(stream, streams[stream].redactor.flush());
+    endText();
   };
 
   /** When the last batch started (performance.now()); -Infinity before the first. */
@@ -423,10 +449,17 @@ export function createLogWriter(
     event(turnId, event) {
       assertOpen();
       if (failure) return;
-      const data = storedEvent(event, registry, maxRowBytes);
-      if (!data) return;
-      queue.push({ kind: 'event', turnId, data });
-      queuedBytes += data.length;
+      if (event.kind === 'text' && typeof event.text === 'string') {
+        if (text.turnId !== turnId) {
+          endText();
+          text.turnId = turnId;
+        }
+        const out = text.redactor.write(Buffer.from(event.text, 'utf8'));
+        if (out.length > 0) queueEvent(turnId, { kind: 'text', text: out.toString('utf8') });
+      } else {
+        endText();
+        queueEvent(turnId, event);
+      }
       schedule();
     },
     stage(event) {

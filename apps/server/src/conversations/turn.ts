@@ -20,6 +20,11 @@
 //    Test: "a turn whose backend socket drops fails and the conversation goes idle".
 // 4. detach() (the owner stopping) drops the socket and leaves the process running for the
 //    next owner to reattach; the run then ends as `detached` and nothing is written.
+// 5. Reattach: the parser reads the whole replay, also the head whose bytes are already
+//    persisted (the writer gets only the rest), so a line cut by the persisted boundary is read
+//    whole; events of lines that end inside the persisted head are not written again (the
+//    previous owner wrote them with those bytes), though their session id and usage count.
+//    Test: conversations.kill9.test.ts "a line cut by the kill is one event after reattach".
 import type { ExecHandle, SandboxClient } from '@paddock/sandbox-client';
 import type { LogWriter, RuntimeAdapter, TurnEvent } from './contracts.ts';
 import type { TurnUsage } from './conversations.tables.ts';
@@ -69,11 +74,12 @@ class LineParser {
     this.turnId = turnId;
   }
 
-  push(chunk: Buffer): void {
+  /** `persisted`: how many leading bytes of `chunk` a previous owner already stored (invariant 5). */
+  push(chunk: Buffer, persisted = 0): void {
     let start = 0;
     for (let i = chunk.indexOf(10); i !== -1; i = chunk.indexOf(10, start)) {
       this.pending.push(chunk.subarray(start, i));
-      this.line(Buffer.concat(this.pending).toString('utf8'));
+      this.line(Buffer.concat(this.pending).toString('utf8'), i < persisted);
       this.pending = [];
       this.size = 0;
       start = i + 1;
@@ -90,7 +96,7 @@ class LineParser {
     this.pending = [];
   }
 
-  private line(text: string): void {
+  private line(text: string, stored = false): void {
     let events: TurnEvent[];
     try {
       events = this.adapter.parseLine(text);
@@ -98,7 +104,7 @@ class LineParser {
       events = text.trim() === '' ? [] : [{ kind: 'raw', line: text }];
     }
     for (const event of events) {
-      this.writer.event(this.turnId, event);
+      if (!stored) this.writer.event(this.turnId, event);
       if (event.kind === 'session') this.sessionId = event.session_id;
       else if (event.kind === 'usage') this.usage = addUsage(this.usage, event.usage);
     }
@@ -134,13 +140,27 @@ export interface OutputSink {
   stderr(chunk: Buffer): void;
 }
 
-export function turnSink(io: TurnIo, parser: { push(chunk: Buffer): void }): OutputSink {
+/**
+ * The turn's output to the writer (through `wrap`, which drops a replayed head) and its stdout
+ * to the parser, whole (invariant 5). `persisted()`: replayed stdout bytes still to drop.
+ */
+function turnSink(
+  io: TurnIo,
+  parser: LineParser,
+  wrap: (sink: OutputSink) => OutputSink,
+  persisted: () => number,
+): OutputSink {
+  const kept = wrap({
+    stdout: (chunk) => io.writer.output('stdout', chunk, io.turnId),
+    stderr: (chunk) => io.writer.output('stderr', chunk, io.turnId),
+  });
   return {
     stdout: (chunk) => {
-      io.writer.output('stdout', chunk, io.turnId);
-      parser.push(chunk);
+      const stored = Math.min(chunk.length, persisted());
+      kept.stdout(chunk);
+      parser.push(chunk, stored);
     },
-    stderr: (chunk) => io.writer.output('stderr', chunk, io.turnId),
+    stderr: kept.stderr,
   };
 }
 
@@ -163,12 +183,16 @@ export async function startTurn(
   );
 }
 
-/** Re-joins a running turn's session; `wrap` lets reattach drop the replayed head. */
+/**
+ * Re-joins a running turn's session; `wrap` lets reattach drop the replayed head, `persisted`
+ * says how many replayed stdout bytes it still drops (reattach.ts).
+ */
 export async function attachTurn(
   io: TurnIo,
   sessionId: string,
   wrap: (sink: OutputSink) => OutputSink,
   onInfo: (message: Record<string, unknown>) => void,
+  persisted: () => number,
 ): Promise<TurnRun> {
   const parser = new LineParser(io.adapter, io.writer, io.turnId);
   return await follow(
@@ -181,6 +205,7 @@ export async function attachTurn(
         onControl,
       }),
     wrap,
+    persisted,
     sessionId,
     onInfo,
   );
@@ -191,6 +216,7 @@ async function follow(
   parser: LineParser,
   open: (sink: OutputSink, onControl: (m: Record<string, unknown>) => void) => Promise<ExecHandle>,
   wrap: (sink: OutputSink) => OutputSink = (s) => s,
+  persisted: () => number = () => 0,
   knownSession?: string,
   onInfo?: (message: Record<string, unknown>) => void,
 ): Promise<TurnRun> {
@@ -209,7 +235,7 @@ async function follow(
       io.onSession(sessionId);
     }
   };
-  const handle = await open(wrap(turnSink(io, parser)), onControl);
+  const handle = await open(turnSink(io, parser, wrap, persisted), onControl);
   if (sessionId === undefined && handle.sessionId !== undefined) {
     sessionId = handle.sessionId;
     io.onSession(sessionId);
