@@ -91,7 +91,7 @@ export function opencodeSetup(input: {
   const slash = input.model.indexOf('/');
   const providerName = slash === -1 ? '' : input.model.slice(0, slash);
   const modelName = slash === -1 ? input.model : input.model.slice(slash + 1);
-  const family = FAMILIES[providerName];
+  const family = FAMILIES[providerName.toLowerCase()];
   if (!family)
     return {
       unsupported: `paddock: opencode runs models of anthropic, openai or google (the agent's model is "${input.model}")`,
