@@ -106,8 +106,9 @@ export interface TurnImage {
  * The common shape of the four runtimes' JSON dialects (issue 10): what a person wants to see
  * of a turn. Stored with the turn and offered as the `events` stream; the raw bytes still go
  * to stdout/stderr. Usage keys are those of TurnUsage (input_tokens, output_tokens,
- * cache_read_tokens, cost_usd); a runtime that reports cumulative totals is turned into
- * this turn's figures by its adapter.
+ * cache_read_tokens, cost_usd); the usage events of a turn add up to its figures (one per
+ * turn, or one per model call for a runtime that reports per step, such as opencode); a
+ * runtime that reports cumulative totals is turned into this turn's figures by its adapter.
  */
 export type TurnEvent =
   | { kind: 'text'; text: string }

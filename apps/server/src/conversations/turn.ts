@@ -106,9 +106,22 @@ class LineParser {
     for (const event of events) {
       if (!stored) this.writer.event(this.turnId, event);
       if (event.kind === 'session') this.sessionId = event.session_id;
-      else if (event.kind === 'usage') this.usage = { ...this.usage, ...event.usage };
+      else if (event.kind === 'usage') this.usage = addUsage(this.usage, event.usage);
     }
   }
+}
+
+/**
+ * A turn's usage events add up: a runtime that reports per model call (opencode's steps) sends
+ * one event per call, the others one per turn (contracts.ts TurnEvent).
+ */
+export function addUsage(sum: TurnUsage | undefined, add: TurnUsage): TurnUsage {
+  const out: TurnUsage = { ...sum };
+  for (const key of ['input_tokens', 'output_tokens', 'cache_read_tokens', 'cost_usd'] as const) {
+    const n = add[key];
+    if (typeof n === 'number' && Number.isFinite(n)) out[key] = (out[key] ?? 0) + n;
+  }
+  return out;
 }
 
 export interface TurnIo {
