@@ -27,7 +27,10 @@ await template.close();
 process.env['PADDOCK_TEST_PG_ADMIN_URL'] = scratch.pg.adminUrl;
 process.env['PADDOCK_TEST_PG_TEMPLATE'] = 'paddock_template';
 
-const a = await startAgentsHarness({ env: { LOG_LEVEL: 'warn' } });
+const a = await startAgentsHarness({ env: { LOG_LEVEL: 'warn' } }).catch(async (err: unknown) => {
+  await scratch.remove();
+  throw err;
+});
 try {
   const user = await a.h.user();
   const setup = await a.setup(user, { runtime });
