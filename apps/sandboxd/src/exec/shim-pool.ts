@@ -29,8 +29,12 @@ import { HOST_ENV } from '../runtime/host-tools.ts';
 import { SHIM_MARK } from './shim-protocol.ts';
 
 const SHIM_SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'shim.ts');
-/** Idle shims kept per sandboxd: turns start one at a time per conversation; a burst spawns fresh ones. */
-export const SHIM_POOL_SIZE = 1;
+/**
+ * Idle shims kept per sandboxd (~50 MB each). Two: a follow-up prompt right after a turn finds one that has
+ * been idle a while, even when the refill after the first turn is still starting on a busy host (node takes
+ * 0.3–2 s to load there); a burst beyond that spawns fresh ones.
+ */
+export const SHIM_POOL_SIZE = 2;
 const REFILL_DELAY_MS = 250;
 
 export class ShimPool {
