@@ -160,7 +160,8 @@ export function streamRoutes(deps: StreamRoutesDeps): FastifyPluginAsync {
   return async (root) => {
     const app = root.withTypeProvider<ZodTypeProvider>();
     const viewers = new Set<() => void>();
-    const logTails = deps.logTails ?? createLogTails({ ...deps, frame: logEventFrame });
+    const logTails =
+      deps.logTails ?? createLogTails({ ...deps, frame: (row) => Buffer.from(logEventFrame(row)) });
     // Open streams end when the server stops (clients resume elsewhere with Last-Event-ID).
     app.addHook('preClose', async () => {
       for (const stop of [...viewers]) stop();
@@ -309,7 +310,7 @@ function startViewer(input: ViewerInput): () => void {
     );
     stop();
   };
-  const write = (text: string): boolean => !stopped && out.write(text);
+  const write = (data: string | Buffer): boolean => !stopped && out.write(data);
   const drained = () =>
     new Promise<void>((resolve) => {
       const done = () => {
@@ -337,8 +338,7 @@ function startViewer(input: ViewerInput): () => void {
           cursor = got.last;
           if (got.more) dirty = true;
           if (got.frames.length > 0 && !write(got.frames)) await drained();
-          if (input.ownerReads && got.frames.includes('event: stage\n'))
-            await clearUnread(db, tenantId, conversationId);
+          if (input.ownerReads && got.stage) await clearUnread(db, tenantId, conversationId);
           continue;
         }
         const rows = await listLogEvents(db, tenantId, conversationId, {
