@@ -383,6 +383,7 @@ export function createConversationServer(
         resumeSessionId: conv.runtime_session_id,
         mcpServers: provisioned?.mcpServers ?? agent.mcpServers,
         turnId: turn.id,
+        env: provisioned?.env ?? {},
       });
       if (await ownerSetConversation(db, lease, { status: 'running' }, { onlyIf: ['pending', 'idle'] }))
         publishStatus('running');

@@ -7,7 +7,7 @@
 //    with an exec of `kill` (the backend interface has no kill): TERM, then KILL after 5 s.
 //    Test: "interrupt stops the running turn".
 // 2. Output goes to writer.output() synchronously in the data callbacks (no await in the data
-//    path), stdout also line by line to the adapter's parseLine for session id and usage.
+//    path), stdout also line by line to the adapter's parseLine, whose events carry session id and usage.
 // 3. The socket closing is not proof of an exit (spec rule 1 reads a close without an exit
 //    frame as exit 0): the backend's session list decides. A session still running, or a
 //    backend that cannot be asked, means the turn's socket dropped → the turn failed.
@@ -15,7 +15,7 @@
 // 4. detach() (the owner stopping) drops the socket and leaves the process running for the
 //    next owner to reattach; the run then ends as `detached` and nothing is written.
 import type { ExecHandle, SandboxClient } from '@paddock/sandbox-client';
-import type { LogWriter, RuntimeAdapter } from './contracts.ts';
+import type { LogWriter, RuntimeAdapter, TurnEvent } from './contracts.ts';
 import type { TurnUsage } from './conversations.tables.ts';
 
 export const PADDOCK_DIR = '/home/sandbox/.paddock';
@@ -85,15 +85,16 @@ class LineParser {
   }
 
   private line(text: string): void {
-    let parsed: ReturnType<RuntimeAdapter['parseLine']>;
+    let events: TurnEvent[];
     try {
-      parsed = this.adapter.parseLine(text);
+      events = this.adapter.parseLine(text);
     } catch {
-      return;
+      events = text.trim() === '' ? [] : [{ kind: 'raw', line: text }];
     }
-    if (!parsed) return;
-    if (parsed.sessionId) this.sessionId = parsed.sessionId;
-    if (parsed.usage) this.usage = { ...this.usage, ...parsed.usage };
+    for (const event of events) {
+      if (event.kind === 'session') this.sessionId = event.session_id;
+      else if (event.kind === 'usage') this.usage = { ...this.usage, ...event.usage };
+    }
   }
 }
 

@@ -79,7 +79,7 @@ export const testAdapter: RuntimeAdapter = {
   sessionPaths: ['/home/sandbox/.test-runtime/sessions', '/home/sandbox/.test-runtime/missing'],
   skillsDir: '/home/sandbox/.test-runtime/skills',
   buildTurn: () => ({ argv: ['true'], env: {}, cwd: '/home/sandbox', files: [] }),
-  parseLine: () => null,
+  parseLine: () => [],
 };
 
 export interface ProvisionHarness {

@@ -3,7 +3,18 @@
 // skip flag is accepted as root. Images are referenced by path in the prompt (read by its
 // Read tool). The session id comes from the `system/init` and `result` lines, usage from `result`.
 import type { RuntimeAdapter } from '../contracts.ts';
-import { defined, HOME, jsonLine, modelId, num, shellArgv, turnFiles, WORKDIR } from './common.ts';
+import {
+  defined,
+  HOME,
+  jsonLine,
+  modelId,
+  num,
+  type Summary,
+  shellArgv,
+  toEvents,
+  turnFiles,
+  WORKDIR,
+} from './common.ts';
 
 export const claudeAdapter: RuntimeAdapter = {
   runtime: 'claude',
@@ -27,17 +38,22 @@ export const claudeAdapter: RuntimeAdapter = {
     };
   },
   parseLine(line) {
-    const event = jsonLine(line);
-    if (!event) return null;
-    const sessionId = typeof event['session_id'] === 'string' ? event['session_id'] : undefined;
-    if (event['type'] !== 'result') return sessionId ? { sessionId } : null;
-    const usage = (event['usage'] ?? {}) as Record<string, unknown>;
-    const reported = defined({
-      input_tokens: num(usage['input_tokens']),
-      output_tokens: num(usage['output_tokens']),
-      cache_read_tokens: num(usage['cache_read_input_tokens']),
-      cost_usd: num(event['total_cost_usd']),
-    });
-    return { ...(sessionId ? { sessionId } : {}), ...(reported ? { usage: reported } : {}) };
+    return toEvents(summary(line));
   },
 };
+
+/** The session id and usage of one line (issue 10 reads the whole dialect). */
+function summary(line: string): Summary {
+  const event = jsonLine(line);
+  if (!event) return null;
+  const sessionId = typeof event['session_id'] === 'string' ? event['session_id'] : undefined;
+  if (event['type'] !== 'result') return sessionId ? { sessionId } : null;
+  const usage = (event['usage'] ?? {}) as Record<string, unknown>;
+  const reported = defined({
+    input_tokens: num(usage['input_tokens']),
+    output_tokens: num(usage['output_tokens']),
+    cache_read_tokens: num(usage['cache_read_input_tokens']),
+    cost_usd: num(event['total_cost_usd']),
+  });
+  return { ...(sessionId ? { sessionId } : {}), ...(reported ? { usage: reported } : {}) };
+}

@@ -2,7 +2,8 @@
 // CLI without putting it in a process argument the shell could misread, and JSON line parsing.
 // The prompt and images are written as files (mode 600) before the exec; the argv reads the
 // prompt with "$(cat file)" inside `sh -c`, so no prompt text is ever parsed by a shell.
-import type { TurnImage } from '../contracts.ts';
+import type { TurnEvent, TurnImage } from '../contracts.ts';
+import type { TurnUsage } from '../conversations.tables.ts';
 
 export const HOME = '/home/sandbox';
 export const WORKDIR = HOME;
@@ -79,4 +80,14 @@ export function defined(usage: Record<string, number | undefined>): Record<strin
   const out: Record<string, number> = {};
   for (const [k, v] of Object.entries(usage)) if (v !== undefined) out[k] = v;
   return Object.keys(out).length > 0 ? out : undefined;
+}
+
+export type Summary = { sessionId?: string; usage?: TurnUsage } | null;
+
+/** A line's session id and usage as common turn events. */
+export function toEvents(summary: Summary): TurnEvent[] {
+  const events: TurnEvent[] = [];
+  if (summary?.sessionId) events.push({ kind: 'session', session_id: summary.sessionId });
+  if (summary?.usage) events.push({ kind: 'usage', usage: summary.usage });
+  return events;
 }

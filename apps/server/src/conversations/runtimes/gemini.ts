@@ -3,7 +3,18 @@
 // GEMINI_CLI_NO_RELAUNCH. Images are referenced as `@path` in the prompt. The session id comes
 // from the `init` line, usage from `result.stats`.
 import type { RuntimeAdapter } from '../contracts.ts';
-import { defined, HOME, jsonLine, modelId, num, shellArgv, turnFiles, WORKDIR } from './common.ts';
+import {
+  defined,
+  HOME,
+  jsonLine,
+  modelId,
+  num,
+  type Summary,
+  shellArgv,
+  toEvents,
+  turnFiles,
+  WORKDIR,
+} from './common.ts';
 
 export const geminiAdapter: RuntimeAdapter = {
   runtime: 'gemini',
@@ -23,16 +34,21 @@ export const geminiAdapter: RuntimeAdapter = {
     };
   },
   parseLine(line) {
-    const event = jsonLine(line);
-    if (!event) return null;
-    if (event['type'] === 'init' && typeof event['session_id'] === 'string')
-      return { sessionId: event['session_id'] };
-    if (event['type'] !== 'result') return null;
-    const stats = (event['stats'] ?? {}) as Record<string, unknown>;
-    const reported = defined({
-      input_tokens: num(stats['input_tokens']),
-      output_tokens: num(stats['output_tokens']),
-    });
-    return reported ? { usage: reported } : null;
+    return toEvents(summary(line));
   },
 };
+
+/** The session id and usage of one line (issue 10 reads the whole dialect). */
+function summary(line: string): Summary {
+  const event = jsonLine(line);
+  if (!event) return null;
+  if (event['type'] === 'init' && typeof event['session_id'] === 'string')
+    return { sessionId: event['session_id'] };
+  if (event['type'] !== 'result') return null;
+  const stats = (event['stats'] ?? {}) as Record<string, unknown>;
+  const reported = defined({
+    input_tokens: num(stats['input_tokens']),
+    output_tokens: num(stats['output_tokens']),
+  });
+  return reported ? { usage: reported } : null;
+}

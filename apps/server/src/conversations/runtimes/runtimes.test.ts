@@ -28,6 +28,7 @@ function build(runtime: AgentSnapshot['runtime'], resume: string | null = null) 
     resumeSessionId: resume,
     mcpServers: {},
     turnId: 't1',
+    env: {},
   });
 }
 
@@ -62,16 +63,19 @@ describe('runtime adapters (runtimes/*.ts)', () => {
     ]);
     assert.equal(cmd.env['IS_SANDBOX'], '1');
     const adapter = defaultRuntimes('claude');
-    assert.deepEqual(adapter.parseLine('{"type":"system","subtype":"init","session_id":"s1"}'), {
-      sessionId: 's1',
-    });
+    assert.deepEqual(adapter.parseLine('{"type":"system","subtype":"init","session_id":"s1"}'), [
+      { kind: 'session', session_id: 's1' },
+    ]);
     assert.deepEqual(
       adapter.parseLine(
         '{"type":"result","session_id":"s1","usage":{"input_tokens":3,"output_tokens":5},"total_cost_usd":0.01}',
       ),
-      { sessionId: 's1', usage: { input_tokens: 3, output_tokens: 5, cost_usd: 0.01 } },
+      [
+        { kind: 'session', session_id: 's1' },
+        { kind: 'usage', usage: { input_tokens: 3, output_tokens: 5, cost_usd: 0.01 } },
+      ],
     );
-    assert.equal(adapter.parseLine('plain text'), null);
+    assert.deepEqual(adapter.parseLine('plain text'), []);
   });
 
   it('codex: exec --json with bypass flags, images by -i, resume <thread>; thread id and usage', () => {
@@ -89,16 +93,14 @@ describe('runtime adapters (runtimes/*.ts)', () => {
       'th-1',
     ]);
     const adapter = defaultRuntimes('codex');
-    assert.deepEqual(adapter.parseLine('{"type":"thread.started","thread_id":"th-1"}'), {
-      sessionId: 'th-1',
-    });
+    assert.deepEqual(adapter.parseLine('{"type":"thread.started","thread_id":"th-1"}'), [
+      { kind: 'session', session_id: 'th-1' },
+    ]);
     assert.deepEqual(
       adapter.parseLine(
         '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":2,"output_tokens":3}}',
       ),
-      {
-        usage: { input_tokens: 1, output_tokens: 3, cache_read_tokens: 2 },
-      },
+      [{ kind: 'usage', usage: { input_tokens: 1, output_tokens: 3, cache_read_tokens: 2 } }],
     );
   });
 
@@ -108,9 +110,9 @@ describe('runtime adapters (runtimes/*.ts)', () => {
     assert.equal(cmd.argv[cmd.argv.indexOf('-m') + 1], 'claude-sonnet-4-5');
     assert.equal(cmd.env['GEMINI_CLI_TRUST_WORKSPACE'], 'true');
     assert.equal(cmd.env['GEMINI_CLI_NO_RELAUNCH'], 'true');
-    assert.deepEqual(defaultRuntimes('gemini').parseLine('{"type":"init","session_id":"g-1"}'), {
-      sessionId: 'g-1',
-    });
+    assert.deepEqual(defaultRuntimes('gemini').parseLine('{"type":"init","session_id":"g-1"}'), [
+      { kind: 'session', session_id: 'g-1' },
+    ]);
   });
 
   it('opencode: run --format json, models fetch and auto-update off, --session, sessionID and step usage', () => {
@@ -126,7 +128,10 @@ describe('runtime adapters (runtimes/*.ts)', () => {
       defaultRuntimes('opencode').parseLine(
         '{"type":"step_finish","sessionID":"o-1","part":{"tokens":{"input":4,"output":6,"cache":{"read":1}},"cost":0.2}}',
       ),
-      { sessionId: 'o-1', usage: { input_tokens: 4, output_tokens: 6, cache_read_tokens: 1, cost_usd: 0.2 } },
+      [
+        { kind: 'session', session_id: 'o-1' },
+        { kind: 'usage', usage: { input_tokens: 4, output_tokens: 6, cache_read_tokens: 1, cost_usd: 0.2 } },
+      ],
     );
   });
 });
