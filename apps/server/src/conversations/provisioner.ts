@@ -450,11 +450,23 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
           input.signal,
           async () => {
             await markSandbox(lease, input.sandboxId, 'starting', ['pending']);
-            await sandbox.create(input.sandboxName);
-            created = true;
-            const callback = await deps.callbackKeys.mint(lease.tenantId, lease.conversationId);
-            const assembled = await assemble(input, environment, callback);
-            await placeFiles(input, assembled.env);
+            // The backend creates the sandbox while the key is minted and the env assembled (they
+            // do not depend on each other). Both settle before anything else happens, so a failure
+            // of one never leaves the other running behind fail() (which revokes the keys).
+            const [made, keyed] = await Promise.allSettled([
+              sandbox.create(input.sandboxName),
+              (async () => {
+                const callback = await deps.callbackKeys.mint(lease.tenantId, lease.conversationId);
+                return { callback, assembled: await assemble(input, environment, callback) };
+              })(),
+            ]);
+            if (made.status === 'fulfilled') created = true;
+            else throw made.reason;
+            if (keyed.status === 'rejected') throw keyed.reason;
+            const { assembled, callback } = keyed.value;
+            // With a checkpoint the files are placed after the restore (it replaces the writable
+            // layer): placing them now as well would be one more round of writes before the turn.
+            if (!environment?.checkpoint_id) await placeFiles(input, assembled.env);
             return { assembled, callback };
           },
           logger,
@@ -465,7 +477,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
             ...environment,
             checkpoint_id: environment.checkpoint_id,
           });
-          // A restore replaces the writable layer (also a failed one may have): files again.
+          // A restore replaces the writable layer (also a failed one may have): files now.
           await placeFiles(input, assembled.env);
           if (restored) path = 'warm';
         }
