@@ -7,7 +7,6 @@ import { applyRoutes } from '../apply/apply.routes.ts';
 import { auditRoutes } from '../audit/audit.routes.ts';
 import { apiKeysRoutes } from '../auth/api-keys.routes.ts';
 import { oauthRoutes } from '../auth/oauth.routes.ts';
-import { consoleRoutes } from '../console/console.routes.ts';
 import { conversationsRoutes } from '../conversations/conversations.routes.ts';
 import { streamRoutes } from '../conversations/stream.routes.ts';
 import type { Deps } from '../deps.ts';
@@ -32,6 +31,4 @@ export async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<
     conversationsRoutes({ conversations: deps.conversations, onClose: () => deps.conversationEngine.stop() }),
   );
   await app.register(streamRoutes(deps));
-  // Last: the console answers GET of every path no route above owns (client-side routes).
-  await app.register(consoleRoutes(deps));
 }

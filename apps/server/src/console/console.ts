@@ -1,7 +1,9 @@
-// The web console: the built single-page app (apps/web/dist) served at `/`. Invariants
+// The web console: the built single-page app (apps/web/dist) served at `/`. It answers from
+// the not-found handler (http/app.ts), not a wildcard route, so the router's own refusals
+// (a path parameter over its length: 414) stay what they are. Invariants
 // (apps/server/test/console.http.test.ts):
-// - Only GET/HEAD of paths no other route owns reach here. Paths under /api, /auth, /health
-//   and /metrics answer the JSON 404 like any unknown route: a missing API route must never
+// - Only GET/HEAD of paths no route owns reach here. Paths under /api, /auth, /health and
+//   /metrics answer the JSON 404 like any unknown route: a missing API route must never
 //   look like a page, and /metrics never exists on the public listener.
 // - A path naming a file of the build answers that file: hashed files under /assets/ with a
 //   year-long immutable cache, the few unhashed ones (favicon, theme script) with no-cache.
@@ -13,7 +15,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { extname, join, relative, sep } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config/config.ts';
 import { AppError } from '../http/errors.ts';
 
@@ -70,7 +72,8 @@ function loadBuild(dir: string): Map<string, Asset> | null {
 }
 
 function send(request: FastifyRequest, reply: FastifyReply, asset: Asset) {
-  reply.header('content-type', asset.type).header('cache-control', asset.cacheControl);
+  // Answered from the not-found handler, whose replies default to 404.
+  reply.code(200).header('content-type', asset.type).header('cache-control', asset.cacheControl);
   const acceptsGzip = /\bgzip\b/.test(String(request.headers['accept-encoding'] ?? ''));
   if (asset.gzip) {
     reply.header('vary', 'accept-encoding');
@@ -79,29 +82,38 @@ function send(request: FastifyRequest, reply: FastifyReply, asset: Asset) {
   return reply.send(asset.body);
 }
 
-export function consoleRoutes(deps: { config: Pick<Config, 'consoleDir'> }): FastifyPluginAsync {
-  return async (app) => {
-    const assets = loadBuild(deps.config.consoleDir);
-    const index = assets?.get('/index.html');
-    app.get('/*', { schema: { hide: true }, config: { schemaless: true } }, async (request, reply) => {
-      const path = request.url.split('?')[0] ?? '/';
-      if (SERVER_PATHS.test(path)) return reply.callNotFound();
+export interface ConsoleHandler {
+  /** Whether this request is the console's to answer (GET/HEAD outside the server's paths). */
+  handles(request: FastifyRequest): boolean;
+  /** Answers it: a file of the build, index.html for a client-side route, or null for a 404. */
+  serve(request: FastifyRequest, reply: FastifyReply): FastifyReply | null;
+}
+
+export function createConsoleHandler(config: Pick<Config, 'consoleDir'>): ConsoleHandler {
+  const assets = loadBuild(config.consoleDir);
+  const index = assets?.get('/index.html');
+  return {
+    handles(request) {
+      if (request.method !== 'GET' && request.method !== 'HEAD') return false;
+      return !SERVER_PATHS.test(request.url.split('?')[0] ?? '/');
+    },
+    serve(request, reply) {
       if (!assets || !index) {
         throw new AppError(
           'service_unavailable',
           'the web console is not built on this server: run `npm run build:web` (npm start does it when it is missing)',
         );
       }
-      let decoded: string;
+      let path: string;
       try {
-        decoded = decodeURIComponent(path);
+        path = decodeURIComponent(request.url.split('?')[0] ?? '/');
       } catch {
-        return reply.callNotFound();
+        return null;
       }
-      const asset = assets.get(decoded);
-      if (asset && decoded !== '/index.html') return send(request, reply, asset);
-      if (extname(decoded) !== '' || decoded.startsWith('/assets/')) return reply.callNotFound();
+      const asset = assets.get(path);
+      if (asset && path !== '/index.html') return send(request, reply, asset);
+      if (extname(path) !== '' || path.startsWith('/assets/')) return null;
       return send(request, reply, index);
-    });
+    },
   };
 }
