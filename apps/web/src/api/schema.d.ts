@@ -2696,6 +2696,11 @@ export interface operations {
                             parent_conversation_id: string | null;
                             /** @description the latest sandbox of the conversation, if any */
                             sandbox: {
+                                created_at: string | null;
+                                /** @description when the sandbox reaches SANDBOX_MAX_LIFETIME_HOURS (null: off, or the sandbox is gone) */
+                                expires_at: string | null;
+                                /** @description while the conversation is idle: when SANDBOX_IDLE_TIMEOUT_MINUTES without activity reclaims the sandbox */
+                                idle_expires_at: string | null;
                                 name: string;
                                 reason: string | null;
                                 /** @enum {string} */
@@ -2800,6 +2805,11 @@ export interface operations {
                         parent_conversation_id: string | null;
                         /** @description the latest sandbox of the conversation, if any */
                         sandbox: {
+                            created_at: string | null;
+                            /** @description when the sandbox reaches SANDBOX_MAX_LIFETIME_HOURS (null: off, or the sandbox is gone) */
+                            expires_at: string | null;
+                            /** @description while the conversation is idle: when SANDBOX_IDLE_TIMEOUT_MINUTES without activity reclaims the sandbox */
+                            idle_expires_at: string | null;
                             name: string;
                             reason: string | null;
                             /** @enum {string} */
@@ -2931,6 +2941,11 @@ export interface operations {
                         parent_conversation_id: string | null;
                         /** @description the latest sandbox of the conversation, if any */
                         sandbox: {
+                            created_at: string | null;
+                            /** @description when the sandbox reaches SANDBOX_MAX_LIFETIME_HOURS (null: off, or the sandbox is gone) */
+                            expires_at: string | null;
+                            /** @description while the conversation is idle: when SANDBOX_IDLE_TIMEOUT_MINUTES without activity reclaims the sandbox */
+                            idle_expires_at: string | null;
                             name: string;
                             reason: string | null;
                             /** @enum {string} */
@@ -3562,6 +3577,11 @@ export interface operations {
                         parent_conversation_id: string | null;
                         /** @description the latest sandbox of the conversation, if any */
                         sandbox: {
+                            created_at: string | null;
+                            /** @description when the sandbox reaches SANDBOX_MAX_LIFETIME_HOURS (null: off, or the sandbox is gone) */
+                            expires_at: string | null;
+                            /** @description while the conversation is idle: when SANDBOX_IDLE_TIMEOUT_MINUTES without activity reclaims the sandbox */
+                            idle_expires_at: string | null;
                             name: string;
                             reason: string | null;
                             /** @enum {string} */
