@@ -13,7 +13,7 @@
 // - lifecycle.ts    the minute clock: idle timeout, max lifetime, provision deadline
 // - reattach.ts     re-joining a still-running turn without losing or duplicating a byte
 import type { McpServer, Runtime, Skill } from '../agents/agents.tables.ts';
-import type { StageName, StageState } from './conversations.tables.ts';
+import type { StageName, StageState, TurnUsage } from './conversations.tables.ts';
 import type { SecretRegistry } from './redactor.ts';
 
 /** Thrown by any owner write once another process has taken the conversation over. */
@@ -51,6 +51,13 @@ export interface StageEvent {
 export interface LogWriter {
   /** Output of a turn (turnId set: its raw byte counters advance with each persisted batch) or of a provisioning command. */
   output(stream: 'stdout' | 'stderr', chunk: Buffer, turnId?: string): void;
+  /**
+   * A common turn event of a turn (turn.ts hands every event of adapter.parseLine): redacted
+   * string by string before it is serialised, stored as an `events` row after the output handed
+   * in before it (bytes a redactor still holds back excepted), counted against the output budget.
+   * Synchronous like output().
+   */
+  event(turnId: string, event: TurnEvent): void;
   /** Persists all output written so far, then the stage row. Resolves once both are committed. */
   stage(event: StageEvent): Promise<void>;
   /** Ends the redactors' hold-back and persists everything buffered (end of a turn or a command). */
@@ -95,6 +102,22 @@ export interface TurnImage {
   data: Buffer;
 }
 
+/**
+ * The common shape of the four runtimes' JSON dialects (issue 10): what a person wants to see
+ * of a turn. Stored with the turn and offered as the `events` stream; the raw bytes still go
+ * to stdout/stderr. Usage keys are those of TurnUsage (input_tokens, output_tokens,
+ * cache_read_tokens, cost_usd); a runtime that reports cumulative totals is turned into
+ * this turn's figures by its adapter.
+ */
+export type TurnEvent =
+  | { kind: 'text'; text: string }
+  | { kind: 'tool_call'; id?: string; name: string; input: unknown }
+  | { kind: 'tool_result'; id?: string; is_error: boolean; output: string }
+  | { kind: 'error'; message: string }
+  | { kind: 'usage'; usage: TurnUsage }
+  | { kind: 'session'; session_id: string }
+  | { kind: 'raw'; line: string };
+
 /** The headless command of one turn, as a runtime adapter builds it (runtimes/*.ts). */
 export interface TurnCommand {
   argv: string[];
@@ -119,9 +142,18 @@ export interface RuntimeAdapter {
     resumeSessionId: string | null;
     mcpServers: Record<string, McpServer>;
     turnId: string;
+    /**
+     * The sandbox env the turn runs with (secrets included): read it for settings such as a
+     * provider's base URL; never copy a value into argv (the process list) or a log line.
+     */
+    env: Readonly<Record<string, string>>;
   }): TurnCommand;
-  /** Reads the runtime's session id (and usage) out of its output, line by line; null when the line says nothing. */
-  parseLine(line: string): { sessionId?: string; usage?: Record<string, number> } | null;
+  /**
+   * Reads one line of the runtime's stdout into common turn events (empty when the line says
+   * nothing worth an event). A line the adapter does not understand becomes `{kind: 'raw'}`
+   * rather than being dropped; a throw is treated as raw too (turn.ts).
+   */
+  parseLine(line: string): TurnEvent[];
 }
 
 export type RuntimeRegistry = (runtime: Runtime) => RuntimeAdapter;

@@ -359,7 +359,13 @@ export function createConversationServer(
       }
       const dedup = replayDeduplicator(await turnRawBytes(db, lease, turn.id));
       try {
-        run = await attachTurn(io, turn.exec_session_id, dedup.wrap, dedup.onInfo);
+        run = await attachTurn(
+          io,
+          turn.exec_session_id,
+          dedup.wrap,
+          dedup.onInfo,
+          () => dedup.remaining().stdout,
+        );
       } catch {
         await failTurnEarly(turn, "the turn's process could not be re-joined");
         return;
@@ -383,6 +389,7 @@ export function createConversationServer(
         resumeSessionId: conv.runtime_session_id,
         mcpServers: provisioned?.mcpServers ?? agent.mcpServers,
         turnId: turn.id,
+        env: provisioned?.env ?? {},
       });
       if (await ownerSetConversation(db, lease, { status: 'running' }, { onlyIf: ['pending', 'idle'] }))
         publishStatus('running');

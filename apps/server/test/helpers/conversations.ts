@@ -137,12 +137,14 @@ export interface HarnessOptions {
   engine?: EngineOptions;
   /** The first instance listens on this port (default: any free one), e.g. to match PUBLIC_URL. */
   port?: number;
+  /** Extra SANDBOXD_* environment of the backend (e.g. SANDBOXD_SERVICE_ROUTES for a fake upstream). */
+  sandboxdEnv?: Record<string, string>;
 }
 
 export async function startConversationHarness(options: HarnessOptions = {}): Promise<ConversationHarness> {
   // A fixed address, so the backend can be stopped and started again where the app expects it.
   const port = await freePort();
-  const sandboxdEnv = { SANDBOXD_ADDR: `127.0.0.1:${port}` };
+  const sandboxdEnv = { ...options.sandboxdEnv, SANDBOXD_ADDR: `127.0.0.1:${port}` };
   let sandboxd = await startTestSandboxd({ env: sandboxdEnv });
   const first = sandboxd;
   let down = false;

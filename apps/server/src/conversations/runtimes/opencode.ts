@@ -3,7 +3,17 @@
 // XDG dirs under the sandbox home. The session id comes from any event's `sessionID`, usage
 // from `step_finish` parts.
 import type { RuntimeAdapter } from '../contracts.ts';
-import { defined, HOME, jsonLine, num, shellArgv, turnFiles, WORKDIR } from './common.ts';
+import {
+  defined,
+  HOME,
+  jsonLine,
+  num,
+  type Summary,
+  shellArgv,
+  toEvents,
+  turnFiles,
+  WORKDIR,
+} from './common.ts';
 
 export const opencodeAdapter: RuntimeAdapter = {
   runtime: 'opencode',
@@ -35,19 +45,24 @@ export const opencodeAdapter: RuntimeAdapter = {
     };
   },
   parseLine(line) {
-    const event = jsonLine(line);
-    if (!event) return null;
-    const sessionId = typeof event['sessionID'] === 'string' ? event['sessionID'] : undefined;
-    const part = (event['part'] ?? {}) as Record<string, unknown>;
-    if (event['type'] !== 'step_finish') return sessionId ? { sessionId } : null;
-    const tokens = (part['tokens'] ?? {}) as Record<string, unknown>;
-    const cache = (tokens['cache'] ?? {}) as Record<string, unknown>;
-    const reported = defined({
-      input_tokens: num(tokens['input']),
-      output_tokens: num(tokens['output']),
-      cache_read_tokens: num(cache['read']),
-      cost_usd: num(part['cost']),
-    });
-    return { ...(sessionId ? { sessionId } : {}), ...(reported ? { usage: reported } : {}) };
+    return toEvents(summary(line));
   },
 };
+
+/** The session id and usage of one line (issue 10 reads the whole dialect). */
+function summary(line: string): Summary {
+  const event = jsonLine(line);
+  if (!event) return null;
+  const sessionId = typeof event['sessionID'] === 'string' ? event['sessionID'] : undefined;
+  const part = (event['part'] ?? {}) as Record<string, unknown>;
+  if (event['type'] !== 'step_finish') return sessionId ? { sessionId } : null;
+  const tokens = (part['tokens'] ?? {}) as Record<string, unknown>;
+  const cache = (tokens['cache'] ?? {}) as Record<string, unknown>;
+  const reported = defined({
+    input_tokens: num(tokens['input']),
+    output_tokens: num(tokens['output']),
+    cache_read_tokens: num(cache['read']),
+    cost_usd: num(part['cost']),
+  });
+  return { ...(sessionId ? { sessionId } : {}), ...(reported ? { usage: reported } : {}) };
+}
