@@ -21,6 +21,10 @@ have mkfs.ext4 || need+=(e2fsprogs)
 have fsfreeze || need+=(util-linux)
 have losetup || need+=(mount)
 have perl || need+=(perl-base)
+# the console's browser tests and screenshots (playwright-core drives Debian's chromium)
+have chromium || need+=(chromium)
+# fonts so screenshots and layout measure real glyphs on a minimal machine
+[ -d /usr/share/fonts/truetype/dejavu ] || need+=(fonts-dejavu-core)
 if [ ${#need[@]} -eq 0 ]; then
   echo "system packages: all present"
   exit 0
