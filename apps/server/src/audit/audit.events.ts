@@ -22,6 +22,9 @@ export const AUDIT_EVENT_TYPES: Set<string> = new Set([
   'admin.user.unsuspended',
   'admin.users.listed',
   'admin.audit.read',
+  'admin.user.read',
+  'admin.conversations.listed',
+  'admin.conversation.read',
   // Resources (environments, vaults, agents, secrets, bulk apply). Metadata carries names and
   // ids, never a secret value.
   'environment.created',
