@@ -292,6 +292,13 @@ function createConversationDeps(
     node: `${hostname()}:${process.pid}`,
     logger,
   });
+  const lifecycle = {
+    tickMs: DEFAULT_TICK_MS,
+    provisionDeadlineMs: DEFAULT_PROVISION_DEADLINE_MS,
+    idleTimeoutMinutes: config.sandbox.idleTimeoutMinutes,
+    maxLifetimeHours: config.sandbox.maxLifetimeHours,
+    ...options.lifecycle,
+  };
   const conversationEngine = createEngine({
     db,
     pool: database.pool,
@@ -305,14 +312,14 @@ function createConversationDeps(
     provisioner: options.provisioner ?? provisioner,
     revokeCallbackKeys: (conversationId) => apiKeys.revokeConversationKeys(conversationId),
     newSandboxName: sandboxName,
-    lifecycle: {
-      tickMs: DEFAULT_TICK_MS,
-      provisionDeadlineMs: DEFAULT_PROVISION_DEADLINE_MS,
-      idleTimeoutMinutes: config.sandbox.idleTimeoutMinutes,
-      maxLifetimeHours: config.sandbox.maxLifetimeHours,
-      ...options.lifecycle,
-    },
+    lifecycle,
   });
-  const conversations = createConversationsService({ db, gates, engine: conversationEngine, logger });
+  const conversations = createConversationsService({
+    db,
+    gates,
+    engine: conversationEngine,
+    logger,
+    bounds: lifecycle,
+  });
   return { conversations, conversationEngine, ownership, environmentCheckpoints };
 }

@@ -3284,6 +3284,11 @@ export interface operations {
                             parent_conversation_id: string | null;
                             /** @description the latest sandbox of the conversation, if any */
                             sandbox: {
+                                created_at: string | null;
+                                /** @description when the sandbox reaches SANDBOX_MAX_LIFETIME_HOURS (null: off, or the sandbox is gone) */
+                                expires_at: string | null;
+                                /** @description while the conversation is idle: when SANDBOX_IDLE_TIMEOUT_MINUTES without activity reclaims the sandbox */
+                                idle_expires_at: string | null;
                                 name: string;
                                 reason: string | null;
                                 /** @enum {string} */
@@ -3388,6 +3393,11 @@ export interface operations {
                         parent_conversation_id: string | null;
                         /** @description the latest sandbox of the conversation, if any */
                         sandbox: {
+                            created_at: string | null;
+                            /** @description when the sandbox reaches SANDBOX_MAX_LIFETIME_HOURS (null: off, or the sandbox is gone) */
+                            expires_at: string | null;
+                            /** @description while the conversation is idle: when SANDBOX_IDLE_TIMEOUT_MINUTES without activity reclaims the sandbox */
+                            idle_expires_at: string | null;
                             name: string;
                             reason: string | null;
                             /** @enum {string} */
@@ -3519,6 +3529,11 @@ export interface operations {
                         parent_conversation_id: string | null;
                         /** @description the latest sandbox of the conversation, if any */
                         sandbox: {
+                            created_at: string | null;
+                            /** @description when the sandbox reaches SANDBOX_MAX_LIFETIME_HOURS (null: off, or the sandbox is gone) */
+                            expires_at: string | null;
+                            /** @description while the conversation is idle: when SANDBOX_IDLE_TIMEOUT_MINUTES without activity reclaims the sandbox */
+                            idle_expires_at: string | null;
                             name: string;
                             reason: string | null;
                             /** @enum {string} */
@@ -4150,6 +4165,11 @@ export interface operations {
                         parent_conversation_id: string | null;
                         /** @description the latest sandbox of the conversation, if any */
                         sandbox: {
+                            created_at: string | null;
+                            /** @description when the sandbox reaches SANDBOX_MAX_LIFETIME_HOURS (null: off, or the sandbox is gone) */
+                            expires_at: string | null;
+                            /** @description while the conversation is idle: when SANDBOX_IDLE_TIMEOUT_MINUTES without activity reclaims the sandbox */
+                            idle_expires_at: string | null;
                             name: string;
                             reason: string | null;
                             /** @enum {string} */

@@ -1,11 +1,14 @@
 // The frame around every signed-in page: navigation (a top bar on a laptop, a menu button on
 // a phone), the theme toggle, the account menu, the shortcut help and the global dialogs.
-import { type ReactNode, useMemo, useState } from 'react';
+import { lazy, type ReactNode, Suspense, useMemo, useState } from 'react';
 import { useSession } from '../api/session';
 import { Dialog } from '../ui/Dialog';
+import { closeNewConversation, openNewConversation, useNewConversationOpen } from './new-conversation';
 import { Link, navigate, useLocation } from './router';
 import { type Shortcut, useShortcutList, useShortcuts } from './shortcuts';
 import { toggleTheme } from './theme';
+
+const NewConversationDialog = lazy(() => import('../pages/dashboard/NewConversationDialog'));
 
 /** Navigation entries; `admin` ones show only to admins. */
 export const NAV: readonly { href: string; label: string; keys?: string; admin?: boolean }[] = [
@@ -18,9 +21,11 @@ export function Shell({ children, actions }: { children: ReactNode; actions?: Re
   const [menuOpen, setMenuOpen] = useState(false);
   const [helpOpen, setHelpOpen] = useState(false);
   const shortcuts = useShortcutList();
+  const newOpen = useNewConversationOpen();
   const own = useMemo<Shortcut[]>(
     () => [
       { keys: '?', description: 'Show keyboard shortcuts', run: () => setHelpOpen(true) },
+      { keys: 'n', description: 'New conversation', run: openNewConversation },
       { keys: 't', description: 'Switch light/dark theme', run: () => toggleTheme() },
       ...NAV.filter((n) => n.keys).map((n) => ({
         keys: n.keys!,
@@ -65,6 +70,18 @@ export function Shell({ children, actions }: { children: ReactNode; actions?: Re
         </nav>
         <div className="topbar-actions">
           {actions}
+          <button
+            type="button"
+            className="btn btn-primary"
+            onClick={openNewConversation}
+            title="New conversation (n)"
+            aria-label="New conversation"
+          >
+            <span aria-hidden="true">+</span>
+            <span className="hide-narrow" aria-hidden="true">
+              New conversation
+            </span>
+          </button>
           <button type="button" className="btn btn-ghost" onClick={() => toggleTheme()} title="Theme (t)">
             <span aria-hidden="true">◐</span>
             <span className="visually-hidden">Switch light/dark theme</span>
@@ -95,6 +112,11 @@ export function Shell({ children, actions }: { children: ReactNode; actions?: Re
       <main id="main" className="main">
         {children}
       </main>
+      {newOpen && (
+        <Suspense fallback={null}>
+          <NewConversationDialog onClose={closeNewConversation} />
+        </Suspense>
+      )}
       <Dialog open={helpOpen} onClose={() => setHelpOpen(false)} title="Keyboard shortcuts">
         <table className="shortcut-table">
           <tbody>
