@@ -48,6 +48,10 @@ import {
   type EnvironmentCheckpoints,
 } from './environments/environment-checkpoint.ts';
 import { createEnvironmentsService, type EnvironmentsService } from './environments/environments.service.ts';
+import {
+  createInferenceCredentialsService,
+  type InferenceCredentialsService,
+} from './inference-credentials/inference-credentials.service.ts';
 import type { TaskList } from './jobs/worker.ts';
 import { ACCOUNT_MAIL_TASK, createMailQueue, type MailQueue } from './mail/mail.queue.ts';
 import { createMailer, type Mailer } from './mail/mailer.ts';
@@ -77,6 +81,8 @@ export interface Deps {
   /** graphile-worker task handlers, run by the in-process job runner (src/jobs/worker.ts). */
   jobTasks: TaskList;
   secrets: SecretsService;
+  /** The account's inference provider keys (write-only; injected into its sandboxes). */
+  inferenceCredentials: InferenceCredentialsService;
   environments: EnvironmentsService;
   vaults: VaultsService;
   agents: AgentsService;
@@ -159,6 +165,7 @@ export function createDeps(input: CreateDepsInput): Deps {
     masterKey: masterSecretsKey,
     previousMasterKey: masterSecretsKeyPrevious,
   });
+  const inferenceCredentials = createInferenceCredentialsService({ db, secrets, audit });
   const environments = createEnvironmentsService({ db, secrets, audit });
   const vaults = createVaultsService({ db, secrets, audit });
   const agents = createAgentsService({ db, audit });
@@ -168,6 +175,7 @@ export function createDeps(input: CreateDepsInput): Deps {
   const conversationDeps = createConversationDeps(input, {
     apiKeys: accountsDeps.apiKeys,
     secrets,
+    inferenceCredentials,
     environments,
     log: conversationLog,
   });
@@ -178,6 +186,7 @@ export function createDeps(input: CreateDepsInput): Deps {
     health: createHealthService(input.database),
     audit,
     secrets,
+    inferenceCredentials,
     environments,
     vaults,
     agents,
@@ -249,11 +258,12 @@ function createConversationDeps(
   parts: {
     apiKeys: ApiKeysService;
     secrets: SecretsService;
+    inferenceCredentials: InferenceCredentialsService;
     environments: EnvironmentsService;
     log: Pick<Deps, 'feed' | 'logWriters'>;
   },
 ) {
-  const { apiKeys, secrets, environments, log } = parts;
+  const { apiKeys, secrets, inferenceCredentials, environments, log } = parts;
   const { config, logger, database } = input;
   const db = database.db;
   const options = input.engine ?? {};
@@ -268,6 +278,7 @@ function createConversationDeps(
   const provisioner = createProvisioner({
     db,
     secrets,
+    inferenceCredentials,
     callbackKeys: createCallbackKeys({ apiKeys, callbackUrl: config.sandbox.callbackUrl }),
     sandbox,
     logger,

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { createSandboxClient, type SandboxClient } from '@paddock/sandbox-client';
 import { v7 as uuidv7 } from 'uuid';
 import { startTestSandboxd, type TestSandboxd } from '../../../sandboxd/test/harness.ts';
-import type { McpServer, Skill } from '../../src/agents/agents.tables.ts';
+import type { McpServer, Runtime, Skill } from '../../src/agents/agents.tables.ts';
 import { createCallbackKeys } from '../../src/conversations/callback-key.ts';
 import type {
   AgentSnapshot,
@@ -115,6 +115,7 @@ export function provisionerFor(h: ProvisionHarness, extra: Partial<ProvisionerDe
   return createProvisioner({
     db: h.t.deps.db,
     secrets: h.t.deps.secrets,
+    inferenceCredentials: h.t.deps.inferenceCredentials,
     callbackKeys: createCallbackKeys({
       apiKeys: h.t.deps.apiKeys,
       callbackUrl: 'http://paddock.internal:4000',
@@ -174,6 +175,9 @@ export async function newConversation(
     vaultId?: string | null;
     skills?: Skill[];
     mcpServers?: Record<string, McpServer>;
+    /** The agent's runtime and model (default claude, "test"): they decide its provider host. */
+    runtime?: Runtime;
+    model?: string;
   } = {},
 ): Promise<ConversationFixture> {
   const db = h.t.deps.db;
@@ -185,8 +189,8 @@ export async function newConversation(
       id: agentId,
       tenant_id: tenantId,
       name: `agent-${randomBytes(4).toString('hex')}`,
-      model: 'test',
-      runtime: 'claude',
+      model: options.model ?? 'test',
+      runtime: options.runtime ?? 'claude',
       environment_id: options.environmentId ?? null,
       system: null,
       description: null,
@@ -224,8 +228,8 @@ export async function newConversation(
   const agent: AgentSnapshot = {
     id: agentId,
     name: 'agent',
-    runtime: 'claude',
-    model: 'test',
+    runtime: options.runtime ?? 'claude',
+    model: options.model ?? 'test',
     system: null,
     skills: options.skills ?? [],
     mcpServers: options.mcpServers ?? {},
