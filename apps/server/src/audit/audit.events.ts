@@ -13,6 +13,7 @@ export const AUDIT_EVENT_TYPES: Set<string> = new Set([
   'auth.login.succeeded',
   'auth.login.failed',
   'auth.logout',
+  'auth.sessions.ended',
   'auth.oauth.linked',
   'api_key.created',
   'api_key.revoked',
