@@ -116,7 +116,7 @@ function ApiKeys() {
       </form>
       {keys.length > 0 ? (
         <div className="table-wrap">
-          <table className="data-table">
+          <table className="data-table data-table-stack">
             <thead>
               <tr>
                 <th scope="col">Name</th>

@@ -304,17 +304,16 @@ export default function AgentFormPage() {
             <FieldMessages messages={errorsUnder(errors, 'vault_ids')} />
           </fieldset>
         </Section>
-        <Section title="System prompt">
-          <Suspense fallback={<p className="loading">Loading editor…</p>}>
-            <CodeEditor
-              label="System prompt"
-              value={draft.system}
-              rows={8}
-              onChange={(system) => patch({ system })}
-              errors={errorsUnder(errors, 'system')}
-            />
-          </Suspense>
-        </Section>
+        <Suspense fallback={<p className="loading">Loading editor…</p>}>
+          <CodeEditor
+            label="System prompt"
+            value={draft.system}
+            rows={8}
+            onChange={(system) => patch({ system })}
+            errors={errorsUnder(errors, 'system')}
+          />
+        </Suspense>
+
         <Section
           title="Skills"
           hint="Inline: a SKILL.md written here. From a repository: owner/repo at a tag, branch or commit."
