@@ -30,10 +30,12 @@ const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core
 export interface RecordedResponse {
   method: string;
   path: string;
+  /** The request's headers as the browser sent them. */
+  requestHeaders: http.IncomingHttpHeaders;
   status: number;
   contentType: string;
-  /** The body as the browser decoded it (content-encoding undone). */
-  body: Buffer;
+  /** The body as the browser decoded it (content-encoding undone), as much as has arrived. */
+  readonly body: Buffer;
 }
 
 export interface ConsoleHarness {
@@ -51,6 +53,11 @@ export interface ConsoleHarness {
   assertNoSecret(secret: string): void;
   /** Runs axe-core on the page; fails listing every serious or critical violation. */
   axe(page: Page, label: string): Promise<void>;
+  /**
+   * Cuts every open SSE response between the browser and the server (a dropped connection):
+   * the browser's EventSource reconnects by itself with Last-Event-ID.
+   */
+  dropStreams(): number;
   /** Content-Security-Policy violations and uncaught page errors seen so far. */
   pageProblems(): string[];
   close(): Promise<void>;
@@ -78,16 +85,8 @@ function decode(body: Buffer, encoding: string | undefined): Buffer {
 /** A reverse proxy to `target` that keeps a copy of every response body it forwards. */
 async function startRecordingProxy(target: string, port: number, record: (r: RecordedResponse) => void) {
   const upstream = new URL(target);
+  const streams = new Set<http.ServerResponse>();
   const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    let meta: Omit<RecordedResponse, 'body'> | null = null;
-    let encoding: string | undefined;
-    let recorded = false;
-    const finish = () => {
-      if (recorded || !meta) return;
-      recorded = true;
-      record({ ...meta, body: decode(Buffer.concat(chunks), encoding) });
-    };
     const proxied = http.request(
       {
         host: upstream.hostname,
@@ -97,23 +96,30 @@ async function startRecordingProxy(target: string, port: number, record: (r: Rec
         headers: req.headers,
       },
       (up) => {
-        meta = {
+        // Recorded as soon as it starts (an SSE stream never ends while watched); the body
+        // is decoded from what arrived so far whenever a test reads it.
+        const chunks: Buffer[] = [];
+        const encoding = up.headers['content-encoding'];
+        record({
           method: req.method ?? 'GET',
           path: req.url ?? '/',
+          requestHeaders: req.headers,
           status: up.statusCode ?? 0,
           contentType: String(up.headers['content-type'] ?? ''),
-        };
-        encoding = up.headers['content-encoding'];
+          get body() {
+            return decode(Buffer.concat(chunks), encoding);
+          },
+        });
+        if (String(up.headers['content-type'] ?? '').startsWith('text/event-stream')) {
+          streams.add(res);
+          res.on('close', () => streams.delete(res));
+        }
         res.writeHead(up.statusCode ?? 502, up.headers);
         up.on('data', (chunk: Buffer) => {
           chunks.push(chunk);
           res.write(chunk);
         });
-        up.on('end', () => {
-          finish();
-          res.end();
-        });
-        up.on('close', finish);
+        up.on('end', () => res.end());
         up.on('error', () => res.destroy());
       },
     );
@@ -122,14 +128,17 @@ async function startRecordingProxy(target: string, port: number, record: (r: Rec
       else res.destroy();
     });
     // The browser left (a reload mid-stream): stop the upstream request too.
-    res.on('close', () => {
-      finish();
-      proxied.destroy();
-    });
+    res.on('close', () => proxied.destroy());
     req.pipe(proxied);
   });
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
   return {
+    dropStreams() {
+      const n = streams.size;
+      for (const res of streams) res.destroy();
+      streams.clear();
+      return n;
+    },
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
@@ -204,6 +213,7 @@ export async function startConsoleHarness(options: HarnessOptions = {}): Promise
         `axe found serious/critical violations on ${label}`,
       );
     },
+    dropStreams: () => proxy?.dropStreams() ?? 0,
     pageProblems: () => [...problems],
     async close() {
       for (const c of contexts) await c.close().catch(() => {});

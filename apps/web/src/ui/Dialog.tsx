@@ -1,5 +1,5 @@
 // A modal on the native <dialog>: focus trapping, Escape and the backdrop come from the browser.
-import { type ReactNode, useEffect, useRef } from 'react';
+import { type ReactNode, useEffect, useId, useRef } from 'react';
 
 export function Dialog({
   open,
@@ -15,6 +15,7 @@ export function Dialog({
   wide?: boolean;
 }) {
   const ref = useRef<HTMLDialogElement>(null);
+  const titleId = useId();
   useEffect(() => {
     const d = ref.current;
     if (!d) return;
@@ -25,7 +26,7 @@ export function Dialog({
     <dialog
       ref={ref}
       className={wide ? 'dialog dialog-wide' : 'dialog'}
-      aria-labelledby="dialog-title"
+      aria-labelledby={titleId}
       onClose={onClose}
       onClick={(e) => {
         if (e.target === ref.current) onClose();
@@ -35,7 +36,7 @@ export function Dialog({
       {open && (
         <div className="dialog-body">
           <header className="dialog-header">
-            <h2 id="dialog-title">{title}</h2>
+            <h2 id={titleId}>{title}</h2>
             <button type="button" className="btn btn-ghost" onClick={onClose} aria-label="Close">
               ✕
             </button>
