@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Page } from 'playwright-core';
 import { type ConsoleHarness, startConsoleHarness } from '../../server/test/helpers/browser.ts';
+import { insertConversation, insertTurn } from '../../server/test/helpers/conversation-rows.ts';
 
 let c: ConsoleHarness;
 before(async () => {
@@ -89,6 +90,7 @@ describe('configuration pages', () => {
     // Vault -----------------------------------------------------------------------------
     await page.getByRole('link', { name: 'Vaults' }).first().click();
     await page.getByRole('heading', { name: 'Vaults', level: 1 }).waitFor();
+    await c.axe(page, 'vaults');
     await page.getByLabel('New vault name').fill('prod');
     await page.getByRole('button', { name: 'Create vault' }).click();
     await page.getByRole('heading', { name: 'Vault prod' }).waitFor();
@@ -103,6 +105,8 @@ describe('configuration pages', () => {
 
     // Agent -----------------------------------------------------------------------------
     await page.getByRole('link', { name: 'Agents' }).first().click();
+    await page.getByRole('heading', { name: 'Agents', level: 1 }).waitFor();
+    await c.axe(page, 'agents');
     await page.getByRole('link', { name: 'New agent' }).click();
     await page.getByRole('heading', { name: 'New agent' }).waitFor();
     await page.getByLabel('Name', { exact: true }).fill('reviewer');
@@ -227,6 +231,13 @@ describe('admin pages', () => {
     await register(adminEmail);
     await register(userEmail);
     await c.h.deps.db.updateTable('users').set({ is_admin: true }).where('email', '=', adminEmail).execute();
+    const target = await c.h.deps.db
+      .selectFrom('users')
+      .select('id')
+      .where('email', '=', userEmail)
+      .executeTakeFirstOrThrow();
+    const conversation = await insertConversation(c.h.deps.db, target.id, { status: 'idle' });
+    await insertTurn(c.h.deps.db, conversation, 1);
 
     const plain = await c.page();
     await signIn(plain, userEmail);
@@ -249,9 +260,16 @@ describe('admin pages', () => {
     await row.getByRole('link', { name: userEmail }).click();
     await page.getByRole('heading', { name: userEmail }).waitFor();
     await page
-      .getByText('0 environments · 0 vaults · 0 agents · 0 conversations · 0 active API keys')
+      .getByText('0 environments · 0 vaults · 0 agents · 1 conversations · 0 active API keys')
       .waitFor();
     await c.axe(page, 'admin user');
+    await page.getByRole('link', { name: `conversation ${conversation.id}` }).click();
+    await page.getByRole('heading', { name: /^Conversation / }).waitFor();
+    await page.getByText(conversation.id, { exact: true }).waitFor();
+    await c.axe(page, 'admin conversation');
+    // Metadata only: the turn's prompt and the title never reach the admin's browser.
+    assert.equal(await page.getByText('echo hi').count(), 0);
+    await page.getByRole('link', { name: `← ${userEmail}` }).click();
     await page.getByRole('link', { name: '← Users' }).click();
 
     page.once('dialog', (d) => void d.accept());
@@ -280,6 +298,13 @@ describe('admin pages', () => {
     assert.ok(types.includes('admin.users.listed'));
     assert.ok(types.includes('admin.user.read'));
     assert.ok(types.includes('admin.conversations.listed'));
+    assert.ok(types.includes('admin.conversation.read'));
+    // No admin answer the browser received carries the conversation's title or prompt.
+    const adminBodies = c.responses().filter((r) => r.path.startsWith('/api/admin/'));
+    assert.ok(adminBodies.some((r) => r.path.startsWith('/api/admin/conversations/')));
+    for (const r of adminBodies) {
+      assert.ok(!r.body.includes('test conversation') && !r.body.includes('echo hi'), r.path);
+    }
     assert.deepEqual(c.pageProblems(), []);
   });
 });
