@@ -23,6 +23,10 @@ have losetup || need+=(mount)
 have perl || need+=(perl-base)
 # the sandboxes' runtime layer copies rg (opencode and claude search with it; apps/sandboxd/runtime-layer.json)
 have rg || need+=(ripgrep)
+# the console's browser tests and screenshots (playwright-core drives Debian's chromium)
+have chromium || need+=(chromium)
+# fonts so screenshots and layout measure real glyphs on a minimal machine
+[ -d /usr/share/fonts/truetype/dejavu ] || need+=(fonts-dejavu-core)
 if [ ${#need[@]} -eq 0 ]; then
   echo "system packages: all present"
   exit 0

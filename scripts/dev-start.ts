@@ -2,6 +2,7 @@
 //   - the local sandbox backend (sandboxd) as its own process, with a generated token,
 //     unless SANDBOX_BASE_URL points at another backend; sandboxes reach the server back at
 //     http://paddock.internal:<PORT> (SANDBOX_CALLBACK_URL, SANDBOXD_SERVICE_ROUTES);
+//   - the web console's build (apps/web/dist), made when missing or stale;
 //   - paddock-server, which starts the embedded PostgreSQL (DATABASE_URL unset), runs
 //     migrations and prints its URL.
 // Ctrl-C / SIGTERM stops the server first (it drains, then stops its database), then
@@ -12,6 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
+import { ensureConsoleBuilt } from './build-web.ts';
 
 const root = resolve(import.meta.dirname, '..');
 const env: NodeJS.ProcessEnv = { ...process.env };
@@ -104,6 +106,16 @@ async function startSandboxd(): Promise<void> {
 }
 
 if (blank('SANDBOX_BASE_URL')) await startSandboxd();
+
+// The console is served from its build: make one when it is missing or its sources changed
+// (progress on stderr). A failed build leaves the API up; the console's page says what to run.
+try {
+  await ensureConsoleBuilt();
+} catch (err) {
+  console.error(
+    `paddock: the web console could not be built (${err instanceof Error ? err.message : String(err)}); the API still starts. Fix it and run npm run build:web.`,
+  );
+}
 
 const server = spawn(process.execPath, [join(root, 'apps/server/src/main.ts'), 'serve'], {
   cwd: root,

@@ -16,6 +16,7 @@ import { startEmbeddedPostgres } from '../apps/server/src/db/embedded.ts';
 import { migrate } from '../apps/server/src/db/migrate.ts';
 import { migrateJobs } from '../apps/server/src/jobs/worker.ts';
 import { createLogger } from '../apps/server/src/observability/logger.ts';
+import { ensureConsoleBuilt } from './build-web.ts';
 
 const TEMPLATE = 'paddock_template';
 const PATTERNS = [
@@ -33,6 +34,17 @@ const selected = files.length > 0 ? files : PATTERNS.flatMap((p) => globSync(p))
 /** Entries a test run must not leave behind in a temp directory. */
 const LEFTOVER = /^(paddock-(?!test-)|pg-password-)/;
 const systemTmp = tmpdir();
+
+// The browser tests drive the built console: build it once here (when missing or stale)
+// rather than in several test processes at once.
+if (selected.some((f) => f.includes('apps/web/test/'))) {
+  try {
+    await ensureConsoleBuilt();
+  } catch (err) {
+    console.error(`npm test: ${err instanceof Error ? err.message : String(err)}`);
+    process.exit(1);
+  }
+}
 const leftovers = (d: string) => readdirSync(d).filter((name) => LEFTOVER.test(name));
 const before = new Set(leftovers(systemTmp));
 

@@ -35,6 +35,7 @@ import { ID_RANGE, ID_SLOTS, type SandboxdOptions } from './config.ts';
 import { AppError } from './errors.ts';
 import { FifoPool } from './exec/procs.ts';
 import { type ExecSpec, type Session, SessionTable } from './exec/sessions.ts';
+import { ShimPool } from './exec/shim-pool.ts';
 import type { Logger } from './log.ts';
 import { createEgressGuard } from './proxy/addresses.ts';
 import { type PolicyRule, parseRules } from './proxy/policy.ts';
@@ -100,7 +101,7 @@ class Sandbox {
     tenant: string,
     dir: string,
     proxy: EgressProxy,
-    sessions: { bufferBytes: number; fifos: FifoPool; compileCache: string; log: Logger },
+    sessions: { bufferBytes: number; fifos: FifoPool; shims: ShimPool; log: Logger },
   ) {
     this.rec = rec;
     this.tenant = tenant;
@@ -178,6 +179,8 @@ export function createSandboxesService(deps: ServiceDeps) {
   const cgroupKey = (sb: Sandbox) => `${sb.tenant}-${sb.rec.name}`;
   // FIFOs of earlier versions lived here; now each sandbox's live in its init (exec/procs.ts FifoPool).
   rmSync(path.join(opts.dataDir, 'fifos'), { recursive: true, force: true });
+  /** Pre-started session shims for every sandbox's detachable execs (exec/shim-pool.ts). */
+  const shims = new ShimPool({ compileCache: path.join(opts.dataDir, 'compile-cache'), log });
   /** One egress address guard for every sandbox's proxy (it caches the host's interface addresses). */
   const guard = createEgressGuard({ allow: opts.egressAllow });
   const checkpoints = createCheckpointsService<Sandbox>({
@@ -211,7 +214,7 @@ export function createSandboxesService(deps: ServiceDeps) {
     return new Sandbox(rec, tenant, dir, proxy, {
       bufferBytes: opts.sessionBufferBytes,
       fifos: new FifoPool(tools.mkfifo),
-      compileCache: path.join(opts.dataDir, 'compile-cache'),
+      shims,
       log,
     });
   }
@@ -817,6 +820,7 @@ export function createSandboxesService(deps: ServiceDeps) {
 
     /** Stops sandboxd's side (listeners, sessions); sandbox inits keep running. */
     shutdown(): void {
+      shims.close();
       for (const sb of sandboxes.values()) {
         sb.sessions.detachAll();
         closeListener(sb);

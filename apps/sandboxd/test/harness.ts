@@ -15,6 +15,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   rmdirSync,
   rmSync,
   unlinkSync,
@@ -188,22 +189,51 @@ function killSandboxInits(dataDir: string): void {
 }
 
 /**
- * Pids of running exec session shims (src/exec/shim.ts, argv marker `paddock-sandboxd-shim`), optionally only
- * those of one data dir.
+ * Pids of running exec session shims (src/exec/shim.ts, argv marker `paddock-sandboxd-shim`) that serve a
+ * session: a shim works in its session directory (its cwd; a removed directory reads "<path> (deleted)"),
+ * optionally only those of one data dir. Idle pre-started shims (src/exec/shim-pool.ts, cwd /) are not
+ * sessions: see idleShims().
  */
 export function sessionShims(dataDir?: string): number[] {
-  const out: number[] = [];
+  return shimProcesses()
+    .filter(({ cwd }) => (dataDir === undefined ? cwd !== '/' : cwd.startsWith(`${dataDir}/`)))
+    .map(({ pid }) => pid);
+}
+
+/** Pids of pre-started shims waiting for a session (cwd /) that the daemon `parentPid` started. */
+export function idleShims(parentPid: number): number[] {
+  return shimProcesses()
+    .filter(({ cwd, ppid }) => cwd === '/' && ppid === parentPid)
+    .map(({ pid }) => pid);
+}
+
+/** The process runs (a zombie has exited). */
+export function processAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+function shimProcesses(): { pid: number; cwd: string; ppid: number }[] {
+  const out: { pid: number; cwd: string; ppid: number }[] = [];
   for (const e of readdirSync('/proc')) {
     if (!/^\d+$/.test(e)) continue;
     let argv: string[];
+    let cwd: string;
+    let ppid: number;
     try {
       argv = readFileSync(`/proc/${e}/cmdline`, 'utf8').split('\0');
+      if (!argv.includes('paddock-sandboxd-shim')) continue;
+      cwd = readlinkSync(`/proc/${e}/cwd`);
+      const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
+      ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
     } catch {
       continue;
     }
-    const i = argv.indexOf('paddock-sandboxd-shim');
-    if (i < 0) continue;
-    if (dataDir === undefined || argv[i + 1]?.startsWith(`${dataDir}/`)) out.push(Number(e));
+    out.push({ pid: Number(e), cwd, ppid });
   }
   return out;
 }

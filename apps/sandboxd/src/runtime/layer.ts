@@ -28,6 +28,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   accessSync,
+  chmodSync,
   constants,
   copyFileSync,
   existsSync,
@@ -400,6 +401,9 @@ export function createRuntimeLayer(input: {
   }
   const root = setting.mode === 'dir' ? setting.dir : path.join(input.dataDir, 'runtime-layer');
   mkdirSync(root, { recursive: true, mode: 0o755 });
+  // The sandbox user reads it through its "other" bits (invariant): a directory made 0700 (mkdtemp, a
+  // restrictive umask) would hide every layer.
+  if ((statSync(root).mode & 0o005) !== 0o005) chmodSync(root, 0o755);
   const dir = path.join(root, hash);
   let state: LayerStateName = existsSync(dir) ? 'ready' : 'installing';
   let progress: Progress | null = null;

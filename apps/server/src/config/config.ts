@@ -3,6 +3,10 @@
 // malformed value refuses to boot with a message naming the variable (never its value,
 // because several of them are secrets). Nothing outside this folder reads process.env.
 import { isIP } from 'node:net';
+import { resolve as resolvePath } from 'node:path';
+
+/** The console's build output in this checkout (apps/web/dist). */
+export const DEFAULT_CONSOLE_DIR = resolvePath(import.meta.dirname, '../../../web/dist');
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
@@ -25,6 +29,11 @@ export interface Config {
   /** True when PUBLIC_URL is https: redirect, HSTS and Secure cookies. */
   readonly httpsOnly: boolean;
   readonly dataDir: string;
+  /**
+   * PADDOCK_CONSOLE_DIR: the built web console (index.html and assets/) served at `/`.
+   * Default: apps/web/dist of this checkout (`npm run build:web` writes it).
+   */
+  readonly consoleDir: string;
   readonly logLevel: string;
   /** `auto`: readable lines when stdout is a terminal outside production, JSON otherwise. */
   readonly logFormat: 'json' | 'pretty' | 'auto';
@@ -470,6 +479,7 @@ export function parseConfig(env: Env): ParseResult {
     publicUrlConfigured: publicUrl !== undefined,
     httpsOnly: effectivePublicUrl.protocol === 'https:',
     dataDir: str('PADDOCK_DATA_DIR') ?? './.paddock',
+    consoleDir: resolvePath(str('PADDOCK_CONSOLE_DIR') ?? DEFAULT_CONSOLE_DIR),
     logLevel,
     logFormat: logFormat as Config['logFormat'],
     ...(secretKeyBase ? { secretKeyBase } : {}),

@@ -14,6 +14,7 @@
 // - reattach.ts     re-joining a still-running turn without losing or duplicating a byte
 import type { McpServer, Runtime, Skill } from '../agents/agents.tables.ts';
 import type { StageName, StageState, TurnUsage } from './conversations.tables.ts';
+import type { LogEventRow } from './log-events.repo.ts';
 import type { SecretRegistry } from './redactor.ts';
 
 /** Thrown by any owner write once another process has taken the conversation over. */
@@ -74,9 +75,21 @@ export interface LogWriterFactory {
 
 /** A wake-up for readers: rows up to `lastId` exist, or the conversation's owner/status changed. */
 export type FeedSignal =
-  | { type: 'events'; lastId: string }
+  | { type: 'events'; lastId: string; committed?: CommittedRows }
   | { type: 'status'; status: string }
   | { type: 'owner_lost' };
+
+/**
+ * In-process only, never on the wire: the rows a log batch just committed, so readers in the
+ * writer's own process need not read them back (log-tail.ts). `after` is the id of the row this
+ * writer committed before them (null for its first batch): a reader that holds exactly the rows up
+ * to `after` may append these; any other reader reads the database as it would without them.
+ */
+export interface CommittedRows {
+  after: string | null;
+  /** In id order, as stored (output redacted). */
+  rows: LogEventRow[];
+}
 
 /** Wake-ups across processes (feed.ts). The rows carry the data; signals only say "look". */
 export interface Feed {

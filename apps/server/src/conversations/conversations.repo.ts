@@ -39,7 +39,7 @@ function withLatestSandbox(db: Conn) {
       (eb) =>
         eb
           .selectFrom('sandboxes')
-          .select(['sandboxes.name', 'sandboxes.status', 'sandboxes.reason'])
+          .select(['sandboxes.name', 'sandboxes.status', 'sandboxes.reason', 'sandboxes.created_at'])
           .whereRef('sandboxes.conversation_id', '=', 'c.id')
           .orderBy('sandboxes.created_at', 'desc')
           .orderBy('sandboxes.id', 'desc')
@@ -48,7 +48,12 @@ function withLatestSandbox(db: Conn) {
       (join) => join.onTrue(),
     )
     .select(CONVERSATION_COLUMNS)
-    .select(['s.name as sandbox_name', 's.status as sandbox_status', 's.reason as sandbox_reason']);
+    .select([
+      's.name as sandbox_name',
+      's.status as sandbox_status',
+      's.reason as sandbox_reason',
+      's.created_at as sandbox_created_at',
+    ]);
 }
 
 export type ConversationRow = NonNullable<Awaited<ReturnType<typeof findConversation>>>;

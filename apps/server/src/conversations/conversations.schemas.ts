@@ -57,6 +57,17 @@ export const SandboxView = z.object({
   name: z.string(),
   status: z.enum(SANDBOX_STATUSES),
   reason: z.string().nullable(),
+  created_at: z.string().nullable(),
+  expires_at: z
+    .string()
+    .nullable()
+    .describe('when the sandbox reaches SANDBOX_MAX_LIFETIME_HOURS (null: off, or the sandbox is gone)'),
+  idle_expires_at: z
+    .string()
+    .nullable()
+    .describe(
+      'while the conversation is idle: when SANDBOX_IDLE_TIMEOUT_MINUTES without activity reclaims the sandbox',
+    ),
 });
 
 export const ConversationView = z.object({

@@ -108,7 +108,43 @@ export function sourceOf(caller: Caller): { source: ConversationSource; parent: 
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
-export function conversationView(row: ConversationRow): ConversationView {
+/** The lifecycle bounds of a sandbox (lifecycle.ts), for the view's `expires_at` fields; 0 = off. */
+export interface SandboxBounds {
+  idleTimeoutMinutes: number;
+  maxLifetimeHours: number;
+}
+const NO_BOUNDS: SandboxBounds = { idleTimeoutMinutes: 0, maxLifetimeHours: 0 };
+
+/**
+ * When the live sandbox will be reclaimed, as the lifecycle check decides it: at its maximum
+ * lifetime from creation, or (while the conversation rests idle) after the idle timeout from
+ * the last activity. Null when that bound is off or does not apply.
+ */
+function sandboxExpiry(row: ConversationRow, bounds: SandboxBounds) {
+  // A terminated or failed conversation's sandbox is being destroyed, whatever its row says yet.
+  const live =
+    (row.sandbox_status === 'ready' ||
+      row.sandbox_status === 'starting' ||
+      row.sandbox_status === 'pending') &&
+    row.status !== 'terminated' &&
+    row.status !== 'failed';
+  const created = row.sandbox_created_at ? new Date(row.sandbox_created_at) : null;
+  const expiresAt =
+    live && created && bounds.maxLifetimeHours > 0
+      ? new Date(created.getTime() + bounds.maxLifetimeHours * 3_600_000).toISOString()
+      : null;
+  const idleExpiresAt =
+    live && row.status === 'idle' && bounds.idleTimeoutMinutes > 0
+      ? new Date(row.last_activity_at.getTime() + bounds.idleTimeoutMinutes * 60_000).toISOString()
+      : null;
+  return {
+    created_at: created ? created.toISOString() : null,
+    expires_at: expiresAt,
+    idle_expires_at: idleExpiresAt,
+  };
+}
+
+export function conversationView(row: ConversationRow, bounds: SandboxBounds = NO_BOUNDS): ConversationView {
   return {
     id: row.id,
     agent_id: row.agent_id,
@@ -121,7 +157,12 @@ export function conversationView(row: ConversationRow): ConversationView {
     failure_reason: row.failure_reason,
     sandbox:
       row.sandbox_name && row.sandbox_status
-        ? { name: row.sandbox_name, status: row.sandbox_status, reason: row.sandbox_reason ?? null }
+        ? {
+            name: row.sandbox_name,
+            status: row.sandbox_status,
+            reason: row.sandbox_reason ?? null,
+            ...sandboxExpiry(row, bounds),
+          }
         : null,
     created_at: row.created_at.toISOString(),
     updated_at: row.updated_at.toISOString(),
@@ -163,8 +204,11 @@ export function createConversationsService(deps: {
   gates: Gates;
   engine: EngineCommands;
   logger: Logger;
+  /** Shown as the sandbox's `expires_at` / `idle_expires_at` (the console's "lifetime left"). */
+  bounds?: SandboxBounds;
 }): ConversationsService {
   const { db, gates, engine } = deps;
+  const view = (row: ConversationRow) => conversationView(row, deps.bounds);
 
   const kick = (command: Command) => {
     // The rows are committed: a failed kick leaves the work to the orphan sweep (lifecycle.ts).
@@ -215,7 +259,7 @@ export function createConversationsService(deps: {
         await insertTurn(trx, { tenantId, conversationId: id, prompt: input.prompt, images });
       });
       kick({ type: 'prompt', tenantId, conversationId: id });
-      return conversationView(await mustFind(tenantId, id));
+      return view(await mustFind(tenantId, id));
     },
 
     async list(tenantId, query) {
@@ -225,7 +269,7 @@ export function createConversationsService(deps: {
       const hasMore = rows.length > query.limit;
       const last = page.at(-1);
       return {
-        data: page.map(conversationView),
+        data: page.map(view),
         meta: {
           next_cursor: hasMore && last ? Buffer.from(last.id).toString('base64url') : null,
           has_more: hasMore,
@@ -234,7 +278,7 @@ export function createConversationsService(deps: {
     },
 
     async get(tenantId, id) {
-      return conversationView(await mustFind(tenantId, id));
+      return view(await mustFind(tenantId, id));
     },
 
     async turns(tenantId, id) {
@@ -289,7 +333,7 @@ export function createConversationsService(deps: {
         await setConversationStatus(trx, tenantId, id, 'terminated');
       });
       kick({ type: 'terminate', tenantId, conversationId: id });
-      return conversationView(await mustFind(tenantId, id));
+      return view(await mustFind(tenantId, id));
     },
 
     async remove(tenantId, id) {

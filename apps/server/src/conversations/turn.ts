@@ -37,10 +37,14 @@ export function pidFile(turnId: string): string {
   return `${PADDOCK_DIR}/turn-${turnId}.pid`;
 }
 
-/** The runtime's argv under the pid-recording session wrapper (invariant 1). */
+/**
+ * The runtime's argv under the pid-recording session wrapper (invariant 1). Shell builtins only, but
+ * for a mkdir the first turn of a sandbox needs: every process started here is on the path to the
+ * turn's first output byte (docs/performance.md).
+ */
 export function wrapTurn(argv: string[], turnId: string): string[] {
-  const script = 'mkdir -p "$(dirname "$1")" && echo $$ > "$1" && shift && exec "$@"';
-  return ['setsid', '-w', 'sh', '-c', script, 'paddock-turn', pidFile(turnId), ...argv];
+  const script = '{ [ -d "$2" ] || mkdir -p -- "$2"; } && echo $$ > "$1" && shift 2 && exec "$@"';
+  return ['setsid', '-w', 'sh', '-c', script, 'paddock-turn', pidFile(turnId), PADDOCK_DIR, ...argv];
 }
 
 export type TurnEnd =

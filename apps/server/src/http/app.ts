@@ -14,6 +14,7 @@ import {
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
 import { authPlugin } from '../auth/auth.plugin.ts';
+import { createConsoleHandler } from '../console/console.ts';
 import { isDatabaseUnavailable } from '../db/database.ts';
 import type { Deps } from '../deps.ts';
 import { createClientErrorHandler, createFrameworkErrorHandler } from './early-errors.ts';
@@ -253,11 +254,15 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     return reply.code(500).send({ error: 'internal_error', message: 'internal error' });
   });
 
+  // Paths no route owns: the web console's files and client-side routes (GET/HEAD outside
+  // /api, /auth, /health, /metrics), else the JSON 404.
+  const webConsole = createConsoleHandler(config);
   app.setNotFoundHandler(
     {
       preHandler: app.rateLimit(),
     },
     (request, reply) => {
+      if (webConsole.handles(request) && webConsole.serve(request, reply)) return;
       reply
         .code(404)
         .send({ error: 'not_found', message: `no route for ${request.method} ${request.url.split('?')[0]}` });

@@ -2,6 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { accountsRoutes } from '../accounts/accounts.routes.ts';
 import { adminRoutes } from '../accounts/admin.routes.ts';
+import { adminViewsRoutes } from '../admin/admin.routes.ts';
 import { agentsRoutes } from '../agents/agents.routes.ts';
 import { applyRoutes } from '../apply/apply.routes.ts';
 import { auditRoutes } from '../audit/audit.routes.ts';
@@ -12,6 +13,7 @@ import { streamRoutes } from '../conversations/stream.routes.ts';
 import type { Deps } from '../deps.ts';
 import { environmentsRoutes } from '../environments/environments.routes.ts';
 import { inferenceCredentialsRoutes } from '../inference-credentials/inference-credentials.routes.ts';
+import { siteRoutes } from '../site/site.routes.ts';
 import { vaultsRoutes } from '../vaults/vaults.routes.ts';
 import { healthRoutes } from './routes/health.routes.ts';
 import { openapiRoutes } from './routes/openapi.routes.ts';
@@ -24,6 +26,7 @@ export async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<
   await app.register(inferenceCredentialsRoutes(deps));
   await app.register(oauthRoutes(deps));
   await app.register(adminRoutes(deps));
+  await app.register(adminViewsRoutes(deps));
   await app.register(auditRoutes(deps));
   await app.register(environmentsRoutes(deps));
   await app.register(vaultsRoutes(deps));
@@ -33,4 +36,5 @@ export async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<
     conversationsRoutes({ conversations: deps.conversations, onClose: () => deps.conversationEngine.stop() }),
   );
   await app.register(streamRoutes(deps));
+  await app.register(siteRoutes(deps));
 }

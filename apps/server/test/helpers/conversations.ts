@@ -135,6 +135,8 @@ async function freePort(): Promise<number> {
 export interface HarnessOptions {
   env?: Env;
   engine?: EngineOptions;
+  /** The first instance listens on this port (default: any free one), e.g. to match PUBLIC_URL. */
+  port?: number;
   /** Extra SANDBOXD_* environment of the backend (e.g. SANDBOXD_SERVICE_ROUTES for a fake upstream). */
   sandboxdEnv?: Record<string, string>;
   /** The backend with the test run's shared runtime layer (the agent CLIs in every sandbox). */
@@ -169,7 +171,7 @@ export async function startConversationHarness(options: HarnessOptions = {}): Pr
       cb();
     },
   });
-  const instance = async (db: TestDatabase['handle']) => {
+  const instance = async (db: TestDatabase['handle'], port = 0) => {
     const deps = createDeps({
       version: VERSION,
       config,
@@ -179,7 +181,7 @@ export async function startConversationHarness(options: HarnessOptions = {}): Pr
       engine: { runtimes: scriptedRuntimes, ...options.engine },
     });
     const app = await buildApp(deps);
-    await app.listen({ port: 0, host: '127.0.0.1' });
+    await app.listen({ port, host: '127.0.0.1' });
     await deps.conversationEngine.start();
     const address = app.server.address();
     return {
@@ -188,7 +190,7 @@ export async function startConversationHarness(options: HarnessOptions = {}): Pr
       url: `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`,
     };
   };
-  const { app, deps, url } = await instance(database.handle);
+  const { app, deps, url } = await instance(database.handle, options.port);
   const others: (() => Promise<void>)[] = [];
 
   const api = apiAt(url);

@@ -25,6 +25,7 @@
 import type { McpServer } from '../../agents/agents.tables.ts';
 import type { RuntimeAdapter, TurnEvent } from '../contracts.ts';
 import type { TurnUsage } from '../conversations.tables.ts';
+import { pinnedCli } from '../runtime-probe.ts';
 import { HOME, jsonLine, modelId, num, turnFiles, WORKDIR } from './common.ts';
 
 export const CODEX_HOME = `${HOME}/.codex`;
@@ -117,6 +118,7 @@ const WRAPPER = [
 
 export const codexAdapter: RuntimeAdapter = {
   runtime: 'codex',
+  cli: pinnedCli('codex'),
   sessionPaths: [`${CODEX_HOME}/sessions`],
   skillsDir: `${CODEX_HOME}/skills`,
   buildTurn({ agent, prompt, images, resumeSessionId, turnId, mcpServers, env }) {

@@ -26,6 +26,7 @@
 import type { McpServer } from '../../agents/agents.tables.ts';
 import type { RuntimeAdapter, TurnEvent } from '../contracts.ts';
 import type { TurnUsage } from '../conversations.tables.ts';
+import { pinnedCli } from '../runtime-probe.ts';
 import { HOME, jsonLine, num, turnFiles, WORKDIR } from './common.ts';
 
 export const OPENCODE_CONFIG_DIR = `${HOME}/.config/opencode`;
@@ -91,7 +92,7 @@ export function opencodeSetup(input: {
   const slash = input.model.indexOf('/');
   const providerName = slash === -1 ? '' : input.model.slice(0, slash);
   const modelName = slash === -1 ? input.model : input.model.slice(slash + 1);
-  const family = FAMILIES[providerName];
+  const family = FAMILIES[providerName.toLowerCase()];
   if (!family)
     return {
       unsupported: `paddock: opencode runs models of anthropic, openai or google (the agent's model is "${input.model}")`,
@@ -157,6 +158,7 @@ function wrapper(keyVar: string | null): string {
 
 export const opencodeAdapter: RuntimeAdapter = {
   runtime: 'opencode',
+  cli: pinnedCli('opencode'),
   sessionPaths: [`${HOME}/.local/share/opencode`],
   skillsDir: `${OPENCODE_CONFIG_DIR}/skills`,
   buildTurn({ agent, prompt, images, resumeSessionId, turnId, mcpServers, env }) {
