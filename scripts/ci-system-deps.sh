@@ -21,6 +21,8 @@ have mkfs.ext4 || need+=(e2fsprogs)
 have fsfreeze || need+=(util-linux)
 have losetup || need+=(mount)
 have perl || need+=(perl-base)
+# the sandboxes' runtime layer copies rg (opencode and claude search with it; apps/sandboxd/runtime-layer.json)
+have rg || need+=(ripgrep)
 if [ ${#need[@]} -eq 0 ]; then
   echo "system packages: all present"
   exit 0

@@ -14,6 +14,7 @@ import {
   writeStoredConfig,
 } from './config.ts';
 import { deleteConversation, ExitStatus, registerConversationCommands } from './conversations.ts';
+import { registerCredentialCommands } from './credentials.ts';
 import { CliError } from './errors.ts';
 import { compileManifests, redactedPlan } from './manifest.ts';
 import { type Io, json, type OutputFormat, table, withProgress } from './output.ts';
@@ -179,6 +180,7 @@ export async function main(argv: string[], env: Env, io: Io): Promise<number> {
     });
 
   registerConversationCommands(program, ctx);
+  registerCredentialCommands(program, ctx);
 
   const keys = program.command('keys').description('list, create and revoke API keys');
   keys

@@ -142,6 +142,8 @@ export interface ServiceDeps {
   /** the sandbox root's CA bundle (runtime/base.ts), given to node as NODE_EXTRA_CA_CERTS */
   caBundle: string | null;
   disks: Disks;
+  /** inside a sandbox: the runtime layer's bin directory, first on every exec's PATH (null: no layer) */
+  layerBin?: string | null;
 }
 
 /** writeJsonAtomic that survives a power loss too: file, rename and directory entries fsync'ed. */
@@ -501,12 +503,21 @@ export function createSandboxesService(deps: ServiceDeps) {
     const socks = `socks5h://127.0.0.1:${PROXY_PORT}`;
     const noProxy = 'localhost,127.0.0.1,::1';
     const system = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+    // The runtime layer (runtime/layer.ts) first: its node and the agent CLIs win over the system's.
+    const layer = deps.layerBin ? `${deps.layerBin}:` : '';
     const who: Record<string, string> =
       user === 'root'
-        ? // Root installs system-wide: npm -g to node's own prefix, pip to /usr/local.
-          { PATH: system, HOME: '/root', USER: 'root', LOGNAME: 'root' }
+        ? {
+            PATH: `${layer}${system}`,
+            HOME: '/root',
+            USER: 'root',
+            LOGNAME: 'root',
+            // Root installs system-wide: npm -g to node's own prefix, pip to /usr/local. With the layer, node
+            // is the layer's (read-only), so npm -g goes to /usr/local instead.
+            ...(layer ? { NPM_CONFIG_PREFIX: '/usr/local' } : {}),
+          }
         : {
-            PATH: `${SANDBOX_HOME}/.local/bin:${system}`,
+            PATH: `${layer}${SANDBOX_HOME}/.local/bin:${system}`,
             HOME: SANDBOX_HOME,
             USER: 'sandbox',
             LOGNAME: 'sandbox',
@@ -531,6 +542,8 @@ export function createSandboxesService(deps: ServiceDeps) {
       ...(deps.caBundle ? { NODE_EXTRA_CA_CERTS: deps.caBundle } : {}),
       // Debian marks the system Python as externally managed; user installs land in ~/.local.
       PIP_BREAK_SYSTEM_PACKAGES: '1',
+      // Where the runtime layer is (its opencode plugin directory, docs/sandboxd.md "Runtime layer").
+      ...(deps.layerBin ? { PADDOCK_RUNTIME_LAYER: path.posix.dirname(deps.layerBin) } : {}),
     };
   };
 

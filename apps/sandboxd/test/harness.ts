@@ -27,6 +27,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { hostBin } from './host-bin.ts';
 import type { TestNet } from './netns.ts';
+import { sharedLayerDir } from './runtime-layer-cache.ts';
 
 const MAIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'main.ts');
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -129,6 +130,13 @@ export interface TestSandboxdOptions {
   env?: Record<string, string>;
   /** Forward the daemon's JSON logs to this process's stderr. */
   verbose?: boolean;
+  /**
+   * The runtime layer (agent CLIs, node, rg at /opt/paddock/<hash>/bin): true gives the daemon the test run's
+   * shared layers directory (runtime-layer-cache.ts; scripts/test.ts installs it once before the tests), a
+   * string another layers directory. Default: off (SANDBOXD_RUNTIME_LAYER=off), so no test installs it by
+   * accident; `env.SANDBOXD_RUNTIME_LAYER` wins over both.
+   */
+  runtimeLayer?: boolean | string;
   /**
    * Run the daemon as this user and group (rootless mode; the caller must be root). A data dir the harness
    * creates is given to that user.
@@ -288,6 +296,8 @@ export async function startTestSandboxd(opts: TestSandboxdOptions = {}): Promise
     SANDBOXD_TOKEN: token,
     SANDBOXD_DATA_DIR: dataDir,
     SANDBOXD_LOG_LEVEL: 'debug',
+    SANDBOXD_RUNTIME_LAYER:
+      opts.runtimeLayer === true ? sharedLayerDir() : opts.runtimeLayer ? opts.runtimeLayer : 'off',
     ...opts.env,
   };
   if (opts.hosts) {

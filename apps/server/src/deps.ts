@@ -46,6 +46,10 @@ import {
   type EnvironmentCheckpoints,
 } from './environments/environment-checkpoint.ts';
 import { createEnvironmentsService, type EnvironmentsService } from './environments/environments.service.ts';
+import {
+  createInferenceCredentialsService,
+  type InferenceCredentialsService,
+} from './inference-credentials/inference-credentials.service.ts';
 import type { TaskList } from './jobs/worker.ts';
 import { ACCOUNT_MAIL_TASK, createMailQueue, type MailQueue } from './mail/mail.queue.ts';
 import { createMailer, type Mailer } from './mail/mailer.ts';
@@ -75,6 +79,8 @@ export interface Deps {
   /** graphile-worker task handlers, run by the in-process job runner (src/jobs/worker.ts). */
   jobTasks: TaskList;
   secrets: SecretsService;
+  /** The account's inference provider keys (write-only; injected into its sandboxes). */
+  inferenceCredentials: InferenceCredentialsService;
   environments: EnvironmentsService;
   vaults: VaultsService;
   agents: AgentsService;
@@ -116,6 +122,8 @@ export interface EngineOptions {
   subscription?: SubscriptionGate;
   /** Lifecycle tick, provision deadline (defaults 60 s, 30 min); bounds from config. */
   lifecycle?: Partial<LifecycleOptions>;
+  /** Extra env for git in the sandbox (tests: a fake git host's self-signed certificate). */
+  gitEnv?: Record<string, string>;
 }
 
 const READY_TIMEOUT_MS = 2500;
@@ -155,6 +163,7 @@ export function createDeps(input: CreateDepsInput): Deps {
     masterKey: masterSecretsKey,
     previousMasterKey: masterSecretsKeyPrevious,
   });
+  const inferenceCredentials = createInferenceCredentialsService({ db, secrets, audit });
   const environments = createEnvironmentsService({ db, secrets, audit });
   const vaults = createVaultsService({ db, secrets, audit });
   const agents = createAgentsService({ db, audit });
@@ -164,6 +173,7 @@ export function createDeps(input: CreateDepsInput): Deps {
   const conversationDeps = createConversationDeps(input, {
     apiKeys: accountsDeps.apiKeys,
     secrets,
+    inferenceCredentials,
     environments,
     log: conversationLog,
   });
@@ -174,6 +184,7 @@ export function createDeps(input: CreateDepsInput): Deps {
     health: createHealthService(input.database),
     audit,
     secrets,
+    inferenceCredentials,
     environments,
     vaults,
     agents,
@@ -243,11 +254,12 @@ function createConversationDeps(
   parts: {
     apiKeys: ApiKeysService;
     secrets: SecretsService;
+    inferenceCredentials: InferenceCredentialsService;
     environments: EnvironmentsService;
     log: Pick<Deps, 'feed' | 'logWriters'>;
   },
 ) {
-  const { apiKeys, secrets, environments, log } = parts;
+  const { apiKeys, secrets, inferenceCredentials, environments, log } = parts;
   const { config, logger, database } = input;
   const db = database.db;
   const options = input.engine ?? {};
@@ -262,10 +274,12 @@ function createConversationDeps(
   const provisioner = createProvisioner({
     db,
     secrets,
+    inferenceCredentials,
     callbackKeys: createCallbackKeys({ apiKeys, callbackUrl: config.sandbox.callbackUrl }),
     sandbox,
     logger,
     packagePlanner: packageCommands,
+    ...(options.gitEnv ? { gitEnv: options.gitEnv } : {}),
   });
   const environmentCheckpoints = createEnvironmentCheckpoints({
     db,

@@ -312,7 +312,10 @@ describe('provisioner', () => {
     ];
     for (const k of cases) {
       const environmentId = await createEnvironment(h, k.env);
-      const c = await newConversation(h, { environmentId });
+      // An agent whose runtime needs no inference provider host (opencode with a model of
+      // another provider): the environment's list is the whole list. Provider hosts:
+      // inference-credentials.provision.test.ts.
+      const c = await newConversation(h, { environmentId, runtime: 'opencode', model: 'ollama/llama3' });
       await provisionerFor(h).provision(c.input);
       assert.deepEqual(stagesOf(c.writer.rows), k.stages);
       assert.deepEqual(await policyOf(c.input.sandboxName), k.rules);

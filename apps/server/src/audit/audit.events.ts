@@ -39,4 +39,7 @@ export const AUDIT_EVENT_TYPES: Set<string> = new Set([
   'agent.deleted',
   'apply.completed',
   'tenant_key.rotated',
+  // Inference credentials (per account). Metadata: provider, outcome, base_url_set; never a key.
+  'inference_credential.set',
+  'inference_credential.deleted',
 ]);

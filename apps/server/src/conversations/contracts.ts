@@ -52,6 +52,13 @@ export interface StageEvent {
 export interface LogWriter {
   /** Output of a turn (turnId set: its raw byte counters advance with each persisted batch) or of a provisioning command. */
   output(stream: 'stdout' | 'stderr', chunk: Buffer, turnId?: string): void;
+  /**
+   * A common turn event of a turn (turn.ts hands every event of adapter.parseLine): redacted
+   * string by string before it is serialised, stored as an `events` row after the output handed
+   * in before it (bytes a redactor still holds back excepted), counted against the output budget.
+   * Synchronous like output().
+   */
+  event(turnId: string, event: TurnEvent): void;
   /** Persists all output written so far, then the stage row. Resolves once both are committed. */
   stage(event: StageEvent): Promise<void>;
   /** Ends the redactors' hold-back and persists everything buffered (end of a turn or a command). */
@@ -134,8 +141,22 @@ export interface TurnCommand {
   files: { path: string; content: Buffer | string; mode?: number }[];
 }
 
+/** An agent CLI as pinned in apps/sandboxd/runtime-layer.json (runtime-probe.ts pinnedRuntimes()). */
+export interface PinnedCli {
+  /** npm package */
+  package: string;
+  version: string;
+  /** the command it installs */
+  bin: string;
+}
+
 export interface RuntimeAdapter {
   runtime: Runtime;
+  /**
+   * The CLI the `runtime` provisioning stage probes (`<bin> --version`) and, on a backend without the
+   * runtime layer, installs (runtime-probe.ts). Absent: no runtime stage (test doubles).
+   */
+  cli?: PinnedCli;
   /** Where the runtime keeps the on-disk session state that must survive a new sandbox. */
   sessionPaths: string[];
   /** Where inline skills go: `${skillsDir}/<name>/SKILL.md`. */

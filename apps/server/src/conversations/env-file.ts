@@ -1,11 +1,18 @@
 // The env a sandbox receives (spec: Secrets model, spawn time).
 //
 // Invariants:
-// - Layers, later wins on a key collision: environment env_vars, environment secrets, vault
-//   secrets, then the service's own variables (PADDOCK_*/SERVICE_*), which a tenant cannot shadow.
-// - Every decrypted secret value and the callback key are registered with the conversation's
-//   SecretRegistry before this module returns anything, so no caller can write or log a value
-//   that is not yet redactable. env_vars are not registered: they are not secret (the API returns
+// - Layers, later wins on a key collision: the account's inference credentials
+//   (ANTHROPIC_API_KEY/ANTHROPIC_BASE_URL, OPENAI_*, GEMINI_API_KEY/GOOGLE_GEMINI_BASE_URL),
+//   environment env_vars, environment secrets, vault secrets, then the service's own variables
+//   (PADDOCK_*/SERVICE_*), which a tenant cannot shadow.
+// - A provider's account credential is one unit: when a later layer sets that provider's key
+//   variable, the account's base URL for it is left out too, so a key from an environment or a
+//   vault is never sent to a gateway configured for the account's own key.
+//   (A later layer that sets only the base URL overrides just that variable.)
+// - Every decrypted secret value, every account inference key (also one a later layer
+//   overrides) and the callback key are registered with the conversation's SecretRegistry
+//   before this module returns anything, so no caller can write or log a value that is not yet
+//   redactable. env_vars are not registered: they are not secret (the API returns
 //   them as written), and redacting a value like "production" would mangle every log line.
 // - `${VAR}` in the agent's MCP config resolves against the merged map; a missing variable fails
 //   with the variable names only, never a value.
@@ -14,6 +21,8 @@
 //   can therefore only assign; no value can execute (env-file.test.ts sources it in a real sandbox).
 import type { McpServer } from '../agents/agents.tables.ts';
 import type { Db } from '../db/database.ts';
+import type { SandboxCredential } from '../inference-credentials/inference-credentials.service.ts';
+import { PROVIDER_SPECS } from '../inference-credentials/providers.ts';
 import type { SecretsService } from '../secrets/secrets.service.ts';
 import { substitute } from '../secrets/substitution.ts';
 import { ProvisionError } from './contracts.ts';
@@ -28,6 +37,8 @@ export interface EnvLayers {
   envVars: Record<string, string>;
   environmentId: string | null;
   vaultId: string | null;
+  /** The owner's inference credentials, decrypted (inference-credentials.service.ts forSandbox). */
+  inferenceCredentials: SandboxCredential[];
   mcpServers: Record<string, McpServer>;
   callback: { key: string; baseUrl: string };
 }
@@ -35,7 +46,7 @@ export interface EnvLayers {
 export interface AssembledEnv {
   env: Record<string, string>;
   mcpServers: Record<string, McpServer>;
-  /** Only the tenant's layers (env_vars + secrets), for callers that must not see the service's keys. */
+  /** Only the tenant's secret values (inference keys + secrets), for callers that must not see the service's keys. */
   secretValues: string[];
 }
 
@@ -55,14 +66,25 @@ export async function assembleEnv(
   const vaultSecrets = layers.vaultId
     ? await deps.secrets.decryptOwner(layers.tenantId, { kind: 'vault', id: layers.vaultId }, deps.db)
     : {};
-  const secretValues = [...Object.values(environmentSecrets), ...Object.values(vaultSecrets)];
+  const secretValues = [
+    ...layers.inferenceCredentials.map((c) => c.apiKey),
+    ...Object.values(environmentSecrets),
+    ...Object.values(vaultSecrets),
+  ];
   // Before anything else can see a value.
   registry.registerAll([...secretValues, layers.callback.key]);
 
+  const tenantEnv = { ...layers.envVars, ...environmentSecrets, ...vaultSecrets };
+  const credentialEnv: Record<string, string> = {};
+  for (const credential of layers.inferenceCredentials) {
+    const spec = PROVIDER_SPECS[credential.provider];
+    if (Object.hasOwn(tenantEnv, spec.keyVar)) continue;
+    credentialEnv[spec.keyVar] = credential.apiKey;
+    if (credential.baseUrl !== null) credentialEnv[spec.baseUrlVar] = credential.baseUrl;
+  }
   const env: Record<string, string> = {
-    ...layers.envVars,
-    ...environmentSecrets,
-    ...vaultSecrets,
+    ...credentialEnv,
+    ...tenantEnv,
     PADDOCK_TOKEN: layers.callback.key,
     SERVICE_TOKEN: layers.callback.key,
     PADDOCK_BASE_URL: layers.callback.baseUrl,

@@ -6,7 +6,8 @@
 //   warm                checkpoint_restore (failure: clear the environment's checkpoint id,
 //                       stage failed, fall through to cold) → env file and skills again → network
 //   cold                packages → network → clone → setup
-//   then                row ready
+//   then                runtime (the agent's CLI answers --version; waits for or installs it:
+//                       runtime-probe.ts) → row ready
 //
 // Invariants:
 // - Every secret value and the callback key are registered with the conversation's redactor
@@ -27,6 +28,7 @@ import { type SandboxClient, SandboxTimeoutError } from '@paddock/sandbox-client
 import type { Db } from '../db/database.ts';
 import { findEnvironmentForProvisioning } from '../environments/environments.repo.ts';
 import type { RepoEntry } from '../environments/environments.tables.ts';
+import type { InferenceCredentialsService } from '../inference-credentials/inference-credentials.service.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { SecretsService } from '../secrets/secrets.service.ts';
 import type { CallbackKey, CallbackKeys } from './callback-key.ts';
@@ -41,8 +43,9 @@ import {
 } from './contracts.ts';
 import type { SandboxStatus, StageName } from './conversations.tables.ts';
 import { assembleEnv, ENV_FILE_PATH, renderEnvFile } from './env-file.ts';
-import { networkPolicyFor } from './network.ts';
+import { networkPolicyFor, providerHostsFor } from './network.ts';
 import { cloneRepo, repoDirName } from './repos.ts';
+import { ensureRuntime, type RuntimeProbeTimeouts } from './runtime-probe.ts';
 import { runStreaming } from './sandbox-commands.ts';
 import { createSessionStateStore } from './session-state.ts';
 import { mountSkills } from './skills.ts';
@@ -71,6 +74,8 @@ const SETUP_RUNNER = 'if command -v bash >/dev/null 2>&1; then exec bash -e "$1"
 export interface ProvisionerDeps {
   db: Db;
   secrets: Pick<SecretsService, 'decryptOwner' | 'sealBlob' | 'openBlob'>;
+  /** The owner's inference credentials, injected under the variables the runtimes read. */
+  inferenceCredentials: Pick<InferenceCredentialsService, 'forSandbox'>;
   callbackKeys: CallbackKeys;
   sandbox: SandboxClient;
   logger: Logger;
@@ -81,6 +86,8 @@ export interface ProvisionerDeps {
   skillSourceBaseUrl?: string;
   /** Extra env for git in the sandbox (a private CA bundle: GIT_SSL_CAINFO). */
   gitEnv?: Record<string, string>;
+  /** The runtime stage's probe, install and wait bounds (runtime-probe.ts). */
+  runtimeTimeouts?: Partial<RuntimeProbeTimeouts>;
 }
 
 /** What provisioning reads of an environment. */
@@ -209,6 +216,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
         envVars: environment?.env_vars ?? {},
         environmentId: environment?.id ?? null,
         vaultId: input.vaultId,
+        inferenceCredentials: await deps.inferenceCredentials.forSandbox(input.lease.tenantId, db),
         mcpServers: input.agent.mcpServers,
         callback: { key: callback.key, baseUrl: callback.baseUrl },
       },
@@ -232,9 +240,10 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
     sink: StageSink,
     name: string,
     environment: EnvironmentRow,
+    providerHosts: readonly string[],
     signal?: AbortSignal,
   ) {
-    const policy = networkPolicyFor(environment);
+    const policy = networkPolicyFor(environment, providerHosts);
     if (!policy) return;
     await runStage(
       sink,
@@ -248,7 +257,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
   }
 
   async function coldPath(input: ColdPathInput): Promise<void> {
-    const { sink, sandboxName: name, environment, env, signal } = input;
+    const { sink, sandboxName: name, environment, env, signal, providerHosts = [] } = input;
     const packages = environment.packages ?? {};
     if (Object.values(packages).some((spec) => spec.trim() !== '')) {
       await runStage(
@@ -288,7 +297,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
         logger,
       );
     }
-    await applyNetwork(sink, name, environment, signal);
+    await applyNetwork(sink, name, environment, providerHosts, signal);
     if (environment.repos.length > 0) {
       await runStage(
         sink,
@@ -473,15 +482,39 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
           if (restored) path = 'warm';
         }
         if (environment) {
-          if (path === 'warm') await applyNetwork(input.writer, input.sandboxName, environment, input.signal);
+          const providerHosts = providerHostsFor(input.agent, assembled.env);
+          if (path === 'warm')
+            await applyNetwork(input.writer, input.sandboxName, environment, providerHosts, input.signal);
           else
             await coldPath({
               sink: input.writer,
               sandboxName: input.sandboxName,
               environment,
               env: assembled.env,
+              providerHosts,
               signal: input.signal,
             });
+        }
+        // Last: the backend's runtime layer had the whole cold path to finish installing, and a warm
+        // restore (which replaces the writable layer) cannot take an in-sandbox install away.
+        const cli = input.adapter.cli;
+        if (cli) {
+          await runStage(
+            input.writer,
+            'runtime',
+            input.signal,
+            () =>
+              ensureRuntime({
+                sandbox,
+                name: input.sandboxName,
+                cli,
+                env: assembled.env,
+                sink: input.writer,
+                signal: input.signal,
+                ...(deps.runtimeTimeouts ? { timeouts: deps.runtimeTimeouts } : {}),
+              }),
+            logger,
+          );
         }
         await markSandbox(lease, input.sandboxId, 'ready', ['starting'], {
           checkpoint_id: path === 'warm' ? (environment?.checkpoint_id ?? null) : null,
@@ -524,5 +557,7 @@ export interface ColdPathInput {
   sandboxName: string;
   environment: EnvironmentRow;
   env: Record<string, string>;
+  /** Inference provider hosts a `limited` environment allows besides its own (network.ts). */
+  providerHosts?: readonly string[];
   signal?: AbortSignal;
 }

@@ -5,6 +5,7 @@ import type { AgentsTables } from '../agents/agents.tables.ts';
 import type { AuditTables } from '../audit/audit.tables.ts';
 import type { ConversationsTables } from '../conversations/conversations.tables.ts';
 import type { EnvironmentsTables } from '../environments/environments.tables.ts';
+import type { InferenceCredentialsTables } from '../inference-credentials/inference-credentials.tables.ts';
 import type { SecretsTables } from '../secrets/secrets.tables.ts';
 import type { VaultsTables } from '../vaults/vaults.tables.ts';
 
@@ -20,6 +21,7 @@ export interface Database
     EnvironmentsTables,
     VaultsTables,
     AgentsTables,
-    ConversationsTables {
+    ConversationsTables,
+    InferenceCredentialsTables {
   paddock_migrations: PaddockMigrationsTable;
 }

@@ -11,6 +11,7 @@ import { conversationsRoutes } from '../conversations/conversations.routes.ts';
 import { streamRoutes } from '../conversations/stream.routes.ts';
 import type { Deps } from '../deps.ts';
 import { environmentsRoutes } from '../environments/environments.routes.ts';
+import { inferenceCredentialsRoutes } from '../inference-credentials/inference-credentials.routes.ts';
 import { vaultsRoutes } from '../vaults/vaults.routes.ts';
 import { healthRoutes } from './routes/health.routes.ts';
 import { openapiRoutes } from './routes/openapi.routes.ts';
@@ -20,6 +21,7 @@ export async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<
   await app.register(openapiRoutes);
   await app.register(accountsRoutes(deps));
   await app.register(apiKeysRoutes(deps));
+  await app.register(inferenceCredentialsRoutes(deps));
   await app.register(oauthRoutes(deps));
   await app.register(adminRoutes(deps));
   await app.register(auditRoutes(deps));

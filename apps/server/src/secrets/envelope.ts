@@ -131,6 +131,36 @@ export function openConversationBlob(
   return open(dataKey, sealed, conversationBlobAad(binding), binding.purpose);
 }
 
+/** What an account's inference credential (an API key) is bound to. */
+export interface InferenceCredentialBinding {
+  tenantId: string;
+  /** anthropic | openai | gemini: a fixed alphabet, like every component of an AAD here. */
+  provider: string;
+}
+
+function inferenceCredentialAad(b: InferenceCredentialBinding): Buffer {
+  return Buffer.from(`paddock/inference-credential/v1\0${b.tenantId}\0${b.provider}`, 'utf8');
+}
+
+/** Seals an account's provider API key under the tenant key, bound to tenant and provider. */
+export function sealInferenceCredential(
+  dataKey: Buffer,
+  binding: InferenceCredentialBinding,
+  value: string,
+): Buffer {
+  return seal(dataKey, Buffer.from(value, 'utf8'), inferenceCredentialAad(binding));
+}
+
+export function openInferenceCredential(
+  dataKey: Buffer,
+  binding: InferenceCredentialBinding,
+  sealed: Buffer,
+): string {
+  return open(dataKey, sealed, inferenceCredentialAad(binding), `${binding.provider} credential`).toString(
+    'utf8',
+  );
+}
+
 /**
  * Keyed MAC of a secret value, for "unchanged" detection without decrypting. The MAC key is
  * derived from the tenant data key (HKDF, separate label), so the MAC reveals nothing without

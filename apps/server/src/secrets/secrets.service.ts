@@ -12,11 +12,14 @@ import {
   decryptSecret,
   encryptSecret,
   generateDataKey,
+  type InferenceCredentialBinding,
   macEquals,
   masterKeyId,
   openConversationBlob,
+  openInferenceCredential,
   type SecretBinding,
   sealConversationBlob,
+  sealInferenceCredential,
   secretValueMac,
   unwrapDataKey,
   wrapDataKey,
@@ -86,6 +89,14 @@ export interface SecretsService {
   sealBlob(binding: ConversationBlobBinding, plaintext: Buffer, db?: Db): Promise<Buffer>;
   /** Opens a sealed blob; DecryptionError when it was tampered with or belongs elsewhere. */
   openBlob(binding: ConversationBlobBinding, sealed: Buffer, db?: Db): Promise<Buffer>;
+  /** Seals an account's inference credential (its API key) with the tenant key. */
+  sealCredential(binding: InferenceCredentialBinding, value: string, db?: Db): Promise<Buffer>;
+  /** Opens sealed inference credentials of one tenant (one key unwrap for all): each row plus its `value`. */
+  openCredentials<T extends { provider: string; ciphertext: Buffer }>(
+    tenantId: string,
+    sealed: readonly T[],
+    db?: Db,
+  ): Promise<(T & { value: string })[]>;
   /** Rewraps every tenant key wrapped by the previous master key with the current one. */
   rotateMasterKey(options?: {
     batchSize?: number;
@@ -224,6 +235,19 @@ export function createSecretsService(deps: SecretsDeps): SecretsService {
 
     async openBlob(b, sealed, db = deps.db) {
       return openConversationBlob(await dataKey(b.tenantId, db), b, sealed);
+    },
+
+    async sealCredential(b, value, db = deps.db) {
+      return sealInferenceCredential(await dataKey(b.tenantId, db), b, value);
+    },
+
+    async openCredentials(tenantId, sealed, db = deps.db) {
+      if (sealed.length === 0) return [];
+      const dek = await dataKey(tenantId, db);
+      return sealed.map((row) => ({
+        ...row,
+        value: openInferenceCredential(dek, { tenantId, provider: row.provider }, row.ciphertext),
+      }));
     },
 
     async mergedEnv(tenantId, layers, db = deps.db) {

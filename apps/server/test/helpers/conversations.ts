@@ -135,12 +135,14 @@ async function freePort(): Promise<number> {
 export interface HarnessOptions {
   env?: Env;
   engine?: EngineOptions;
+  /** Extra SANDBOXD_* environment of the backend (e.g. SANDBOXD_SERVICE_ROUTES for a fake upstream). */
+  sandboxdEnv?: Record<string, string>;
 }
 
 export async function startConversationHarness(options: HarnessOptions = {}): Promise<ConversationHarness> {
   // A fixed address, so the backend can be stopped and started again where the app expects it.
   const port = await freePort();
-  const sandboxdEnv = { SANDBOXD_ADDR: `127.0.0.1:${port}` };
+  const sandboxdEnv = { ...options.sandboxdEnv, SANDBOXD_ADDR: `127.0.0.1:${port}` };
   let sandboxd = await startTestSandboxd({ env: sandboxdEnv });
   const first = sandboxd;
   let down = false;

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { createSandboxClient, type SandboxClient } from '@paddock/sandbox-client';
 import { v7 as uuidv7 } from 'uuid';
 import { startTestSandboxd, type TestSandboxd } from '../../../sandboxd/test/harness.ts';
-import type { McpServer, Skill } from '../../src/agents/agents.tables.ts';
+import type { McpServer, Runtime, Skill } from '../../src/agents/agents.tables.ts';
 import { createCallbackKeys } from '../../src/conversations/callback-key.ts';
 import type {
   AgentSnapshot,
@@ -17,12 +17,13 @@ import type {
 } from '../../src/conversations/contracts.ts';
 import { createProvisioner, type ProvisionerDeps } from '../../src/conversations/provisioner.ts';
 import { createSecretRegistry, type SecretRegistry } from '../../src/conversations/redactor.ts';
+import { storedEvent } from '../../src/conversations/turn-events.ts';
 import type { EnvironmentInput } from '../../src/environments/environments.schema.ts';
 import { buildTestApp, type TestApp } from './app.ts';
 import { createVerifiedUser, type TestUser } from './factories.ts';
 
 export interface MemoryRow {
-  stream: 'stdout' | 'stderr' | 'stage';
+  stream: 'stdout' | 'stderr' | 'stage' | 'events';
   text?: string;
   stage?: StageEvent;
 }
@@ -42,6 +43,10 @@ export function memoryWriter(registry: SecretRegistry): LogWriter & { rows: Memo
     output(stream, chunk) {
       const out = redactors[stream].write(chunk);
       if (out.length > 0) rows.push({ stream, text: out.toString('utf8') });
+    },
+    event(_turnId, event) {
+      const data = storedEvent(event, registry, 32 * 1024);
+      if (data) rows.push({ stream: 'events', text: data.toString('utf8') });
     },
     async stage(event) {
       drain();
@@ -63,7 +68,7 @@ export function memoryWriter(registry: SecretRegistry): LogWriter & { rows: Memo
     text() {
       drain();
       return rows
-        .filter((r) => r.stream !== 'stage')
+        .filter((r) => r.stream === 'stdout' || r.stream === 'stderr')
         .map((r) => r.text)
         .join('');
     },
@@ -115,6 +120,7 @@ export function provisionerFor(h: ProvisionHarness, extra: Partial<ProvisionerDe
   return createProvisioner({
     db: h.t.deps.db,
     secrets: h.t.deps.secrets,
+    inferenceCredentials: h.t.deps.inferenceCredentials,
     callbackKeys: createCallbackKeys({
       apiKeys: h.t.deps.apiKeys,
       callbackUrl: 'http://paddock.internal:4000',
@@ -174,6 +180,9 @@ export async function newConversation(
     vaultId?: string | null;
     skills?: Skill[];
     mcpServers?: Record<string, McpServer>;
+    /** The agent's runtime and model (default claude, "test"): they decide its provider host. */
+    runtime?: Runtime;
+    model?: string;
   } = {},
 ): Promise<ConversationFixture> {
   const db = h.t.deps.db;
@@ -185,8 +194,8 @@ export async function newConversation(
       id: agentId,
       tenant_id: tenantId,
       name: `agent-${randomBytes(4).toString('hex')}`,
-      model: 'test',
-      runtime: 'claude',
+      model: options.model ?? 'test',
+      runtime: options.runtime ?? 'claude',
       environment_id: options.environmentId ?? null,
       system: null,
       description: null,
@@ -224,8 +233,8 @@ export async function newConversation(
   const agent: AgentSnapshot = {
     id: agentId,
     name: 'agent',
-    runtime: 'claude',
-    model: 'test',
+    runtime: options.runtime ?? 'claude',
+    model: options.model ?? 'test',
     system: null,
     skills: options.skills ?? [],
     mcpServers: options.mcpServers ?? {},

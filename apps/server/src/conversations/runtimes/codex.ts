@@ -3,6 +3,7 @@
 // `codex exec … resume <thread_id> <prompt>`. The thread id comes from `thread.started`,
 // usage from `turn.completed` (Codex reports it per thread, cumulative across resumed turns).
 import type { RuntimeAdapter } from '../contracts.ts';
+import { pinnedCli } from '../runtime-probe.ts';
 import {
   defined,
   HOME,
@@ -18,6 +19,7 @@ import {
 
 export const codexAdapter: RuntimeAdapter = {
   runtime: 'codex',
+  cli: pinnedCli('codex'),
   sessionPaths: [`${HOME}/.codex/sessions`],
   skillsDir: `${HOME}/.codex/skills`,
   buildTurn({ agent, prompt, images, resumeSessionId, turnId }) {

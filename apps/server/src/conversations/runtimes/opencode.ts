@@ -3,6 +3,7 @@
 // XDG dirs under the sandbox home. The session id comes from any event's `sessionID`, usage
 // from `step_finish` parts.
 import type { RuntimeAdapter } from '../contracts.ts';
+import { pinnedCli } from '../runtime-probe.ts';
 import {
   defined,
   HOME,
@@ -17,6 +18,7 @@ import {
 
 export const opencodeAdapter: RuntimeAdapter = {
   runtime: 'opencode',
+  cli: pinnedCli('opencode'),
   sessionPaths: [`${HOME}/.local/share/opencode`],
   skillsDir: `${HOME}/.config/opencode/skills`,
   buildTurn({ agent, prompt, images, resumeSessionId, turnId }) {

@@ -1,0 +1,77 @@
+// /api/account/inference-credentials: the account's provider keys, write-only. Thin: schema →
+// service → reply. Conversation-scoped keys (the sandbox callback) are refused by requireAuth
+// (no allowConversationScope here): a sandbox can neither read nor change its owner's keys.
+import type { FastifyPluginAsync } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { contextOf } from '../secrets/context.ts';
+import { ErrorResponse, ValidationErrorResponse } from '../secrets/responses.ts';
+import {
+  InferenceCredentialBody,
+  InferenceCredentialView,
+  ProviderParams,
+} from './inference-credentials.schema.ts';
+import type { InferenceCredentialsService } from './inference-credentials.service.ts';
+
+const PATH = '/api/account/inference-credentials';
+const tags = ['Inference credentials'];
+
+export function inferenceCredentialsRoutes(deps: {
+  inferenceCredentials: InferenceCredentialsService;
+}): FastifyPluginAsync {
+  const service = deps.inferenceCredentials;
+  return async (root) => {
+    const app = root.withTypeProvider<ZodTypeProvider>();
+    app.get(
+      PATH,
+      {
+        onRequest: [app.requireAuth],
+        schema: {
+          tags,
+          summary: 'List the inference providers and whether a key is set (never the key)',
+          security: [{ bearer: [] }],
+          response: { 200: z.object({ data: z.array(InferenceCredentialView) }), 401: ErrorResponse },
+        },
+      },
+      async (request) => ({ data: await service.list(contextOf(request)) }),
+    );
+    app.put(
+      `${PATH}/:provider`,
+      {
+        onRequest: [app.requireAuth],
+        // A key of at most 4 KiB and a URL of at most 2 KiB, with room for JSON escapes.
+        bodyLimit: 32 * 1024,
+        schema: {
+          tags,
+          summary: 'Set (or replace) the API key and optional base URL of one provider',
+          description:
+            'provider: anthropic, openai or gemini. The key is stored encrypted and never returned; ' +
+            "it is injected into the sandboxes of this account's conversations.",
+          security: [{ bearer: [] }],
+          params: ProviderParams,
+          body: InferenceCredentialBody,
+          response: { 200: InferenceCredentialView, 404: ErrorResponse, 422: ValidationErrorResponse },
+        },
+      },
+      async (request) =>
+        (await service.set(contextOf(request), request.params.provider, request.body)).credential,
+    );
+    app.delete(
+      `${PATH}/:provider`,
+      {
+        onRequest: [app.requireAuth],
+        schema: {
+          tags,
+          summary: 'Delete the key of one provider (204 also when none was set)',
+          security: [{ bearer: [] }],
+          params: ProviderParams,
+          response: { 204: z.null().describe('deleted (or was not set)'), 404: ErrorResponse },
+        },
+      },
+      async (request, reply) => {
+        await service.remove(contextOf(request), request.params.provider);
+        return reply.code(204).send(null);
+      },
+    );
+  };
+}

@@ -1,0 +1,79 @@
+// The account's inference credentials in a real conversation, public API only (issue 10,
+// item 4): the scripted runtime's turn prints the variables a runtime reads; the log shows the
+// key redacted, a vault secret of the same name wins, and another account's turn sees nothing.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { type ConversationHarness, startConversationHarness } from './helpers/conversations.ts';
+
+let h: ConversationHarness;
+before(async () => {
+  h = await startConversationHarness();
+});
+after(async () => {
+  await h?.close();
+});
+
+const KEY = 'sk-ant-conversation-key-Wm4Tq8';
+const VAULT_KEY = 'sk-ant-vault-wins-key-Jr5Np2';
+
+describe('inference credentials in a conversation', () => {
+  test("the turn runs with the owner's key (redacted in the log), a vault secret of the same name overrides it, another account gets none", async () => {
+    const user = await h.user();
+    const put = await h.api(user, 'PUT', '/api/account/inference-credentials/anthropic', {
+      api_key: KEY,
+      base_url: 'https://llm-gateway.example.com/anthropic',
+    });
+    assert.equal(put.status, 200);
+    const agent = await h.agent(user);
+    const conv = await h.start(user, {
+      agent_id: agent,
+      prompt: 'echo "key=$ANTHROPIC_API_KEY url=$ANTHROPIC_BASE_URL length=${#ANTHROPIC_API_KEY}"',
+    });
+    await h.waitFor(user, conv.id, (c) => c.status === 'idle');
+    assert.equal(
+      await h.stdout(conv.id),
+      `key=[REDACTED] url=https://llm-gateway.example.com/anthropic length=${KEY.length}\n`,
+    );
+
+    // A vault secret of the same name wins (shown upper-cased: a form the redactor does not know).
+    const vault = await h.vault(user);
+    assert.equal(
+      (
+        await h.api(user, 'POST', `/api/vaults/${vault}/secrets`, {
+          key: 'ANTHROPIC_API_KEY',
+          value: VAULT_KEY,
+        })
+      ).status,
+      201,
+    );
+    const vaultAgent = await h.agent(user, { vault_ids: [vault] });
+    const overridden = await h.start(user, {
+      agent_id: vaultAgent,
+      vault_id: vault,
+      prompt:
+        'printf \'%s\' "$ANTHROPIC_API_KEY" | tr a-z A-Z; echo; echo "key=$ANTHROPIC_API_KEY base=${ANTHROPIC_BASE_URL:-none}"',
+    });
+    await h.waitFor(user, overridden.id, (c) => c.status === 'idle');
+    assert.equal(await h.stdout(overridden.id), `${VAULT_KEY.toUpperCase()}\nkey=[REDACTED] base=none\n`);
+
+    // Another account: nothing of the first one's.
+    const other = await h.user();
+    const otherAgent = await h.agent(other);
+    const theirs = await h.start(other, {
+      agent_id: otherAgent,
+      prompt: 'echo "key=${ANTHROPIC_API_KEY:-unset} url=${ANTHROPIC_BASE_URL:-unset}"',
+    });
+    await h.waitFor(other, theirs.id, (c) => c.status === 'idle');
+    assert.equal(await h.stdout(theirs.id), 'key=unset url=unset\n');
+
+    // Nothing persisted or logged holds the key.
+    for (const id of [conv.id, overridden.id]) {
+      const rows = await h.events(id);
+      assert.ok(!JSON.stringify(rows).includes(KEY));
+      assert.ok(!JSON.stringify(rows).includes(VAULT_KEY));
+    }
+    assert.ok(!h.logs.join('').includes(KEY));
+    for (const id of [conv.id, overridden.id, theirs.id])
+      await h.api(id === theirs.id ? other : user, 'DELETE', `/api/conversations/${id}`);
+  });
+});
