@@ -103,13 +103,17 @@ await template.close();
 process.env['PADDOCK_TEST_PG_ADMIN_URL'] = scratch.pg.adminUrl;
 process.env['PADDOCK_TEST_PG_TEMPLATE'] = 'paddock_template';
 
-const a = await startAgentsHarness({ env: { LOG_LEVEL: 'warn' } });
+// The database goes away even when the harness cannot start (a loaded machine's sandboxd).
+const a = await startAgentsHarness({ env: { LOG_LEVEL: 'warn' } }).catch(async (err: unknown) => {
+  await scratch.remove();
+  throw err;
+});
 const client = createSandboxClient({ baseUrl: a.h.sandboxd.url, token: a.h.sandboxd.token });
 const figures: Figure[] = [];
 const skipped: string[] = [];
 try {
   const user = await a.h.user();
-  for (const runtime of runtimes) {
+  const measure = async (runtime: Runtime): Promise<void> => {
     const setup = await a.setup(user, { runtime });
     const provider = PROVIDER_ENV[runtime];
     let n = 0;
@@ -121,7 +125,7 @@ try {
     const warmup = await a.followTurn(user, conv.id);
     if (warmup.end.state !== 'done') {
       skipped.push(`${runtime} (first turn ${warmup.end.state}: ${warmup.end.message ?? ''})`);
-      continue;
+      return;
     }
     const service: number[] = [];
     const alone: number[] = [];
@@ -141,6 +145,12 @@ try {
     const sandboxName = current.sandbox?.name ?? '';
     const sessionId = (await a.h.turns(user, conv.id)).at(-1)?.runtime_session_id ?? null;
     const agent = (await a.h.api(user, 'GET', `/api/agents/${setup.agentId}`)).body as { model: string };
+    // What the provisioned env holds for the provider (the adapters read base URLs from it).
+    const providerEnv: Record<string, string> = {
+      [provider.key]: setup.key,
+      [provider.baseUrl]: `${a.fake.sandboxUrl}${provider.path}`,
+      ...provider.testEnv,
+    };
     for (let run = 0; run < runs; run++) {
       const m = marker();
       a.fake.script(runtime, { marker: m, reply: ANSWER });
@@ -160,7 +170,7 @@ try {
         resumeSessionId: sessionId,
         mcpServers: {},
         turnId: `bench-${run}`,
-        env: {},
+        env: providerEnv,
       });
       const started = performance.now();
       for (const file of cmd.files)
@@ -173,12 +183,8 @@ try {
       const handle = await client.execStream(sandboxName, {
         cmd: cmd.argv,
         dir: cmd.cwd,
-        env: {
-          [provider.key]: setup.key,
-          [provider.baseUrl]: `${a.fake.sandboxUrl}${provider.path}`,
-          ...provider.testEnv,
-          ...cmd.env,
-        },
+        env: { ...providerEnv, ...cmd.env },
+        timeoutMs: 120_000,
         onStdout: (chunk) => {
           out += chunk.toString('utf8');
           if (!at && out.includes(ANSWER)) at = performance.now();
@@ -202,6 +208,12 @@ try {
       samples: service.map((s, i) => s - (alone[i] ?? median(alone))),
     });
     await a.h.api(user, 'DELETE', `/api/conversations/${conv.id}`);
+  };
+  for (const runtime of runtimes) {
+    // One runtime failing (its CLI missing, a turn failing) is reported and the others still run.
+    await measure(runtime).catch((err: unknown) => {
+      skipped.push(`${runtime} (${err instanceof Error ? err.message.slice(0, 300) : String(err)})`);
+    });
   }
 } finally {
   await a.close();

@@ -5,8 +5,10 @@ import { createSandboxClient } from '@paddock/sandbox-client';
 import type { FastifyRequest } from 'fastify';
 import { createAccountMailTask } from './accounts/accounts.notifications.ts';
 import { type AccountsService, createAccountsService } from './accounts/accounts.service.ts';
+import { type AdminService, createAdminService } from './admin/admin.service.ts';
 import { type AgentsService, createAgentsService } from './agents/agents.service.ts';
 import { type ApplyService, createApplyService } from './apply/apply.service.ts';
+import { createExportService, type ExportService } from './apply/export.service.ts';
 import { type AuditService, createAuditService } from './audit/audit.service.ts';
 import { type ApiKeysService, createApiKeysService } from './auth/api-keys.service.ts';
 import type { Principal } from './auth/principal.ts';
@@ -85,6 +87,8 @@ export interface Deps {
   vaults: VaultsService;
   agents: AgentsService;
   apply: ApplyService;
+  exporter: ExportService;
+  admin: AdminService;
   conversations: ConversationsService;
   /** Builds environment checkpoints (POST /api/environments/:id/checkpoint). */
   environmentCheckpoints: EnvironmentCheckpoints;
@@ -189,6 +193,8 @@ export function createDeps(input: CreateDepsInput): Deps {
     vaults,
     agents,
     apply: createApplyService({ db, logger: input.logger, audit, secrets, environments, vaults, agents }),
+    exporter: createExportService({ secrets, environments, vaults, agents }),
+    admin: createAdminService({ db, audit }),
     ...accountsDeps,
     authResolvers: [(request) => accountsDeps.sessions.resolve(request)],
     principals,

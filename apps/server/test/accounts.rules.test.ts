@@ -286,6 +286,34 @@ describe('sessions and CSRF', () => {
     assert.equal((await t.app.inject({ url: '/api/auth/me', headers: browser(t, other) })).statusCode, 401);
     assert.equal((await t.app.inject({ url: '/api/auth/me', headers: browser(t, current) })).statusCode, 200);
   });
+
+  it('signs out every other session on request and keeps the current one, audited', async () => {
+    const email = 'browser@example.com';
+    const pw = 'another fine passphrase';
+    const loginWith = async () =>
+      sessionCookie(
+        await t.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email, password: pw } }),
+      );
+    const other = await loginWith();
+    const current = await loginWith();
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/api/auth/sessions/end-others',
+      headers: browser(t, current),
+    });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.ok(res.json().sessions_ended >= 1);
+    assert.equal((await t.app.inject({ url: '/api/auth/me', headers: browser(t, other) })).statusCode, 401);
+    assert.equal((await t.app.inject({ url: '/api/auth/me', headers: browser(t, current) })).statusCode, 200);
+    assert.equal((await auditRows(t, 'auth.sessions.ended')).length, 1);
+    // A cross-site page cannot sign the person's other sessions out (CSRF).
+    const forged = await t.app.inject({
+      method: 'POST',
+      url: '/api/auth/sessions/end-others',
+      headers: { cookie: current, origin: 'https://evil.example' },
+    });
+    assert.equal(forged.statusCode, 403);
+  });
 });
 
 describe('API keys', () => {

@@ -183,9 +183,14 @@ export async function releaseWelcome(db: Db, userId: string): Promise<void> {
   await db.updateTable('users').set({ welcome_sent_at: null }).where('id', '=', userId).execute();
 }
 
-export async function listUsers(db: Db, opts: { limit: number; afterId?: string }): Promise<UserRow[]> {
+export async function listUsers(
+  db: Db,
+  opts: { limit: number; afterId?: string; search?: string },
+): Promise<UserRow[]> {
   let q = db.selectFrom('users').select(USER_COLUMNS);
   if (opts.afterId) q = q.where('id', '>', opts.afterId);
+  // A substring of the address; LIKE's wildcards in the search are taken literally.
+  if (opts.search) q = q.where(sql<boolean>`strpos(lower(email::text), lower(${opts.search})) > 0`);
   return await q.orderBy('id', 'asc').limit(opts.limit).execute();
 }
 

@@ -3,6 +3,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { auditActorFrom } from '../audit/audit.service.ts';
 import { principalOf } from '../auth/auth.plugin.ts';
 import type { Deps } from '../deps.ts';
 import { authRateLimit } from '../http/plugins/auth-rate-limit.ts';
@@ -255,6 +256,30 @@ export function accountsRoutes(deps: AccountsRouteDeps): FastifyPluginAsync {
           sessions_ended: sessionsEnded,
           api_keys_revoked: apiKeysRevoked,
         };
+      },
+    );
+
+    app.post(
+      '/api/auth/sessions/end-others',
+      {
+        onRequest: [app.requireAuth],
+        schema: {
+          tags,
+          summary: "Sign out every other browser session of the account (the caller's own stays)",
+          response: { 200: z.object({ sessions_ended: z.number().int() }) },
+        },
+      },
+      async (request) => {
+        const principal = principalOf(request);
+        const ended = await sessions.endAllForUser(principal.userId, principal.sessionId);
+        await audit.record({
+          type: 'auth.sessions.ended',
+          tenantId: principal.userId,
+          actor: auditActorFrom(principal),
+          ip: request.ip,
+          metadata: { count: ended, kept_current: principal.sessionId !== null },
+        });
+        return { sessions_ended: ended };
       },
     );
 

@@ -133,13 +133,17 @@ export interface AccountsService {
   // Admin
   listUsers(
     admin: Principal,
-    opts: { limit: number; cursor?: string },
+    opts: { limit: number; cursor?: string; search?: string },
     ctx: RequestContext,
   ): Promise<{
     data: UserView[];
     meta: { next_cursor: string | null; has_more: boolean };
   }>;
   setSuspended(admin: Principal, userId: string, suspended: boolean, ctx: RequestContext): Promise<UserView>;
+  /** Marks the account's email verified (as its link would), audited as the admin's act. */
+  verifyByAdmin(admin: Principal, userId: string, ctx: RequestContext): Promise<UserView>;
+  /** Grants the admin role. There is no demotion in the API: an operator does that in the database. */
+  promoteByAdmin(admin: Principal, userId: string, ctx: RequestContext): Promise<UserView>;
   // Release tasks
   verifyEmailByOperator(email: string): Promise<'verified' | 'already_verified'>;
   promoteAdminByOperator(email: string): Promise<'granted' | 'already_admin'>;
@@ -571,7 +575,11 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
         afterId = Buffer.from(opts.cursor, 'base64url').toString('utf8');
         if (!UUID.test(afterId)) throw AppError.validation({ cursor: ['is not a valid cursor'] });
       }
-      const rows = await listUsers(db, { limit: opts.limit + 1, ...(afterId ? { afterId } : {}) });
+      const rows = await listUsers(db, {
+        limit: opts.limit + 1,
+        ...(afterId ? { afterId } : {}),
+        ...(opts.search ? { search: opts.search } : {}),
+      });
       const page = rows.slice(0, opts.limit);
       const hasMore = rows.length > opts.limit;
       // A cross-tenant read by an admin is itself audited, in the admin's own log.
@@ -580,7 +588,7 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
         tenantId: admin.userId,
         actor: principalActor(admin),
         ip: ctx.ip,
-        metadata: { count: page.length },
+        metadata: { count: page.length, ...(opts.search ? { search: opts.search } : {}) },
       });
       const last = page.at(-1);
       return {
@@ -621,6 +629,40 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
       });
       if (suspended) deps.principals.forget((p) => p.userId === userId);
       return view;
+    },
+
+    async verifyByAdmin(admin, userId, ctx) {
+      if (!UUID.test(userId)) throw AppError.notFound('user');
+      return await db.transaction().execute(async (trx) => {
+        const verified = await markVerified(trx, userId);
+        if (!verified) {
+          const existing = await findUserById(trx, userId);
+          if (!existing) throw AppError.notFound('user');
+          return toUserView(existing);
+        }
+        return toUserView(await afterVerified(trx, verified, ctx, `admin:${admin.userId}`));
+      });
+    },
+
+    async promoteByAdmin(admin, userId, ctx) {
+      if (!UUID.test(userId)) throw AppError.notFound('user');
+      return await db.transaction().execute(async (trx) => {
+        const user = await findUserById(trx, userId);
+        if (!user) throw AppError.notFound('user');
+        if (await setAdmin(trx, userId)) {
+          await audit.record(
+            {
+              type: 'admin.role.granted',
+              tenantId: userId,
+              actor: principalActor(admin),
+              ip: ctx.ip,
+              metadata: { via: 'admin', user_id: userId, admin_user_id: admin.userId },
+            },
+            trx,
+          );
+        }
+        return toUserView((await findUserById(trx, userId))!);
+      });
     },
 
     async verifyEmailByOperator(email) {

@@ -1,4 +1,5 @@
-// /api/admin/users: list accounts, suspend and unsuspend (admin role required).
+// /api/admin/users: list and search accounts, suspend and unsuspend, verify, promote (admin
+// role required). The cross-tenant views of one account are in admin/admin.routes.ts.
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -18,15 +19,17 @@ export function adminRoutes(deps: Pick<Deps, 'accounts'>): FastifyPluginAsync {
         schema: {
           tags,
           summary: 'All accounts, oldest first (the read is audited)',
-          querystring: PageQuery,
+          querystring: PageQuery.extend({
+            search: z.string().trim().max(254).optional().describe('case-insensitive substring of the email'),
+          }),
           response: { 200: z.object({ data: z.array(UserView), meta: PageMeta }) },
         },
       },
       async (request) => {
-        const { limit, cursor } = request.query;
+        const { limit, cursor, search } = request.query;
         return await deps.accounts.listUsers(
           principalOf(request),
-          { limit, ...(cursor ? { cursor } : {}) },
+          { limit, ...(cursor ? { cursor } : {}), ...(search ? { search } : {}) },
           { ip: request.ip },
         );
       },
@@ -57,5 +60,37 @@ export function adminRoutes(deps: Pick<Deps, 'accounts'>): FastifyPluginAsync {
         }),
       );
     }
+
+    app.post(
+      '/api/admin/users/:id/verify',
+      {
+        onRequest: [app.requireAdmin],
+        schema: {
+          tags,
+          summary: "Mark an account's email address verified (as its confirmation link would)",
+          params: z.object({ id: z.string().max(64) }),
+          response: { 200: z.object({ user: UserView }) },
+        },
+      },
+      async (request) => ({
+        user: await deps.accounts.verifyByAdmin(principalOf(request), request.params.id, { ip: request.ip }),
+      }),
+    );
+
+    app.post(
+      '/api/admin/users/:id/promote',
+      {
+        onRequest: [app.requireAdmin],
+        schema: {
+          tags,
+          summary: 'Grant an account the admin role',
+          params: z.object({ id: z.string().max(64) }),
+          response: { 200: z.object({ user: UserView }) },
+        },
+      },
+      async (request) => ({
+        user: await deps.accounts.promoteByAdmin(principalOf(request), request.params.id, { ip: request.ip }),
+      }),
+    );
   };
 }

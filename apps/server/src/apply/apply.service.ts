@@ -2,6 +2,12 @@
 // transaction per resource (resource and its secrets commit together or not at all),
 // best-effort across resources. Idempotent: unchanged fields and secrets (keyed MAC) write
 // nothing, so a second identical apply reports every resource "unchanged".
+//
+// Dry run (`?dry_run=true`, the console's diff before an import): the same code runs inside
+// one outer transaction that is always rolled back, each resource under a savepoint, so the
+// plan is exactly what an apply would report (secrets compared by their keyed MAC, an agent
+// seeing the environments of the same manifest) and nothing is written or audited
+// (test/apply.http.test.ts "dry run").
 import type { z } from 'zod';
 import type { AgentsService } from '../agents/agents.service.ts';
 import type { AuditService } from '../audit/audit.service.ts';
@@ -28,7 +34,7 @@ import {
 } from './apply.schema.ts';
 
 export interface ApplyService {
-  apply(ctx: ResourceContext, request: ApplyRequest): Promise<ApplyResponseT>;
+  apply(ctx: ResourceContext, request: ApplyRequest, options?: { dryRun?: boolean }): Promise<ApplyResponseT>;
 }
 
 const ORDER: Record<Kind, number> = { Environment: 0, Vault: 1, Agent: 2 };
@@ -145,7 +151,7 @@ export function createApplyService(deps: {
   };
 
   return {
-    async apply(ctx, request) {
+    async apply(ctx, request, options = {}) {
       const results: ApplyResultT[] = request.resources.map((r) => ({
         kind: r.kind,
         name: r.name,
@@ -171,19 +177,41 @@ export function createApplyService(deps: {
       queue.sort((a, b) => ORDER[a.kind] - ORDER[b.kind] || a.index - b.index);
 
       if (queue.length > 0) await deps.secrets.ensureTenantKey(ctx.tenantId);
-      for (const { index, kind } of queue) {
-        const r = request.resources[index]!;
-        try {
-          const parsed = parseSpec(kind, r.spec);
-          const outcome = await deps.db.transaction().execute((trx) => applyOne(trx, ctx, r.name, parsed));
-          results[index] = { kind: r.kind, name: r.name, ...outcome };
-        } catch (err) {
-          results[index] = { ...results[index]!, ...failureOf(err, deps.logger) };
+      const dry = options.dryRun ? await deps.db.startTransaction().execute() : null;
+      try {
+        for (const { index, kind } of queue) {
+          const r = request.resources[index]!;
+          try {
+            const parsed = parseSpec(kind, r.spec);
+            const work = (trx: Db) => applyOne(trx, ctx, r.name, parsed);
+            let outcome: Awaited<ReturnType<typeof work>>;
+            if (dry) {
+              const sp = await dry.savepoint('resource').execute();
+              try {
+                outcome = await work(sp);
+                await sp.releaseSavepoint('resource').execute();
+              } catch (err) {
+                // A failed resource is undone at once, so the outer transaction stays usable.
+                await sp.rollbackToSavepoint('resource').execute();
+                throw err;
+              }
+              // The id of a resource the dry run created is rolled back with it.
+              if (outcome.action === 'created') outcome = { ...outcome, id: null };
+            } else {
+              outcome = await deps.db.transaction().execute(work);
+            }
+            results[index] = { kind: r.kind, name: r.name, ...outcome };
+          } catch (err) {
+            results[index] = { ...results[index]!, ...failureOf(err, deps.logger) };
+          }
         }
+      } finally {
+        await dry?.rollback().execute();
       }
 
       const summary = { created: 0, updated: 0, unchanged: 0, error: 0 };
       for (const r of results) summary[r.action] += 1;
+      if (dry) return { results, summary };
       await deps.audit.record({
         type: 'apply.completed',
         tenantId: ctx.tenantId,

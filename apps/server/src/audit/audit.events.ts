@@ -13,6 +13,7 @@ export const AUDIT_EVENT_TYPES: Set<string> = new Set([
   'auth.login.succeeded',
   'auth.login.failed',
   'auth.logout',
+  'auth.sessions.ended',
   'auth.oauth.linked',
   'api_key.created',
   'api_key.revoked',
@@ -22,6 +23,9 @@ export const AUDIT_EVENT_TYPES: Set<string> = new Set([
   'admin.user.unsuspended',
   'admin.users.listed',
   'admin.audit.read',
+  'admin.user.read',
+  'admin.conversations.listed',
+  'admin.conversation.read',
   // Resources (environments, vaults, agents, secrets, bulk apply). Metadata carries names and
   // ids, never a secret value.
   'environment.created',

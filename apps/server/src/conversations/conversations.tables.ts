@@ -19,6 +19,8 @@ export type StageName =
   | 'network'
   | 'clone'
   | 'setup'
+  /** The agent's CLI answers `--version` in the sandbox (runtime-probe.ts). */
+  | 'runtime'
   | 'turn'
   | 'reattach'
   | 'sandbox'

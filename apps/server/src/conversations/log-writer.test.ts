@@ -14,6 +14,7 @@ import { createVerifiedUser } from '../../test/helpers/factories.ts';
 import { createLogger } from '../observability/logger.ts';
 import { type FeedSignal, StaleOwnerError } from './contracts.ts';
 import { createFeed, type PgFeed, RESYNC_LAST_ID } from './feed.ts';
+import { type LogEventRow, listLogEvents } from './log-events.repo.ts';
 import { createLogWriter, type LogWriterDeps, truncationMessage } from './log-writer.ts';
 import { createSecretRegistry, REDACTION_MARKER, type SecretRegistry } from './redactor.ts';
 import { secretForms } from './secret-forms.ts';
@@ -98,9 +99,45 @@ describe('the log writer', () => {
     // (A resync signal, lastId '', may come when the feed starts listening: not from the writer.)
     const events = signals.filter((s) => s.type === 'events' && s.lastId !== RESYNC_LAST_ID);
     assert.ok(events.length >= 1);
-    assert.deepEqual(events.at(-1), { type: 'events', lastId: rows.at(-1)!.id });
+    const last = events.at(-1);
+    assert.equal(last?.type, 'events');
+    assert.equal(last.type === 'events' && last.lastId, rows.at(-1)!.id);
     assert.ok(seenRows.every((n) => n > 0));
     assert.throws(() => writer.output('stdout', Buffer.from('late')), /closed/);
+  });
+
+  it('hands the rows it committed to the feed, as stored', async () => {
+    const conversation = await insertConversation(database.handle.db, tenantId);
+    const turnId = await insertTurn(database.handle.db, conversation);
+    const batches: { lastId: string; after: string | null; rows: LogEventRow[] }[] = [];
+    const unsubscribe = feed.subscribe(conversation.id, (signal) => {
+      if (signal.type === 'events' && signal.committed)
+        batches.push({ lastId: signal.lastId, ...signal.committed });
+    });
+    const writer = writerFor(conversation, createSecretRegistry());
+    writer.output('stdout', Buffer.from('one\n'), turnId);
+    await writer.flush();
+    await writer.stage({ stage: 'turn', state: 'done', durationMs: 12, turnId, message: 'ok' });
+    writer.output('stderr', Buffer.from('two\n'), turnId);
+    await writer.close();
+    unsubscribe();
+    const stored = await listLogEvents(database.handle.db, tenantId, conversation.id, {
+      after: '0',
+      streams: null,
+      limit: 100,
+    });
+    assert.equal(stored.length, 3);
+    assert.ok(batches.length >= 2, `${batches.length} batches`);
+    // Exactly the stored rows, in order, with their ids and timestamps.
+    const handed = batches.flatMap((b) => b.rows);
+    assert.deepEqual(
+      handed.map((r) => ({ ...r, id: String(r.id) })),
+      stored.map((r) => ({ ...r, id: String(r.id) })),
+    );
+    // Each batch names the last row of the one before (the first: none), and its own last.
+    assert.equal(batches[0]!.after, null);
+    for (let i = 1; i < batches.length; i++) assert.equal(batches[i]!.after, batches[i - 1]!.lastId);
+    for (const b of batches) assert.equal(b.lastId, String(b.rows.at(-1)!.id));
   });
 
   it('never stores a secret printed whole, split at every offset or base64-encoded at each alignment', async () => {

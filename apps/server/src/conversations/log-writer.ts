@@ -42,7 +42,10 @@
 //    never cut: one that does not fit is dropped and brings the marker. Stage rows are always
 //    stored and not counted. Tests: "stores output up to the budget, then one marker, across
 //    writers", "counts turn events against the budget".
-// 7. Readers are woken only after a commit, once per batch: feed.publish(events, lastId).
+// 7. Readers are woken only after a commit, once per batch: feed.publish(events, lastId), with
+//    the committed rows as stored (ids, created_at) for readers in this process (CommittedRows in
+//    contracts.ts: `after` chains a batch to this writer's previous one). Test: "hands the rows it
+//    committed to the feed, as stored" (log-writer.test.ts).
 import type pg from 'pg';
 import type { Logger } from '../observability/logger.ts';
 import {
@@ -217,6 +220,9 @@ export function createLogWriter(
     for (const stream of ['stdout', 'stderr'] as const) append(stream, streams[stream].redactor.flush());
     endText();
   };
+
+  /** The id of the last row this writer committed (CommittedRows.after), null before the first. */
+  let lastCommitted: string | null = null;
 
   /** When the last batch started (performance.now()); -Infinity before the first. */
   let lastBatchAt = Number.NEGATIVE_INFINITY;
@@ -403,10 +409,15 @@ export function createLogWriter(
          FROM fence f, unnest(${p(ids)}::uuid[], ${p(ids.map((id) => raw.get(id)!.stdout))}::bigint[], ${p(ids.map((id) => raw.get(id)!.stderr))}::bigint[]) AS u(id, o, e)
          WHERE t.id = u.id AND t.conversation_id = f.id)`);
     }
+    // The ids in insertion order (ORDER BY v.ord above) and now(), which is every row's created_at
+    // (the column's default: the transaction's start), so the rows handed to readers are as stored.
     const text = `WITH ${ctes.join(', ')} SELECT (SELECT count(*) FROM fence)::int AS owned, ${
-      rows.length > 0 ? '(SELECT max(id) FROM ins)' : 'NULL::bigint'
-    } AS last_id`;
-    const res = await deps.pool.query<{ owned: number; last_id: number | string | null }>(text, params);
+      rows.length > 0 ? '(SELECT array_agg(id ORDER BY id) FROM ins)' : 'NULL::bigint[]'
+    } AS ids, now() AS at`;
+    const res = await deps.pool.query<{ owned: number; ids: (number | string)[] | null; at: Date }>(
+      text,
+      params,
+    );
     if (res.rows[0]?.owned !== 1) throw new StaleOwnerError(lease.conversationId);
 
     // Committed: advance the writer's state, settle the stages, wake the readers.
@@ -418,8 +429,28 @@ export function createLogWriter(
       else if (item.kind === 'event') queuedBytes -= item.data.length;
       else item.settle.resolve();
     }
-    const lastId = res.rows[0].last_id;
-    if (lastId !== null) deps.feed.publish(lease.conversationId, { type: 'events', lastId: String(lastId) });
+    const ids = res.rows[0].ids;
+    if (ids && ids.length > 0) {
+      const at = res.rows[0].at;
+      const committed = rows.map((r, i) => ({
+        id: String(ids[i]),
+        turn_id: r.turnId,
+        stream: r.stream,
+        data: r.data,
+        stage: r.stage,
+        state: r.state,
+        duration_ms: r.durationMs,
+        message: r.message,
+        created_at: at,
+      }));
+      const after = lastCommitted;
+      lastCommitted = String(ids.at(-1));
+      deps.feed.publish(lease.conversationId, {
+        type: 'events',
+        lastId: lastCommitted,
+        ...(ids.length === rows.length ? { committed: { after, rows: committed } } : {}),
+      });
+    }
   };
 
   const drain = async (): Promise<void> => {

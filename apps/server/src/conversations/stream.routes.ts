@@ -50,6 +50,8 @@ const PAGE_ROWS = 64;
 const CURSOR_RE = /^\d{1,15}$/;
 /** Most bytes of frames a caught-up viewer writes at once from the shared tail. */
 const TAIL_WRITE_BYTES = 1024 * 1024;
+/** A following viewer whose read failed reads again after this long. */
+const READ_RETRY_MS = 1000;
 
 export interface StreamOptions {
   /** Interval of heartbeats and ownership checks (default 15 s; tests shorten it). */
@@ -227,7 +229,8 @@ export function streamRoutes(deps: StreamRoutesDeps): FastifyPluginAsync {
   return async (root) => {
     const app = root.withTypeProvider<ZodTypeProvider>();
     const viewers = new Set<() => void>();
-    const logTails = deps.logTails ?? createLogTails({ ...deps, frame: logEventFrame });
+    const logTails =
+      deps.logTails ?? createLogTails({ ...deps, frame: (row) => Buffer.from(logEventFrame(row)) });
     // Open streams end when the server stops (clients resume elsewhere with Last-Event-ID).
     app.addHook('preClose', async () => {
       for (const stop of [...viewers]) stop();
@@ -356,6 +359,7 @@ function startViewer(input: ViewerInput): () => void {
   let dirty = true;
   let pumping = false;
   let timer: NodeJS.Timeout | null = null;
+  let retry: NodeJS.Timeout | null = null;
   let unsubscribe = (): void => {};
   /** Set once acquired (follow mode): caught-up reads come from the shared tail. */
   let tail: LogTail | null = null;
@@ -367,6 +371,7 @@ function startViewer(input: ViewerInput): () => void {
     unsubscribe();
     releaseTail();
     if (timer) clearInterval(timer);
+    if (retry) clearTimeout(retry);
     if (!out.destroyed) out.end();
   };
   const fail = (err: unknown): void => {
@@ -376,7 +381,7 @@ function startViewer(input: ViewerInput): () => void {
     );
     stop();
   };
-  const write = (text: string): boolean => !stopped && out.write(text);
+  const write = (data: string | Buffer): boolean => !stopped && out.write(data);
   const drained = () =>
     new Promise<void>((resolve) => {
       const done = () => {
@@ -404,8 +409,7 @@ function startViewer(input: ViewerInput): () => void {
           cursor = got.last;
           if (got.more) dirty = true;
           if (got.frames.length > 0 && !write(got.frames)) await drained();
-          if (input.ownerReads && got.frames.includes('event: stage\n'))
-            await clearUnread(db, tenantId, conversationId);
+          if (input.ownerReads && got.stage) await clearUnread(db, tenantId, conversationId);
           continue;
         }
         const rows = await listLogEvents(db, tenantId, conversationId, {
@@ -423,7 +427,20 @@ function startViewer(input: ViewerInput): () => void {
       }
       if (!input.follow && !stopped) end({ last_event_id: cursor.toString() });
     } catch (err) {
-      fail(err);
+      if (!input.follow) fail(err);
+      else if (!stopped && !retry) {
+        // A failed read (a pool busy past its connect timeout, a dropped connection) delays a
+        // following viewer, it does not end its stream: it reads on from its cursor (invariant 1).
+        input.logger.warn(
+          { conversationId, err: err instanceof Error ? err.message : String(err) },
+          'log stream read failed; retrying',
+        );
+        retry = setTimeout(() => {
+          retry = null;
+          dirty = true;
+          void pump();
+        }, READ_RETRY_MS);
+      }
     } finally {
       pumping = false;
       if (dirty && !stopped) void pump();

@@ -37,10 +37,14 @@ export function pidFile(turnId: string): string {
   return `${PADDOCK_DIR}/turn-${turnId}.pid`;
 }
 
-/** The runtime's argv under the pid-recording session wrapper (invariant 1). */
+/**
+ * The runtime's argv under the pid-recording session wrapper (invariant 1). Shell builtins only, but
+ * for a mkdir the first turn of a sandbox needs: every process started here is on the path to the
+ * turn's first output byte (docs/performance.md).
+ */
 export function wrapTurn(argv: string[], turnId: string): string[] {
-  const script = 'mkdir -p "$(dirname "$1")" && echo $$ > "$1" && shift && exec "$@"';
-  return ['setsid', '-w', 'sh', '-c', script, 'paddock-turn', pidFile(turnId), ...argv];
+  const script = '{ [ -d "$2" ] || mkdir -p -- "$2"; } && echo $$ > "$1" && shift 2 && exec "$@"';
+  return ['setsid', '-w', 'sh', '-c', script, 'paddock-turn', pidFile(turnId), PADDOCK_DIR, ...argv];
 }
 
 export type TurnEnd =
@@ -106,9 +110,22 @@ class LineParser {
     for (const event of events) {
       if (!stored) this.writer.event(this.turnId, event);
       if (event.kind === 'session') this.sessionId = event.session_id;
-      else if (event.kind === 'usage') this.usage = { ...this.usage, ...event.usage };
+      else if (event.kind === 'usage') this.usage = addUsage(this.usage, event.usage);
     }
   }
+}
+
+/**
+ * A turn's usage events add up: a runtime that reports per model call (opencode's steps) sends
+ * one event per call, the others one per turn (contracts.ts TurnEvent).
+ */
+export function addUsage(sum: TurnUsage | undefined, add: TurnUsage): TurnUsage {
+  const out: TurnUsage = { ...sum };
+  for (const key of ['input_tokens', 'output_tokens', 'cache_read_tokens', 'cost_usd'] as const) {
+    const n = add[key];
+    if (typeof n === 'number' && Number.isFinite(n)) out[key] = (out[key] ?? 0) + n;
+  }
+  return out;
 }
 
 export interface TurnIo {

@@ -2,6 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { accountsRoutes } from '../accounts/accounts.routes.ts';
 import { adminRoutes } from '../accounts/admin.routes.ts';
+import { adminViewsRoutes } from '../admin/admin.routes.ts';
 import { agentsRoutes } from '../agents/agents.routes.ts';
 import { applyRoutes } from '../apply/apply.routes.ts';
 import { auditRoutes } from '../audit/audit.routes.ts';
@@ -25,6 +26,7 @@ export async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<
   await app.register(inferenceCredentialsRoutes(deps));
   await app.register(oauthRoutes(deps));
   await app.register(adminRoutes(deps));
+  await app.register(adminViewsRoutes(deps));
   await app.register(auditRoutes(deps));
   await app.register(environmentsRoutes(deps));
   await app.register(vaultsRoutes(deps));

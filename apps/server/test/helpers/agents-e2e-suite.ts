@@ -20,6 +20,11 @@ export interface AgentE2EOptions {
   model?: string;
   /** Extra environment spec fields (e.g. packages installing the CLI where no runtime layer is). */
   environment?: Record<string, unknown>;
+  /**
+   * The runtime reports usage per model call (opencode's steps): the first turn's usage is the sum
+   * of its usage events (the tool call's step and the answer's), the last of them the answer's.
+   */
+  usagePerStep?: boolean;
   /** The message the wrapper prints when the key is missing. */
   missingCredential: RegExp;
 }
@@ -80,11 +85,24 @@ export function describeAgentE2E(runtime: Runtime, options: AgentE2EOptions): vo
       assert.equal(first?.status, 'succeeded');
       assert.match(first?.runtime_session_id ?? '', /^\S{8,}$/);
       sessionId = first?.runtime_session_id ?? '';
-      assert.equal(first?.usage?.['input_tokens'], 120);
-      assert.equal(first?.usage?.['output_tokens'], 30);
       // The common events, in order: the tool call (its command), its result (git's output), the
       // answer, the usage and the session.
       const events = (await a.turnEvents(user, conv.id)).map((r) => r['event'] as Row);
+      if (options.usagePerStep) {
+        const usages = events.filter((e) => e['kind'] === 'usage').map((e) => e['usage'] as Row);
+        const sum = (key: string) => usages.reduce((n, u) => n + Number(u[key] ?? 0), 0);
+        assert.ok(usages.length >= 2, `one usage event per step: ${JSON.stringify(usages)}`);
+        assert.deepEqual(
+          [usages.at(-1)?.['input_tokens'], usages.at(-1)?.['output_tokens']],
+          [120, 30],
+          'the answer’s step',
+        );
+        assert.equal(first?.usage?.['input_tokens'], sum('input_tokens'));
+        assert.equal(first?.usage?.['output_tokens'], sum('output_tokens'));
+      } else {
+        assert.equal(first?.usage?.['input_tokens'], 120);
+        assert.equal(first?.usage?.['output_tokens'], 30);
+      }
       const kinds = events.map((e) => e['kind']);
       for (const kind of ['session', 'tool_call', 'tool_result', 'text', 'usage'])
         assert.ok(kinds.includes(kind), `no ${kind} event in ${JSON.stringify(kinds)}`);
@@ -120,6 +138,8 @@ export function describeAgentE2E(runtime: Runtime, options: AgentE2EOptions): vo
       assert.equal(turn.end.state, 'done', String(turn.end.message));
       const second = (await a.h.turns(user, conversationId)).find((t) => t.seq === 2);
       assert.equal(second?.runtime_session_id, sessionId);
+      // This turn's usage, not the session's so far (codex reports per-thread totals).
+      assert.deepEqual([second?.usage?.['input_tokens'], second?.usage?.['output_tokens']], [200, 6]);
       const request = a.fake.requests().findLast((r) => r.text.includes(marker(2)));
       assert.ok(request, 'the provider saw the follow-up');
       assert.ok(request.text.includes(marker(1)), 'the follow-up carried the first prompt');
@@ -142,6 +162,7 @@ export function describeAgentE2E(runtime: Runtime, options: AgentE2EOptions): vo
       assert.notEqual(now.sandbox?.name, before, 'a new sandbox');
       const third = (await a.h.turns(user, conversationId)).find((t) => t.seq === 3);
       assert.equal(third?.runtime_session_id, sessionId);
+      assert.deepEqual([third?.usage?.['input_tokens'], third?.usage?.['output_tokens']], [260, 3]);
       const request = a.fake.requests().findLast((r) => r.text.includes(marker(3)));
       assert.ok(request?.text.includes(marker(1)) && request.text.includes(marker(2)), 'the whole history');
     });

@@ -116,6 +116,7 @@ export async function startAgentsHarness(options: AgentsHarnessOptions = {}): Pr
   let h: ConversationHarness;
   try {
     h = await startConversationHarness({
+      runtimeLayer: true,
       sandboxdEnv: {
         SANDBOXD_SERVICE_ROUTES: `${fake.serviceRoute},${FAKE_GIT_HOST}=127.0.0.1:${gitListener.port}`,
       },

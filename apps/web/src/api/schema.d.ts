@@ -56,6 +56,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/admin/conversations/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Any account's conversation: status, turns and usage; never prompts, logs or secrets (audited) */
+        get: operations["getAdminConversationsById"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/users": {
         parameters: {
             query?: never;
@@ -67,6 +84,57 @@ export interface paths {
         get: operations["getAdminUsers"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/users/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One account's metadata and resource counts (the read is audited) */
+        get: operations["getAdminUsersById"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/users/{id}/conversations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An account's conversations, newest first: metadata only, never prompts or logs (audited) */
+        get: operations["getAdminUsersByIdConversations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/users/{id}/promote": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Grant an account the admin role */
+        post: operations["postAdminUsersByIdPromote"];
         delete?: never;
         options?: never;
         head?: never;
@@ -101,6 +169,23 @@ export interface paths {
         put?: never;
         /** Lift a suspension */
         post: operations["postAdminUsersByIdUnsuspend"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/users/{id}/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Mark an account's email address verified (as its confirmation link would) */
+        post: operations["postAdminUsersByIdVerify"];
         delete?: never;
         options?: never;
         head?: never;
@@ -155,6 +240,23 @@ export interface paths {
         put?: never;
         /** Upsert environments, then vaults, then agents by name (best-effort per resource) */
         post: operations["postApply"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/apply/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The account's environments, vaults and agents as manifest documents; each secret as a placeholder naming its key, never its value */
+        get: operations["getApplyExport"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -394,6 +496,23 @@ export interface paths {
         put?: never;
         /** Send a new verification link (same answer whether or not the address exists) */
         post: operations["postAuthResendVerification"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/sessions/end-others": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Sign out every other browser session of the account (the caller's own stays) */
+        post: operations["postAuthSessionsEndOthers"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1077,11 +1196,113 @@ export interface operations {
             };
         };
     };
+    getAdminConversationsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        agent_id: string | null;
+                        agent_name: string | null;
+                        created_at: string;
+                        id: string;
+                        last_activity_at: string;
+                        log_bytes: number;
+                        log_truncated: boolean;
+                        owner_email: string | null;
+                        parent_conversation_id: string | null;
+                        runtime: string | null;
+                        sandbox: {
+                            created_at: string;
+                            ended_at: string | null;
+                            ready_at: string | null;
+                            status: string;
+                        } | null;
+                        source: string;
+                        status: string;
+                        tenant_id: string;
+                        turn_count: number;
+                        turns: {
+                            created_at: string;
+                            ended_at: string | null;
+                            exit_code: number | null;
+                            seq: number;
+                            started_at: string | null;
+                            status: string;
+                            usage: {
+                                cache_read_tokens?: number;
+                                cost_usd?: number;
+                                input_tokens?: number;
+                                output_tokens?: number;
+                            } | null;
+                        }[];
+                        vault_id: string | null;
+                    };
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
     getAdminUsers: {
         parameters: {
             query?: {
                 cursor?: string;
                 limit?: number;
+                /** @description case-insensitive substring of the email */
+                search?: string;
             };
             header?: never;
             path?: never;
@@ -1108,6 +1329,251 @@ export interface operations {
                         meta: {
                             has_more: boolean;
                             next_cursor: string | null;
+                        };
+                    };
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    getAdminUsersById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        counts: {
+                            active_api_keys: number;
+                            agents: number;
+                            conversations: number;
+                            environments: number;
+                            vaults: number;
+                        };
+                        /** @description latest activity of the account's conversations */
+                        last_activity_at: string | null;
+                        user: {
+                            created_at: string;
+                            email: string;
+                            email_verified: boolean;
+                            /** Format: uuid */
+                            id: string;
+                            is_admin: boolean;
+                            suspended: boolean;
+                        };
+                    };
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    getAdminUsersByIdConversations: {
+        parameters: {
+            query?: {
+                cursor?: string;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            agent_id: string | null;
+                            agent_name: string | null;
+                            created_at: string;
+                            id: string;
+                            last_activity_at: string;
+                            log_bytes: number;
+                            log_truncated: boolean;
+                            parent_conversation_id: string | null;
+                            runtime: string | null;
+                            source: string;
+                            status: string;
+                            tenant_id: string;
+                            turn_count: number;
+                            vault_id: string | null;
+                        }[];
+                        meta: {
+                            has_more: boolean;
+                            next_cursor: string | null;
+                        };
+                    };
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    postAdminUsersByIdPromote: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        user: {
+                            created_at: string;
+                            email: string;
+                            email_verified: boolean;
+                            /** Format: uuid */
+                            id: string;
+                            is_admin: boolean;
+                            suspended: boolean;
                         };
                     };
                 };
@@ -1231,6 +1697,80 @@ export interface operations {
         };
     };
     postAdminUsersByIdUnsuspend: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        user: {
+                            created_at: string;
+                            email: string;
+                            email_verified: boolean;
+                            /** Format: uuid */
+                            id: string;
+                            is_admin: boolean;
+                            suspended: boolean;
+                        };
+                    };
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    postAdminUsersByIdVerify: {
         parameters: {
             query?: never;
             header?: never;
@@ -1924,7 +2464,10 @@ export interface operations {
     };
     postApply: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description true: report what an apply would do (same results) and change nothing */
+                dry_run?: "true" | "false";
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2005,6 +2548,68 @@ export interface operations {
                         errors?: {
                             [key: string]: string[];
                         };
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    getApplyExport: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description environments, then vaults, then agents, each by name; the YAML file form of the CLI */
+                        documents: {
+                            /** @enum {string} */
+                            apiVersion: "paddock/v1";
+                            /** @enum {string} */
+                            kind: "Environment" | "Vault" | "Agent";
+                            metadata: {
+                                name: string;
+                            };
+                            spec: {
+                                [key: string]: unknown;
+                            };
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
                         message: string;
                     } & {
                         [key: string]: unknown;
@@ -2813,6 +3418,56 @@ export interface operations {
                 content: {
                     "application/json": {
                         message: string;
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    postAuthSessionsEndOthers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        sessions_ended: number;
+                    };
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
                     };
                 };
             };

@@ -14,6 +14,11 @@ const NewConversationDialog = lazy(() => import('../pages/dashboard/NewConversat
 /** Navigation entries; `admin` ones show only to admins. */
 export const NAV: readonly { href: string; label: string; keys?: string; admin?: boolean }[] = [
   { href: '/conversations', label: 'Conversations', keys: 'g c' },
+  { href: '/agents', label: 'Agents', keys: 'g a' },
+  { href: '/environments', label: 'Environments', keys: 'g e' },
+  { href: '/vaults', label: 'Vaults', keys: 'g v' },
+  { href: '/account', label: 'Account', keys: 'g s' },
+  { href: '/admin/users', label: 'Admin', keys: 'g u', admin: true },
 ];
 
 export function Shell({ children, actions }: { children: ReactNode; actions?: ReactNode }) {
@@ -23,18 +28,19 @@ export function Shell({ children, actions }: { children: ReactNode; actions?: Re
   const [helpOpen, setHelpOpen] = useState(false);
   const shortcuts = useShortcutList();
   const newOpen = useNewConversationOpen();
+  const isAdmin = me?.is_admin === true;
   const own = useMemo<Shortcut[]>(
     () => [
       { keys: '?', description: 'Show keyboard shortcuts', run: () => setHelpOpen(true) },
       { keys: 'n', description: 'New conversation', run: openNewConversation },
       { keys: 't', description: 'Switch light/dark theme', run: () => toggleTheme() },
-      ...NAV.filter((n) => n.keys).map((n) => ({
+      ...NAV.filter((n) => n.keys && (!n.admin || isAdmin)).map((n) => ({
         keys: n.keys!,
         description: `Go to ${n.label}`,
         run: () => navigate(n.href),
       })),
     ],
-    [],
+    [isAdmin],
   );
   useShortcuts(own);
   const items = NAV.filter((n) => !n.admin || me?.is_admin);

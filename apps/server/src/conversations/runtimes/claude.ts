@@ -19,6 +19,7 @@
 // invocation, cost from model_usage_since_last_result since total_cost_usd is the session's), and
 // error for the error subtypes. Lines of another type, or not JSON, → raw.
 import type { RuntimeAdapter, TurnEvent } from '../contracts.ts';
+import { pinnedCli } from '../runtime-probe.ts';
 import {
   defined,
   HOME,
@@ -40,6 +41,7 @@ const CREDENTIAL = {
 
 export const claudeAdapter: RuntimeAdapter = {
   runtime: 'claude',
+  cli: pinnedCli('claude'),
   sessionPaths: [`${HOME}/.claude/projects`],
   skillsDir: `${HOME}/.claude/skills`,
   buildTurn({ agent, prompt, images, resumeSessionId, mcpServers, turnId }) {

@@ -19,6 +19,7 @@
 // error when its status is `error`. The user message (the prompt echoed) → nothing; lines of
 // another type, or not JSON, → raw.
 import type { RuntimeAdapter, TurnEvent } from '../contracts.ts';
+import { pinnedCli } from '../runtime-probe.ts';
 import {
   defined,
   HOME,
@@ -42,6 +43,7 @@ export const GEMINI_CONTEXT_PATH = `${HOME}/.gemini/GEMINI.md`;
 
 export const geminiAdapter: RuntimeAdapter = {
   runtime: 'gemini',
+  cli: pinnedCli('gemini'),
   sessionPaths: [`${HOME}/.gemini/tmp`, `${HOME}/.gemini/projects.json`, `${HOME}/.gemini/history`],
   skillsDir: `${HOME}/.gemini/skills`,
   buildTurn({ agent, prompt, images, resumeSessionId, mcpServers, turnId }) {

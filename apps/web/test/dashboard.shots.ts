@@ -1,4 +1,4 @@
-// `npm run screenshots`: docs/screenshots/*.png of the console at 1440×900 and 390×844 —
+// Screenshots for docs/screenshots/ (`npm run screenshots` runs every apps/web/test/*.shots.ts): the console at 1440×900 and 390×844 —
 // the dashboard and a live conversation — against the real server, PostgreSQL and sandboxd
 // (run through the test runner, which provides the database). Look at them after a UI change.
 import { mkdirSync } from 'node:fs';

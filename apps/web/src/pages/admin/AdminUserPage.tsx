@@ -1,0 +1,106 @@
+// Admin: one account's metadata, resource counts and conversations (status, agent, turns,
+// sizes — never prompts, titles, logs or secrets). Each read is audited by the server.
+import '../config/config.css';
+import { api } from '../../api/client';
+import { useApi } from '../../api/use-api';
+import { Link, useParams } from '../../app/router';
+import { ErrorNotice } from '../../ui/ErrorNotice';
+import { StatusBadge } from '../../ui/StatusBadge';
+import { relativeTime } from '../../ui/time';
+
+export function bytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
+}
+
+export default function AdminUserPage() {
+  const { id = '' } = useParams();
+  const detail = useApi((signal) => api.get('/api/admin/users/{id}', { path: { id }, signal }), [id]);
+  const conversations = useApi(
+    (signal) =>
+      api.get('/api/admin/users/{id}/conversations', { path: { id }, query: { limit: 100 }, signal }),
+    [id],
+  );
+  const d = detail.data;
+  return (
+    <section className="page">
+      <p>
+        <Link href="/admin/users">← Users</Link>
+      </p>
+      <ErrorNotice error={detail.error ?? conversations.error} />
+      {d && (
+        <>
+          <div className="page-header">
+            <h1>{d.user.email}</h1>
+          </div>
+          <p className="muted">Metadata only: an administrator never sees prompts, logs or secrets here.</p>
+          <dl className="meta-grid">
+            <dt>Status</dt>
+            <dd>
+              {d.user.suspended ? 'suspended' : 'active'} ·{' '}
+              {d.user.email_verified ? 'verified' : 'unverified'}
+              {d.user.is_admin ? ' · admin' : ''}
+            </dd>
+            <dt>Created</dt>
+            <dd>{new Date(d.user.created_at).toLocaleString()}</dd>
+            <dt>Last activity</dt>
+            <dd>{d.last_activity_at ? relativeTime(d.last_activity_at) : 'none'}</dd>
+            <dt>Resources</dt>
+            <dd>
+              {d.counts.environments} environments · {d.counts.vaults} vaults · {d.counts.agents} agents ·{' '}
+              {d.counts.conversations} conversations · {d.counts.active_api_keys} active API keys
+            </dd>
+          </dl>
+        </>
+      )}
+      <h2 className="h3 section-gap">Conversations</h2>
+      {conversations.data?.data.length === 0 && <p className="muted">No conversations.</p>}
+      {conversations.data && conversations.data.data.length > 0 && (
+        <div className="table-wrap section-gap">
+          <table className="data-table">
+            <thead>
+              <tr>
+                <th scope="col">Conversation</th>
+                <th scope="col">Status</th>
+                <th scope="col" className="hide-narrow">
+                  Agent
+                </th>
+                <th scope="col" className="hide-narrow">
+                  Turns
+                </th>
+                <th scope="col" className="hide-narrow">
+                  Log
+                </th>
+                <th scope="col">Last activity</th>
+              </tr>
+            </thead>
+            <tbody>
+              {conversations.data.data.map((c) => (
+                <tr key={c.id}>
+                  <td>
+                    <Link href={`/admin/conversations/${c.id}`} className="mono">
+                      {c.id.slice(0, 8)}…<span className="visually-hidden"> conversation {c.id}</span>
+                    </Link>
+                  </td>
+                  <td>
+                    <StatusBadge status={c.status} />
+                  </td>
+                  <td className="hide-narrow">
+                    {c.agent_name ?? 'deleted'} {c.runtime && <span className="muted">({c.runtime})</span>}
+                  </td>
+                  <td className="hide-narrow">{c.turn_count}</td>
+                  <td className="hide-narrow">
+                    {bytes(c.log_bytes)}
+                    {c.log_truncated ? ' (truncated)' : ''}
+                  </td>
+                  <td>{relativeTime(c.last_activity_at)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,310 @@
+// Configuration, account and admin pages in real Chromium against the real server:
+// environment, vault and agent created through the forms (a validation error shown next to
+// its field on the way), export then re-import of the manifest with every resource unchanged,
+// API keys, inference credentials, security and the audit log; an admin suspends a user who
+// then cannot sign in. No secret the test set reaches the browser, and axe finds no serious
+// or critical violation on any of these pages.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Page } from 'playwright-core';
+import { type ConsoleHarness, startConsoleHarness } from '../../server/test/helpers/browser.ts';
+import { insertConversation, insertTurn } from '../../server/test/helpers/conversation-rows.ts';
+
+let c: ConsoleHarness;
+before(async () => {
+  c = await startConsoleHarness();
+});
+after(async () => {
+  await c?.close();
+});
+
+const PASSWORD = 'correct horse battery staple';
+const ENV_SECRET = 'env-secret-value-4f1d9a';
+const VAULT_SECRET = 'vault-secret-value-8c2e7b';
+const REPLACED_SECRET = 'replaced-secret-value-1a9f';
+const PROVIDER_KEY = 'sk-provider-key-value-77aa31';
+
+async function register(email: string): Promise<void> {
+  const res = await c.h.api(null, 'POST', '/api/auth/register', { email, password: PASSWORD });
+  assert.equal(res.status, 201);
+}
+
+async function signIn(page: Page, email: string): Promise<void> {
+  await page.goto(c.url('/sign-in'));
+  await page.getByLabel('Email').fill(email);
+  await page.getByLabel('Password').fill(PASSWORD);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Conversations' }).waitFor();
+}
+
+describe('configuration pages', () => {
+  it('creates an environment, a vault and an agent through the forms, exports and re-imports them unchanged', async () => {
+    const email = `cfg-${Date.now()}@example.com`;
+    await register(email);
+    const page = await c.page();
+    await signIn(page, email);
+
+    // Environment ---------------------------------------------------------------------
+    await page.getByRole('link', { name: 'Environments' }).first().click();
+    await page.getByRole('heading', { name: 'Environments', level: 1 }).waitFor();
+    await c.axe(page, 'environments');
+    await page.getByRole('link', { name: 'New environment' }).click();
+    await page.getByRole('heading', { name: 'New environment' }).waitFor();
+    await page.getByLabel('Name', { exact: true }).fill('web');
+    await page.getByRole('button', { name: 'Add variable' }).click();
+    await page.getByLabel('Variable 1 name', { exact: true }).fill('NODE_ENV');
+    await page.getByLabel('Variable 1 value', { exact: true }).fill('test');
+    await page.getByLabel('npm', { exact: true }).fill('typescript@5.9.3');
+    await page.getByRole('button', { name: 'Add repository' }).click();
+    await page.getByLabel('Repository 1 URL').fill('https://github.com/acme/web.git');
+    await page.getByLabel('Token secret').fill('GITHUB_TOKEN');
+    const script = page.getByRole('textbox', { name: 'Setup script' });
+    await script.click();
+    await script.pressSequentially('if true; then\n');
+    await page.keyboard.press('Tab');
+    await script.pressSequentially('npm ci\nfi\n');
+    await page.getByLabel('Outbound network').selectOption('limited');
+    await page.getByRole('button', { name: 'Add allowed host' }).click();
+    await page.getByLabel('Allowed host 1', { exact: true }).fill('Not A Host');
+    await c.axe(page, 'new environment');
+    await page.getByRole('button', { name: 'Create environment' }).click();
+    // The API's field error shows beside the allowlist, and nothing was created.
+    await page.getByText(/allowed_hosts\.0: /).waitFor();
+    await page.getByLabel('Allowed host 1', { exact: true }).fill('*.github.com');
+    await page.getByRole('button', { name: 'Create environment' }).click();
+    await page.getByRole('heading', { name: 'Environment web' }).waitFor();
+    assert.equal(await script.inputValue(), 'if true; then\n  npm ci\nfi\n', 'Tab indents inside the editor');
+
+    await page.getByLabel('Secret name').fill('GITHUB_TOKEN');
+    await page.getByLabel('Secret value').fill(ENV_SECRET);
+    await page.getByRole('button', { name: 'Add secret' }).click();
+    const stored = page.getByRole('list', { name: 'Stored secrets' });
+    await stored.locator('code', { hasText: 'GITHUB_TOKEN' }).waitFor();
+    await stored.getByText('set', { exact: true }).waitFor();
+    await page.getByRole('button', { name: 'Replace GITHUB_TOKEN' }).click();
+    await page.getByLabel('New value for GITHUB_TOKEN').fill(REPLACED_SECRET);
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
+    await page.getByRole('button', { name: 'Replace GITHUB_TOKEN' }).waitFor();
+    await c.axe(page, 'edit environment');
+
+    // Vault -----------------------------------------------------------------------------
+    await page.getByRole('link', { name: 'Vaults' }).first().click();
+    await page.getByRole('heading', { name: 'Vaults', level: 1 }).waitFor();
+    await c.axe(page, 'vaults');
+    await page.getByLabel('New vault name').fill('prod');
+    await page.getByRole('button', { name: 'Create vault' }).click();
+    await page.getByRole('heading', { name: 'Vault prod' }).waitFor();
+    await page.getByLabel('Secret name').fill('API_TOKEN');
+    await page.getByLabel('Secret value').fill(VAULT_SECRET);
+    await page.getByRole('button', { name: 'Add secret' }).click();
+    await page
+      .getByRole('list', { name: 'Stored secrets' })
+      .locator('code', { hasText: 'API_TOKEN' })
+      .waitFor();
+    await c.axe(page, 'vault');
+
+    // Agent -----------------------------------------------------------------------------
+    await page.getByRole('link', { name: 'Agents' }).first().click();
+    await page.getByRole('heading', { name: 'Agents', level: 1 }).waitFor();
+    await c.axe(page, 'agents');
+    await page.getByRole('link', { name: 'New agent' }).click();
+    await page.getByRole('heading', { name: 'New agent' }).waitFor();
+    await page.getByLabel('Name', { exact: true }).fill('reviewer');
+    await page.getByLabel('Runtime').selectOption('claude');
+    await page.getByLabel('Model').fill('no-slash-model');
+    await page.getByLabel('Environment', { exact: true }).selectOption({ label: 'web' });
+    await page.getByLabel('prod').check();
+    await page.getByRole('textbox', { name: 'System prompt' }).fill('Review the change carefully.');
+    await page.getByRole('button', { name: 'Add inline skill' }).click();
+    await page.getByLabel('Skill 1 name').fill('lint');
+    await page.getByRole('textbox', { name: 'Skill 1 SKILL.md' }).fill('# Lint\nRun the linter.');
+    await page.getByRole('button', { name: 'Add MCP server' }).click();
+    await page.getByLabel('Server 1 name').fill('gh');
+    await page.getByLabel('Server 1 command').fill('npx');
+    await page.getByRole('button', { name: 'Add server 1 argument' }).click();
+    await page.getByLabel('Server 1 argument 1', { exact: true }).fill('-y');
+    await page.getByRole('button', { name: 'Add server 1 variable' }).click();
+    await page.getByLabel('Server 1 variable 1 name', { exact: true }).fill('TOKEN');
+    await page.getByLabel('Server 1 variable 1 value', { exact: true }).fill('${GITHUB_TOKEN}');
+    // The ${VAR} hint says where the reference comes from.
+    await page.getByRole('list', { name: 'Variable references' }).getByText('secret of web').waitFor();
+    await c.axe(page, 'new agent');
+    await page.getByRole('button', { name: 'Create agent' }).click();
+    await page
+      .getByText(/must be <provider>\/<model_id>|provider/i)
+      .first()
+      .waitFor();
+    await page.getByLabel('Model').fill('anthropic/claude-sonnet-4-5');
+    await page.getByRole('button', { name: 'Create agent' }).click();
+    await page.getByRole('heading', { name: 'Agent reviewer' }).waitFor();
+    await c.axe(page, 'edit agent');
+
+    // Export, then re-import: a preview first, then the apply; everything unchanged -----------
+    await page.goto(c.url('/manifest'));
+    await page.getByRole('heading', { name: 'Export / import' }).waitFor();
+    await page.getByRole('button', { name: 'Export manifest' }).click();
+    const exported = page.getByTitle('Exported manifest');
+    await exported.getByText('${env:GITHUB_TOKEN}').waitFor();
+    const yaml = (await exported.textContent()) ?? '';
+    assert.match(yaml, /kind: Agent/);
+    assert.match(yaml, /environment: web/);
+    await c.axe(page, 'export');
+    await page.getByRole('button', { name: 'Use as import' }).click();
+    await page.getByLabel('Value for GITHUB_TOKEN').waitFor();
+    await page.getByRole('button', { name: 'Preview changes' }).click();
+    await page.getByText('Preview (nothing applied yet)').waitFor();
+    await page.getByText('0 to create · 0 to update · 3 unchanged · 0 with errors').waitFor();
+    await c.axe(page, 'import preview');
+    await page.getByRole('button', { name: 'Apply' }).click();
+    await page.getByRole('heading', { name: 'Applied' }).waitFor();
+    await page.getByText('0 to create · 0 to update · 3 unchanged · 0 with errors').waitFor();
+
+    // The secrets kept their values (the import left them out), checked on the server side.
+    const user = (
+      await c.h.deps.db.selectFrom('users').select('id').where('email', '=', email).executeTakeFirstOrThrow()
+    ).id;
+    const envRow = await c.h.deps.db
+      .selectFrom('environments')
+      .select('id')
+      .where('tenant_id', '=', user)
+      .executeTakeFirstOrThrow();
+    const envSecrets = await c.h.deps.secrets.decryptOwner(user, { kind: 'environment', id: envRow.id });
+    assert.deepEqual(envSecrets, { GITHUB_TOKEN: REPLACED_SECRET });
+
+    for (const secret of [ENV_SECRET, REPLACED_SECRET, VAULT_SECRET, PASSWORD]) c.assertNoSecret(secret);
+    assert.deepEqual(c.pageProblems(), []);
+  });
+
+  it('manages API keys, inference credentials and sessions, and shows the audit log', async () => {
+    const email = `acct-${Date.now()}@example.com`;
+    await register(email);
+    const other = await c.page();
+    await signIn(other, email);
+    const page = await c.page({ width: 390, height: 844 });
+    await signIn(page, email);
+    await page.goto(c.url('/account'));
+    await page.getByRole('heading', { name: 'API keys and credentials' }).waitFor();
+    await page.getByLabel('Key name').fill('laptop');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const plaintext = (await page.locator('.plaintext-key').textContent()) ?? '';
+    assert.match(plaintext, /^pdk_/);
+    await page.getByRole('button', { name: 'Copy key' }).waitFor();
+    await page.getByRole('button', { name: 'Revoke laptop' }).waitFor();
+    await c.axe(page, 'account');
+    const listed = await c.h.api(null, 'GET', '/api/auth/me', undefined, {
+      authorization: `Bearer ${plaintext}`,
+    });
+    assert.equal(listed.status, 200, 'the key shown once works');
+    page.once('dialog', (d) => void d.accept());
+    await page.getByRole('button', { name: 'Revoke laptop' }).click();
+    await page.getByText('No API keys.').waitFor();
+
+    await page.getByRole('button', { name: 'Set anthropic key' }).click();
+    await page.getByLabel('anthropic API key').fill(PROVIDER_KEY);
+    await page.getByRole('button', { name: 'Save key' }).click();
+    await page.getByRole('button', { name: 'Replace anthropic key' }).waitFor();
+
+    await page.getByRole('link', { name: 'Security' }).click();
+    await page.getByRole('heading', { name: 'Security' }).waitFor();
+    await c.axe(page, 'security');
+    await page.getByRole('button', { name: 'Sign out other sessions' }).click();
+    await page.getByText('1 other session signed out.').waitFor();
+    await other.goto(c.url('/conversations'));
+    await other.getByRole('heading', { name: 'Sign in to Paddock' }).waitFor();
+
+    await page.getByRole('link', { name: 'Audit log' }).click();
+    await page.getByRole('heading', { name: 'Audit log' }).waitFor();
+    await page.getByText('auth.sessions.ended').waitFor();
+    await page.getByText('api_key.revoked').waitFor();
+    await c.axe(page, 'audit log');
+
+    c.assertNoSecret(PROVIDER_KEY);
+    assert.deepEqual(c.pageProblems(), []);
+  });
+});
+
+describe('admin pages', () => {
+  it('are hidden from a non-admin, and let an admin find, inspect and suspend a user who then cannot sign in', async () => {
+    const stamp = Date.now();
+    const adminEmail = `admin-${stamp}@example.com`;
+    const userEmail = `target-${stamp}@example.com`;
+    await register(adminEmail);
+    await register(userEmail);
+    await c.h.deps.db.updateTable('users').set({ is_admin: true }).where('email', '=', adminEmail).execute();
+    const target = await c.h.deps.db
+      .selectFrom('users')
+      .select('id')
+      .where('email', '=', userEmail)
+      .executeTakeFirstOrThrow();
+    const conversation = await insertConversation(c.h.deps.db, target.id, { status: 'idle' });
+    await insertTurn(c.h.deps.db, conversation, 1);
+
+    const plain = await c.page();
+    await signIn(plain, userEmail);
+    assert.equal(await plain.getByRole('link', { name: 'Admin' }).count(), 0, 'no Admin link for a user');
+    await plain.goto(c.url('/admin/users'));
+    await plain.getByRole('heading', { name: /not found/i }).waitFor();
+
+    const page = await c.page();
+    await signIn(page, adminEmail);
+    await page.getByRole('link', { name: 'Admin' }).click();
+    await page.getByRole('heading', { name: 'Users' }).waitFor();
+    await page.getByLabel('Search by email').fill(`target-${stamp}`);
+    await page.getByRole('button', { name: 'Search' }).click();
+    await page.waitForURL(/\?q=target-/);
+    const row = page.getByRole('row', { name: new RegExp(userEmail) });
+    await row.waitFor();
+    assert.equal(await page.getByRole('row').count(), 2, 'the header and the one match');
+    await c.axe(page, 'admin users');
+
+    await row.getByRole('link', { name: userEmail }).click();
+    await page.getByRole('heading', { name: userEmail }).waitFor();
+    await page
+      .getByText('0 environments · 0 vaults · 0 agents · 1 conversations · 0 active API keys')
+      .waitFor();
+    await c.axe(page, 'admin user');
+    await page.getByRole('link', { name: `conversation ${conversation.id}` }).click();
+    await page.getByRole('heading', { name: /^Conversation / }).waitFor();
+    await page.getByText(conversation.id, { exact: true }).waitFor();
+    await c.axe(page, 'admin conversation');
+    // Metadata only: the turn's prompt and the title never reach the admin's browser.
+    assert.equal(await page.getByText('echo hi').count(), 0);
+    await page.getByRole('link', { name: `← ${userEmail}` }).click();
+    await page.getByRole('link', { name: '← Users' }).click();
+
+    page.once('dialog', (d) => void d.accept());
+    await page.getByRole('button', { name: `Suspend ${userEmail}` }).click();
+    await page
+      .getByRole('row', { name: new RegExp(userEmail) })
+      .getByText('suspended')
+      .waitFor();
+
+    // The suspended user's open session ends, and signing in again is refused.
+    await plain.reload();
+    await plain.getByRole('heading', { name: 'Sign in to Paddock' }).waitFor();
+    await plain.getByLabel('Email').fill(userEmail);
+    await plain.getByLabel('Password').fill(PASSWORD);
+    await plain.getByRole('button', { name: 'Sign in' }).click();
+    await plain.getByRole('alert').waitFor();
+    assert.match(plain.url(), /\/sign-in/);
+
+    const reads = await c.h.deps.db
+      .selectFrom('audit_events')
+      .innerJoin('users', 'users.id', 'audit_events.tenant_id')
+      .select('audit_events.type')
+      .where('users.email', '=', adminEmail)
+      .execute();
+    const types = reads.map((r) => r.type);
+    assert.ok(types.includes('admin.users.listed'));
+    assert.ok(types.includes('admin.user.read'));
+    assert.ok(types.includes('admin.conversations.listed'));
+    assert.ok(types.includes('admin.conversation.read'));
+    // No admin answer the browser received carries the conversation's title or prompt.
+    const adminBodies = c.responses().filter((r) => r.path.startsWith('/api/admin/'));
+    assert.ok(adminBodies.some((r) => r.path.startsWith('/api/admin/conversations/')));
+    for (const r of adminBodies) {
+      assert.ok(!r.body.includes('test conversation') && !r.body.includes('echo hi'), r.path);
+    }
+    assert.deepEqual(c.pageProblems(), []);
+  });
+});
