@@ -95,7 +95,8 @@ export default function ConversationPage() {
   }, [status, refresh]);
 
   const [tab, setTab] = useState<'transcript' | 'raw' | null>(null);
-  const hasTranscript = model.transcript.length > 0;
+  // Usage and session lines alone do not make a transcript worth opening first.
+  const hasTranscript = model.transcript.some((i) => i.kind !== 'usage' && i.kind !== 'session');
   const shownTab = tab ?? (hasTranscript ? 'transcript' : 'raw');
 
   const [confirm, setConfirm] = useState<null | 'terminate' | 'delete'>(null);

@@ -1,6 +1,7 @@
 // The agent's side of the conversation from the parsed events stream: assistant text as
 // Markdown, tool calls and their results collapsible, errors, usage and the session id.
-// Prompts come from the turns. Anything unknown is shown as JSON rather than dropped.
+// Prompts come from the turns. Kinds and fields: docs/api.md "Turn events"; raw lines stay in
+// the raw output; anything unknown is shown as JSON rather than dropped.
 
 import type { LogModel, TranscriptItem } from './log-model';
 import { Markdown } from './markdown';
@@ -27,41 +28,53 @@ function Item({ item }: { item: TranscriptItem }) {
       return (
         <details className="tx-tool">
           <summary>
-            <span aria-hidden="true">⚙</span> {str(e['name'] ?? e['tool'] ?? 'tool call')}
+            <span aria-hidden="true">⚙</span> {str(e['name'] ?? 'tool call')}
+            {typeof (e['input'] as { command?: unknown })?.command === 'string' && (
+              <code className="tx-cmd">{(e['input'] as { command: string }).command}</code>
+            )}
           </summary>
-          <pre>{str(e['input'] ?? e['arguments'] ?? e['args'])}</pre>
+          <pre>{str(e['input'])}</pre>
         </details>
       );
     case 'tool_result': {
-      const isError = e['is_error'] === true || e['error'] === true;
+      const isError = e['is_error'] === true;
       return (
         <details className={isError ? 'tx-tool tx-tool-error' : 'tx-tool'}>
           <summary>
             <span aria-hidden="true">↳</span> {isError ? 'tool error' : 'tool result'}
             {e['name'] ? ` · ${str(e['name'])}` : ''}
           </summary>
-          <pre>{str(e['output'] ?? e['content'] ?? e['result'] ?? e['text'])}</pre>
+          <pre>{str(e['output'])}</pre>
         </details>
       );
     }
     case 'error':
       return (
         <div className="notice notice-error" role="note">
-          {str(e['message'] ?? e['text'] ?? e['error'])}
+          {str(e['message'])}
         </div>
       );
-    case 'usage':
+    case 'usage': {
+      const usage = (e['usage'] && typeof e['usage'] === 'object' ? e['usage'] : {}) as Record<
+        string,
+        unknown
+      >;
       return (
         <p className="tx-meta">
           usage:{' '}
-          {Object.entries(e)
-            .filter(([k, v]) => k !== 'kind' && typeof v === 'number')
-            .map(([k, v]) => `${k.replaceAll('_', ' ')} ${(v as number).toLocaleString()}`)
+          {Object.entries(usage)
+            .filter(([, v]) => typeof v === 'number')
+            .map(([k, v]) =>
+              k === 'cost_usd'
+                ? `$${(v as number).toFixed(4)}`
+                : `${k.replaceAll('_', ' ')} ${(v as number).toLocaleString()}`,
+            )
             .join(' · ')}
         </p>
       );
+    }
     case 'session':
-      return <p className="tx-meta">session {str(e['session_id'] ?? e['id'])}</p>;
+      return <p className="tx-meta">session {str(e['session_id'])}</p>;
     case 'raw':
       return null;
     default:

@@ -204,6 +204,8 @@ export class LogModel {
 
   private agentEvent(e: AgentEvent) {
     const kind = String(e.event.kind);
+    // A line the runtime's adapter could not read is in the raw output already.
+    if (kind === 'raw') return;
     const last = this.transcript.at(-1);
     const text = typeof e.event['text'] === 'string' ? (e.event['text'] as string) : undefined;
     if (kind === 'text' && last?.kind === 'text' && last.turnId === e.turn_id && text !== undefined) {

@@ -45,9 +45,11 @@ export function useConversationStream(
     };
 
     const open = () => {
-      // A fresh EventSource has no Last-Event-ID: resume from what the model holds.
-      const after = model.lastId ? `?after=${encodeURIComponent(model.lastId)}` : '';
-      const es = new EventSource(`/api/conversations/${encodeURIComponent(id)}/stream${after}`);
+      // Turn events are not in the default stream set: ask for all four. A fresh EventSource
+      // has no Last-Event-ID: resume from what the model holds.
+      const query = new URLSearchParams({ streams: STREAMS.join(',') });
+      if (model.lastId) query.set('after', model.lastId);
+      const es = new EventSource(`/api/conversations/${encodeURIComponent(id)}/stream?${query}`);
       source = es;
       es.onopen = () => {
         attempts = 0;
