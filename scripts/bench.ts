@@ -1,7 +1,7 @@
 // `npm run bench`: every benchmark, each reporting its figures and their ratio to a
 // baseline measured in the same run (absolute numbers drift between machines).
 //   npm run bench              all
-//   npm run bench -- http      only the HTTP benchmark (names: http, sandbox, login, mail-oracle, redaction, conversations, flood, conversations-log)
+//   npm run bench -- http      only the HTTP benchmark (names: http, sandbox, login, mail-oracle, redaction, conversations, flood, conversations-log, agents, web)
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -16,6 +16,8 @@ const BENCHES: Record<string, string> = {
   conversations: 'scripts/bench-conversations.ts',
   flood: 'scripts/bench-flood.ts',
   'conversations-log': 'scripts/bench-conversations-log.ts',
+  agents: 'scripts/bench-agents.ts',
+  web: 'scripts/bench-web.ts',
 };
 
 // Names come first; everything from the first option on is passed to each benchmark

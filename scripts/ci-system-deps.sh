@@ -21,6 +21,8 @@ have mkfs.ext4 || need+=(e2fsprogs)
 have fsfreeze || need+=(util-linux)
 have losetup || need+=(mount)
 have perl || need+=(perl-base)
+# the sandboxes' runtime layer copies rg (opencode and claude search with it; apps/sandboxd/runtime-layer.json)
+have rg || need+=(ripgrep)
 # the console's browser tests and screenshots (playwright-core drives Debian's chromium)
 have chromium || need+=(chromium)
 # fonts so screenshots and layout measure real glyphs on a minimal machine

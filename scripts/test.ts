@@ -10,6 +10,7 @@ import { spawn } from 'node:child_process';
 import { chmodSync, globSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { prepareSharedLayer, sharedLayerDir } from '../apps/sandboxd/test/runtime-layer-cache.ts';
 import { openDatabase } from '../apps/server/src/db/database.ts';
 import { startEmbeddedPostgres } from '../apps/server/src/db/embedded.ts';
 import { migrate } from '../apps/server/src/db/migrate.ts';
@@ -47,6 +48,20 @@ if (selected.some((f) => f.includes('apps/web/test/'))) {
 const leftovers = (d: string) => readdirSync(d).filter((name) => LEFTOVER.test(name));
 const before = new Set(leftovers(systemTmp));
 
+// The sandboxes' runtime layer (agent CLIs), installed once into a cache shared by every test file and
+// run (apps/sandboxd/test/runtime-layer-cache.ts); meanwhile the database starts. Tests that need it fail
+// naming it when it could not be installed; the others run.
+const layer = prepareSharedLayer().then(
+  (r) => {
+    if (r.seconds > 1) console.error(`npm test: runtime layer installed in ${r.seconds} s: ${r.dir}`);
+  },
+  (err: unknown) => {
+    console.error(
+      `npm test: the runtime layer could not be installed into ${sharedLayerDir()}: ${err instanceof Error ? err.message : String(err)}`,
+    );
+  },
+);
+
 const dir = mkdtempSync(join(systemTmp, 'paddock-test-'));
 // The database runs as `postgres` when we are root: it must traverse to its cluster here.
 chmodSync(dir, 0o711);
@@ -81,6 +96,7 @@ try {
   // graphile-worker's own schema (graphile_worker), as the server installs it at boot.
   await migrateJobs(template.pool, createLogger({ level: 'warn' }));
   await template.close();
+  await layer;
 
   const concurrency = Math.max(2, availableParallelism());
   const child = spawn(

@@ -47,7 +47,9 @@ export interface Turn {
   [key: string]: unknown;
 }
 
-const STREAMS = ['stdout', 'stderr', 'stage'];
+const STREAMS = ['stdout', 'stderr', 'stage', 'events'];
+/** What run/prompt/logs follow unless `--raw`: the turn events, and stdout for provisioning output. */
+const EVENT_STREAMS = ['stdout', 'stderr', 'stage', 'events'];
 const TERMINAL = new Set(['failed', 'terminated']);
 const TURN_ENDED = new Set(['succeeded', 'failed', 'interrupted']);
 /** Stages whose failure does not fail the conversation. */
@@ -63,11 +65,12 @@ function renderMode(ctx: CommandContext): RenderMode {
   return ctx.io.errIsTty ? 'person' : 'plain';
 }
 
-function newRenderer(ctx: CommandContext): Renderer {
+/** `events`: show turns through their turn events (render.ts); false for `--raw`. */
+function newRenderer(ctx: CommandContext, events: boolean): Renderer {
   return createRenderer(
     renderMode(ctx),
     { out: ctx.io.out, err: ctx.io.err },
-    { color: !ctx.env['NO_COLOR'], outIsTerminal: ctx.io.outIsTty },
+    { color: !ctx.env['NO_COLOR'], outIsTerminal: ctx.io.outIsTty, events },
   );
 }
 
@@ -117,9 +120,9 @@ async function followTurn(
   ctx: CommandContext,
   api: ApiClient,
   conversationId: string,
-  target: { turnId: string | null; since: string | null; after?: string | undefined },
+  target: { turnId: string | null; since: string | null; after?: string | undefined; raw: boolean },
 ): Promise<number> {
-  const renderer = newRenderer(ctx);
+  const renderer = newRenderer(ctx, !target.raw);
   const detach = new AbortController();
   const stopListening = ctx.io.onInterrupt(() => detach.abort());
   const since = target.since ? Date.parse(target.since) : Number.NEGATIVE_INFINITY;
@@ -141,7 +144,7 @@ async function followTurn(
     const result = await follow({
       client: api,
       conversationId,
-      streams: null,
+      streams: target.raw ? null : EVENT_STREAMS,
       wait: true,
       ...(target.after ? { after: target.after } : {}),
       signal: detach.signal,
@@ -234,12 +237,13 @@ export function registerConversationCommands(program: Command, ctx: CommandConte
     .argument('<prompt>', 'the prompt; "-" reads it from standard input')
     .option('--vault <vault>', "vault name or id (must be on the agent's allowlist)")
     .option('-f, --follow', 'stream the provisioning and the turn until it ends')
+    .option('--raw', "with -f: the runtime's raw stdout/stderr instead of its rendered events")
     .option('--image <file>', 'attach an image (PNG, JPEG, GIF, WebP; repeatable, at most 4)', collect, [])
     .action(
       async (
         agentRef: string,
         promptArg: string,
-        opts: { vault?: string; follow?: boolean; image: string[] },
+        opts: { vault?: string; follow?: boolean; raw?: boolean; image: string[] },
       ) => {
         const api = ctx.client();
         const prompt = await promptText(promptArg);
@@ -262,7 +266,11 @@ export function registerConversationCommands(program: Command, ctx: CommandConte
         }
         if (ctx.format() === 'json') ctx.io.out(`${JSON.stringify({ conversation: conv })}\n`);
         else ctx.io.err(`paddock: conversation ${conv.id} started with ${agent['name']}\n`);
-        const code = await followTurn(ctx, api, conv.id, { turnId: null, since: null });
+        const code = await followTurn(ctx, api, conv.id, {
+          turnId: null,
+          since: null,
+          raw: opts.raw === true,
+        });
         if (code !== 0) throw new ExitStatus(code);
       },
     );
@@ -273,40 +281,52 @@ export function registerConversationCommands(program: Command, ctx: CommandConte
     .argument('<id>', 'conversation id')
     .argument('<text>', 'the prompt; "-" reads it from standard input')
     .option('-f, --follow', 'stream the turn until it ends')
+    .option('--raw', "with -f: the runtime's raw stdout/stderr instead of its rendered events")
     .option('--image <file>', 'attach an image (PNG, JPEG, GIF, WebP; repeatable, at most 4)', collect, [])
-    .action(async (id: string, textArg: string, opts: { follow?: boolean; image: string[] }) => {
-      const api = ctx.client();
-      const prompt = await promptText(textArg);
-      const images = readImages(opts.image);
-      // Where the new turn's events begin: stage events are few, and the last one (the end of
-      // the previous turn, or a lifecycle stage) comes after all output before it, since the
-      // log writer persists a stage after the output written before it and a prompt is refused
-      // while a turn runs. Following from there skips the earlier turns without replaying them.
-      const after = opts.follow ? await lastStageEventId(api, id) : undefined;
-      const { turn } = await whileProvisioning(ctx, () =>
-        api.request<{ turn: Turn }>('POST', `${conversationPath(id)}/prompts`, {
-          prompt,
-          ...(images.length > 0 ? { images } : {}),
-        }),
-      );
-      if (!opts.follow) {
-        if (ctx.format() === 'json') print(json(turn));
-        else print(`Turn ${turn.seq} (${turn.id}) accepted\nFollow it: paddock logs ${id} -f`);
-        return;
-      }
-      if (ctx.format() === 'json') ctx.io.out(`${JSON.stringify({ turn_accepted: turn })}\n`);
-      const code = await followTurn(ctx, api, id, { turnId: turn.id, since: turn.created_at, after });
-      if (code !== 0) throw new ExitStatus(code);
-    });
+    .action(
+      async (id: string, textArg: string, opts: { follow?: boolean; raw?: boolean; image: string[] }) => {
+        const api = ctx.client();
+        const prompt = await promptText(textArg);
+        const images = readImages(opts.image);
+        // Where the new turn's events begin: stage events are few, and the last one (the end of
+        // the previous turn, or a lifecycle stage) comes after all output before it, since the
+        // log writer persists a stage after the output written before it and a prompt is refused
+        // while a turn runs. Following from there skips the earlier turns without replaying them.
+        const after = opts.follow ? await lastStageEventId(api, id) : undefined;
+        const { turn } = await whileProvisioning(ctx, () =>
+          api.request<{ turn: Turn }>('POST', `${conversationPath(id)}/prompts`, {
+            prompt,
+            ...(images.length > 0 ? { images } : {}),
+          }),
+        );
+        if (!opts.follow) {
+          if (ctx.format() === 'json') print(json(turn));
+          else print(`Turn ${turn.seq} (${turn.id}) accepted\nFollow it: paddock logs ${id} -f`);
+          return;
+        }
+        if (ctx.format() === 'json') ctx.io.out(`${JSON.stringify({ turn_accepted: turn })}\n`);
+        const code = await followTurn(ctx, api, id, {
+          turnId: turn.id,
+          since: turn.created_at,
+          after,
+          raw: opts.raw === true,
+        });
+        if (code !== 0) throw new ExitStatus(code);
+      },
+    );
 
   program
     .command('logs')
     .description("print a conversation's log (output and stages); -f keeps following it")
     .argument('<id>', 'conversation id')
     .option('-f, --follow', 'keep following until Ctrl-C or the conversation ends')
-    .option('--streams <list>', 'comma list of stdout, stderr, stage (default: all)')
-    .action(async (id: string, opts: { follow?: boolean; streams?: string }) => {
-      let streams: string[] | null = null;
+    .option('--raw', "the runtime's raw stdout/stderr instead of its rendered events")
+    .option(
+      '--streams <list>',
+      'comma list of stdout, stderr, stage, events (default: all; --raw: all but events)',
+    )
+    .action(async (id: string, opts: { follow?: boolean; raw?: boolean; streams?: string }) => {
+      let streams: string[] | null = opts.raw ? null : EVENT_STREAMS;
       if (opts.streams !== undefined) {
         streams = opts.streams
           .split(',')
@@ -314,10 +334,11 @@ export function registerConversationCommands(program: Command, ctx: CommandConte
           .filter(Boolean);
         const unknown = streams.filter((s) => !STREAMS.includes(s));
         if (streams.length === 0 || unknown.length > 0)
-          throw new CliError(`--streams takes a comma list of stdout, stderr, stage`, [], 2);
+          throw new CliError(`--streams takes a comma list of stdout, stderr, stage, events`, [], 2);
       }
       const api = ctx.client();
-      const renderer = newRenderer(ctx);
+      // The default view shows turns through their events; listed streams show as they are.
+      const renderer = newRenderer(ctx, !opts.raw && opts.streams === undefined);
       const detach = new AbortController();
       const stopListening = ctx.io.onInterrupt(() => detach.abort());
       try {

@@ -23,7 +23,7 @@ export type Decision = 'continue' | 'stop';
 export interface FollowOptions {
   client: ApiClient;
   conversationId: string;
-  /** The `streams` filter; null for all three. */
+  /** The `streams` filter; null for the server's default (stdout, stderr, stage). */
   streams: string[] | null;
   /** false: drain what exists and end (`wait=false`); true: follow live. */
   wait: boolean;
@@ -187,7 +187,7 @@ export async function follow(options: FollowOptions): Promise<{ end: FollowEnd; 
               toldOwnerLost = true;
               continue;
             }
-            if (sse.event !== 'stdout' && sse.event !== 'stderr' && sse.event !== 'stage') continue;
+            if (!['stdout', 'stderr', 'stage', 'events'].includes(sse.event)) continue;
             let event: LogEvent;
             try {
               event = JSON.parse(sse.data) as LogEvent;

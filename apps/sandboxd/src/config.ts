@@ -7,6 +7,7 @@ import net from 'node:net';
 import path from 'node:path';
 import type { Level } from './log.ts';
 import { type Cidr, parseAllowList } from './proxy/addresses.ts';
+import type { LayerSetting } from './runtime/layer.ts';
 
 /** Host ids per sandbox (root mode): range 0 owns the base, sandbox slot n uses range n + 1. */
 export const ID_RANGE = 65536;
@@ -68,6 +69,8 @@ export interface SandboxdOptions {
   checkpointsMax: number;
   /** Where the host helpers (nsenter, unshare, ...) are looked up once at start: sandboxd's own PATH. */
   toolPath: string;
+  /** SANDBOXD_RUNTIME_LAYER: the agent CLIs' shared read-only layer (runtime/layer.ts). */
+  runtimeLayer: LayerSetting;
 }
 
 export class ConfigError extends Error {}
@@ -157,6 +160,19 @@ export function parseHostsFile(text: string): Map<string, string> {
     for (const n of names) map.set(n.toLowerCase(), ip);
   }
   return map;
+}
+
+/** `auto` (in the data dir), `off`, or a layers directory (absolute, or relative to the working directory). */
+export function parseRuntimeLayer(raw: string | undefined, cwd: string): LayerSetting {
+  if (blank(raw) || raw.trim() === 'auto') return { mode: 'auto' };
+  const v = raw.trim();
+  if (v === 'off') return { mode: 'off' };
+  // A path: something with a slash or a leading dot, so a typo of auto/off is not taken for a directory.
+  if (!/[/.]/.test(v[0] ?? '') || /[\0\n]/.test(v))
+    throw new ConfigError(
+      `SANDBOXD_RUNTIME_LAYER must be auto, off or a directory path such as /var/cache/paddock/runtime-layer (got ${JSON.stringify(raw)})`,
+    );
+  return { mode: 'dir', dir: path.resolve(cwd, v) };
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): SandboxdOptions {
@@ -270,5 +286,6 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Sandbox
     idBase,
     checkpointsMax,
     toolPath: blank(env['PATH']) ? HOST_PATH : env['PATH'],
+    runtimeLayer: parseRuntimeLayer(env['SANDBOXD_RUNTIME_LAYER'], cwd),
   };
 }

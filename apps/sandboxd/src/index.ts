@@ -15,6 +15,7 @@ import { detectCgroups } from './runtime/cgroups.ts';
 import { detectDisks } from './runtime/disks.ts';
 import { HOST_ENV, type HostTools, resolveHostTools } from './runtime/host-tools.ts';
 import { assertNoSubidOverlap, type SubidFiles } from './runtime/id-ranges.ts';
+import { createRuntimeLayer } from './runtime/layer.ts';
 import { NamespaceRuntime } from './runtime/namespaces.ts';
 import { createSandboxesService } from './sandboxes.service.ts';
 import { loadTenantKey, migrateTenantDirs, tenantHasher } from './tenants.ts';
@@ -29,6 +30,11 @@ export interface StartOptions extends Partial<Omit<SandboxdOptions, 'tokens' | '
   logger?: Logger;
   /** Root mode: the subordinate id files checked for overlap (tests); /etc/subuid and /etc/subgid. */
   subidFiles?: SubidFiles;
+  /**
+   * The environment the runtime layer's npm runs with (the operator's registry, proxy and CA settings;
+   * main.ts gives its own). Default: PATH only.
+   */
+  installEnv?: NodeJS.ProcessEnv;
 }
 
 export interface RunningSandboxd {
@@ -88,6 +94,7 @@ export async function startSandboxd(input: StartOptions): Promise<RunningSandbox
     idBase: input.idBase ?? DEFAULTS.idBase,
     checkpointsMax: input.checkpointsMax ?? DEFAULTS.checkpointsMax,
     toolPath: input.toolPath ?? HOST_PATH,
+    runtimeLayer: input.runtimeLayer ?? { mode: 'off' },
   };
   const log = input.logger ?? createLogger(opts.logLevel);
   // Resolved once, through the operator's PATH; every host-side spawn uses these absolute paths.
@@ -106,11 +113,18 @@ export async function startSandboxd(input: StartOptions): Promise<RunningSandbox
   );
   const instance = createHash('sha256').update(opts.dataDir).digest('hex').slice(0, 12);
   const cgroups = detectCgroups(opts.limits, instance, log);
+  const layer = createRuntimeLayer({
+    setting: opts.runtimeLayer,
+    dataDir: opts.dataDir,
+    install: { toolPath: opts.toolPath, env: input.installEnv ?? { PATH: opts.toolPath } },
+    log,
+  });
   const runtime = new NamespaceRuntime({
     base,
     devTemplate: ensureDevTemplate(opts.dataDir),
     rootless,
     tools,
+    layerSource: layer.mountSource,
   });
   const tenantOf = tenantHasher(loadTenantKey(opts.dataDir));
   migrateTenantDirs(opts.dataDir, opts.tokens, tenantOf, log);
@@ -131,9 +145,10 @@ export async function startSandboxd(input: StartOptions): Promise<RunningSandbox
     hostDirs: base.hostDirs,
     caBundle: base.caBundle,
     disks,
+    layerBin: layer.binPath,
   });
   await service.load();
-  const server = createHttpServer({ service, tokens: opts.tokens, tenantOf, log });
+  const server = createHttpServer({ service, layer, tokens: opts.tokens, tenantOf, log });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(opts.port, opts.host, () => resolve());
@@ -147,11 +162,15 @@ export async function startSandboxd(input: StartOptions): Promise<RunningSandbox
     rootless,
     cgroups: cgroups.mode,
     rootfs: opts.rootfs ?? null,
+    runtimeLayer: layer.status().state,
   });
+  // In the background: boot (and sandboxes without the CLIs) never wait for it.
+  layer.start();
   return {
     url,
     token: opts.tokens[0]!,
     async close() {
+      layer.stop();
       service.shutdown();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -25,11 +25,13 @@ const pretty =
   config.logFormat === 'pretty' || (config.logFormat === 'auto' && process.stderr.isTTY === true);
 const log = createLogger(config.logLevel, process.stderr, pretty ? 'pretty' : 'json');
 if (inherited.length > 0) log.debug('closed inherited file descriptors', { fds: inherited });
-const running = await startSandboxd({ ...config, logger: log }).catch((err: unknown) => {
-  log.error('sandboxd failed to start', { err });
-  process.stderr.write(`sandboxd: cannot start: ${err instanceof Error ? err.message : String(err)}\n`);
-  process.exit(1);
-});
+const running = await startSandboxd({ ...config, logger: log, installEnv: process.env }).catch(
+  (err: unknown) => {
+    log.error('sandboxd failed to start', { err });
+    process.stderr.write(`sandboxd: cannot start: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  },
+);
 // Consumed by test/harness.ts to learn the bound address (port 0 picks a free port).
 process.stdout.write(`${JSON.stringify({ ready: true, url: running.url })}\n`);
 let stopping = false;

@@ -35,6 +35,7 @@ import { ID_RANGE, ID_SLOTS, type SandboxdOptions } from './config.ts';
 import { AppError } from './errors.ts';
 import { FifoPool } from './exec/procs.ts';
 import { type ExecSpec, type Session, SessionTable } from './exec/sessions.ts';
+import { ShimPool } from './exec/shim-pool.ts';
 import type { Logger } from './log.ts';
 import { createEgressGuard } from './proxy/addresses.ts';
 import { type PolicyRule, parseRules } from './proxy/policy.ts';
@@ -100,7 +101,7 @@ class Sandbox {
     tenant: string,
     dir: string,
     proxy: EgressProxy,
-    sessions: { bufferBytes: number; fifos: FifoPool; compileCache: string; log: Logger },
+    sessions: { bufferBytes: number; fifos: FifoPool; shims: ShimPool; log: Logger },
   ) {
     this.rec = rec;
     this.tenant = tenant;
@@ -141,6 +142,8 @@ export interface ServiceDeps {
   /** the sandbox root's CA bundle (runtime/base.ts), given to node as NODE_EXTRA_CA_CERTS */
   caBundle: string | null;
   disks: Disks;
+  /** inside a sandbox: the runtime layer's bin directory, first on every exec's PATH (null: no layer) */
+  layerBin?: string | null;
 }
 
 /** writeJsonAtomic that survives a power loss too: file, rename and directory entries fsync'ed. */
@@ -176,6 +179,8 @@ export function createSandboxesService(deps: ServiceDeps) {
   const cgroupKey = (sb: Sandbox) => `${sb.tenant}-${sb.rec.name}`;
   // FIFOs of earlier versions lived here; now each sandbox's live in its init (exec/procs.ts FifoPool).
   rmSync(path.join(opts.dataDir, 'fifos'), { recursive: true, force: true });
+  /** Pre-started session shims for every sandbox's detachable execs (exec/shim-pool.ts). */
+  const shims = new ShimPool({ compileCache: path.join(opts.dataDir, 'compile-cache'), log });
   /** One egress address guard for every sandbox's proxy (it caches the host's interface addresses). */
   const guard = createEgressGuard({ allow: opts.egressAllow });
   const checkpoints = createCheckpointsService<Sandbox>({
@@ -209,7 +214,7 @@ export function createSandboxesService(deps: ServiceDeps) {
     return new Sandbox(rec, tenant, dir, proxy, {
       bufferBytes: opts.sessionBufferBytes,
       fifos: new FifoPool(tools.mkfifo),
-      compileCache: path.join(opts.dataDir, 'compile-cache'),
+      shims,
       log,
     });
   }
@@ -498,12 +503,21 @@ export function createSandboxesService(deps: ServiceDeps) {
     const socks = `socks5h://127.0.0.1:${PROXY_PORT}`;
     const noProxy = 'localhost,127.0.0.1,::1';
     const system = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+    // The runtime layer (runtime/layer.ts) first: its node and the agent CLIs win over the system's.
+    const layer = deps.layerBin ? `${deps.layerBin}:` : '';
     const who: Record<string, string> =
       user === 'root'
-        ? // Root installs system-wide: npm -g to node's own prefix, pip to /usr/local.
-          { PATH: system, HOME: '/root', USER: 'root', LOGNAME: 'root' }
+        ? {
+            PATH: `${layer}${system}`,
+            HOME: '/root',
+            USER: 'root',
+            LOGNAME: 'root',
+            // Root installs system-wide: npm -g to node's own prefix, pip to /usr/local. With the layer, node
+            // is the layer's (read-only), so npm -g goes to /usr/local instead.
+            ...(layer ? { NPM_CONFIG_PREFIX: '/usr/local' } : {}),
+          }
         : {
-            PATH: `${SANDBOX_HOME}/.local/bin:${system}`,
+            PATH: `${layer}${SANDBOX_HOME}/.local/bin:${system}`,
             HOME: SANDBOX_HOME,
             USER: 'sandbox',
             LOGNAME: 'sandbox',
@@ -528,6 +542,8 @@ export function createSandboxesService(deps: ServiceDeps) {
       ...(deps.caBundle ? { NODE_EXTRA_CA_CERTS: deps.caBundle } : {}),
       // Debian marks the system Python as externally managed; user installs land in ~/.local.
       PIP_BREAK_SYSTEM_PACKAGES: '1',
+      // Where the runtime layer is (its opencode plugin directory, docs/sandboxd.md "Runtime layer").
+      ...(deps.layerBin ? { PADDOCK_RUNTIME_LAYER: path.posix.dirname(deps.layerBin) } : {}),
     };
   };
 
@@ -804,6 +820,7 @@ export function createSandboxesService(deps: ServiceDeps) {
 
     /** Stops sandboxd's side (listeners, sessions); sandbox inits keep running. */
     shutdown(): void {
+      shims.close();
       for (const sb of sandboxes.values()) {
         sb.sessions.detachAll();
         closeListener(sb);

@@ -15,6 +15,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   rmdirSync,
   rmSync,
   unlinkSync,
@@ -26,6 +27,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { hostBin } from './host-bin.ts';
 import type { TestNet } from './netns.ts';
+import { sharedLayerDir } from './runtime-layer-cache.ts';
 
 const MAIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'main.ts');
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -129,6 +131,13 @@ export interface TestSandboxdOptions {
   /** Forward the daemon's JSON logs to this process's stderr. */
   verbose?: boolean;
   /**
+   * The runtime layer (agent CLIs, node, rg at /opt/paddock/<hash>/bin): true gives the daemon the test run's
+   * shared layers directory (runtime-layer-cache.ts; scripts/test.ts installs it once before the tests), a
+   * string another layers directory. Default: off (SANDBOXD_RUNTIME_LAYER=off), so no test installs it by
+   * accident; `env.SANDBOXD_RUNTIME_LAYER` wins over both.
+   */
+  runtimeLayer?: boolean | string;
+  /**
    * Run the daemon as this user and group (rootless mode; the caller must be root). A data dir the harness
    * creates is given to that user.
    */
@@ -180,22 +189,51 @@ function killSandboxInits(dataDir: string): void {
 }
 
 /**
- * Pids of running exec session shims (src/exec/shim.ts, argv marker `paddock-sandboxd-shim`), optionally only
- * those of one data dir.
+ * Pids of running exec session shims (src/exec/shim.ts, argv marker `paddock-sandboxd-shim`) that serve a
+ * session: a shim works in its session directory (its cwd; a removed directory reads "<path> (deleted)"),
+ * optionally only those of one data dir. Idle pre-started shims (src/exec/shim-pool.ts, cwd /) are not
+ * sessions: see idleShims().
  */
 export function sessionShims(dataDir?: string): number[] {
-  const out: number[] = [];
+  return shimProcesses()
+    .filter(({ cwd }) => (dataDir === undefined ? cwd !== '/' : cwd.startsWith(`${dataDir}/`)))
+    .map(({ pid }) => pid);
+}
+
+/** Pids of pre-started shims waiting for a session (cwd /) that the daemon `parentPid` started. */
+export function idleShims(parentPid: number): number[] {
+  return shimProcesses()
+    .filter(({ cwd, ppid }) => cwd === '/' && ppid === parentPid)
+    .map(({ pid }) => pid);
+}
+
+/** The process runs (a zombie has exited). */
+export function processAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+function shimProcesses(): { pid: number; cwd: string; ppid: number }[] {
+  const out: { pid: number; cwd: string; ppid: number }[] = [];
   for (const e of readdirSync('/proc')) {
     if (!/^\d+$/.test(e)) continue;
     let argv: string[];
+    let cwd: string;
+    let ppid: number;
     try {
       argv = readFileSync(`/proc/${e}/cmdline`, 'utf8').split('\0');
+      if (!argv.includes('paddock-sandboxd-shim')) continue;
+      cwd = readlinkSync(`/proc/${e}/cwd`);
+      const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
+      ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
     } catch {
       continue;
     }
-    const i = argv.indexOf('paddock-sandboxd-shim');
-    if (i < 0) continue;
-    if (dataDir === undefined || argv[i + 1]?.startsWith(`${dataDir}/`)) out.push(Number(e));
+    out.push({ pid: Number(e), cwd, ppid });
   }
   return out;
 }
@@ -258,6 +296,8 @@ export async function startTestSandboxd(opts: TestSandboxdOptions = {}): Promise
     SANDBOXD_TOKEN: token,
     SANDBOXD_DATA_DIR: dataDir,
     SANDBOXD_LOG_LEVEL: 'debug',
+    SANDBOXD_RUNTIME_LAYER:
+      opts.runtimeLayer === true ? sharedLayerDir() : opts.runtimeLayer ? opts.runtimeLayer : 'off',
     ...opts.env,
   };
   if (opts.hosts) {

@@ -113,6 +113,28 @@ describe('configuration', () => {
     assert.deepEqual(c.proxy, { connectionsMax: 256, handshakeTimeoutMs: 10_000, idleTimeoutMs: 300_000 });
   });
 
+  it('SANDBOXD_RUNTIME_LAYER: auto by default (blank too), off, or a directory; anything else refuses to start, naming it', () => {
+    assert.deepEqual(loadConfig(base).runtimeLayer, { mode: 'auto' });
+    assert.deepEqual(loadConfig({ ...base, SANDBOXD_RUNTIME_LAYER: ' ' }).runtimeLayer, { mode: 'auto' });
+    assert.deepEqual(loadConfig({ ...base, SANDBOXD_RUNTIME_LAYER: 'auto' }).runtimeLayer, { mode: 'auto' });
+    assert.deepEqual(loadConfig({ ...base, SANDBOXD_RUNTIME_LAYER: 'off' }).runtimeLayer, { mode: 'off' });
+    assert.deepEqual(loadConfig({ ...base, SANDBOXD_RUNTIME_LAYER: '/var/cache/layers' }).runtimeLayer, {
+      mode: 'dir',
+      dir: '/var/cache/layers',
+    });
+    assert.deepEqual(loadConfig({ ...base, SANDBOXD_RUNTIME_LAYER: './layers' }, '/srv').runtimeLayer, {
+      mode: 'dir',
+      dir: '/srv/layers',
+    });
+    for (const bad of ['Off', 'true', 'layers', 'aut0']) {
+      assert.throws(
+        () => loadConfig({ ...base, SANDBOXD_RUNTIME_LAYER: bad }),
+        (e: unknown) => e instanceof ConfigError && e.message.includes('SANDBOXD_RUNTIME_LAYER'),
+        bad,
+      );
+    }
+  });
+
   it('SANDBOXD_SERVICE_ROUTES: name=ip:port entries; malformed entries refuse to start, naming the variable', () => {
     const c = loadConfig({
       ...base,

@@ -4,7 +4,8 @@ import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { WebSocket } from 'ws';
-import { sessionShims, startTestSandboxd, type TestSandboxd } from './harness.ts';
+import { SHIM_POOL_SIZE } from '../src/exec/shim-pool.ts';
+import { idleShims, processAlive, sessionShims, startTestSandboxd, type TestSandboxd } from './harness.ts';
 import { api, attach, collect, openExec, sh, waitFor } from './helpers.ts';
 
 let d: TestSandboxd;
@@ -209,5 +210,31 @@ describe('exec sessions across a sandboxd restart', () => {
     assert.equal(sessionShims(dataDir).length, before + 2);
     assert.equal((await api(d, 'DELETE', `/v1/sandboxes/${name}`)).status, 204);
     await waitFor(() => sessionShims(dataDir).length === before, 'shims killed');
+  });
+
+  it('starts a detachable session under a pre-started shim, and leaves no idle shim behind when stopped or killed', async () => {
+    for (const how of ['SIGTERM', 'SIGKILL'] as const) {
+      await sh(d, SB, 'true'); // an exec fills the pool
+      await waitFor(() => idleShims(d.pid).length === SHIM_POOL_SIZE, 'pre-started shims');
+      const pooled = idleShims(d.pid);
+      const go = `/tmp/go-pooled-${how}`;
+      const id = await startDetached(
+        ['sh', '-c', `echo pooled; while [ ! -f ${go} ]; do sleep 0.05; done`],
+        'pooled',
+      );
+      const serving = sessionShims(dataDir).filter((pid) => pooled.includes(pid));
+      assert.equal(serving.length, 1, 'the session runs under a pre-started shim');
+      assert.ok(existsSync(path.join(sessionDir(id), 'session.json')));
+      await waitFor(() => idleShims(d.pid).length === SHIM_POOL_SIZE, 'the pool refilled');
+      const idle = idleShims(d.pid);
+      if (how === 'SIGKILL') process.kill(d.pid, 'SIGKILL');
+      await d.stop({ keepData: true });
+      await waitFor(() => idle.every((pid) => !processAlive(pid)), `no idle shim left after ${how}`);
+      assert.ok(processAlive(serving[0]!), 'the session (its shim) outlives sandboxd');
+      d = await startTestSandboxd({ dataDir, token: d.token });
+      assert.equal((await listed(id))?.exited, false, 'the session is found again');
+      await sh(d, SB, `touch ${go}`);
+      await waitFor(async () => (await listed(id))?.exited === true, 'the session ends');
+    }
   });
 });

@@ -126,6 +126,8 @@ export interface EngineOptions {
   subscription?: SubscriptionGate;
   /** Lifecycle tick, provision deadline (defaults 60 s, 30 min); bounds from config. */
   lifecycle?: Partial<LifecycleOptions>;
+  /** Extra env for git in the sandbox (tests: a fake git host's self-signed certificate). */
+  gitEnv?: Record<string, string>;
 }
 
 const READY_TIMEOUT_MS = 2500;
@@ -283,6 +285,7 @@ function createConversationDeps(
     sandbox,
     logger,
     packagePlanner: packageCommands,
+    ...(options.gitEnv ? { gitEnv: options.gitEnv } : {}),
   });
   const environmentCheckpoints = createEnvironmentCheckpoints({
     db,

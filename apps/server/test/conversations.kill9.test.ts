@@ -87,6 +87,21 @@ async function storedStdout(id: string): Promise<string> {
   return rows.map((r) => r.data?.toString('utf8') ?? '').join('');
 }
 
+/** The lines of the turn's raw events (the scripted runtime reads every ordinary line as raw). */
+async function rawEventLines(id: string): Promise<string[]> {
+  const rows = await database.handle.db
+    .selectFrom('log_events')
+    .select('data')
+    .where('conversation_id', '=', id)
+    .where('stream', '=', 'events')
+    .orderBy('id')
+    .execute();
+  return rows
+    .map((r) => JSON.parse(r.data?.toString('utf8') ?? '{}') as { kind: string; line?: string })
+    .filter((e) => e.kind === 'raw')
+    .map((e) => e.line ?? '');
+}
+
 async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
@@ -153,6 +168,11 @@ it('kill -9 of the server mid-turn loses no byte and duplicates none', async () 
   assert.equal(turn.status, 'succeeded');
   const expected = Array.from({ length: LINES }, (_, i) => `line ${i + 1}\n`).join('');
   assert.equal(await storedStdout(id), expected);
+  // The turn events too: one per line, none lost, none duplicated.
+  assert.deepEqual(
+    await rawEventLines(id),
+    Array.from({ length: LINES }, (_, i) => `line ${i + 1}`),
+  );
   const stages = await database.handle.db
     .selectFrom('log_events')
     .select(['stage', 'state'])
@@ -164,4 +184,38 @@ it('kill -9 of the server mid-turn loses no byte and duplicates none', async () 
     stages.some((s) => s.stage === 'reattach' && s.state === 'done'),
     JSON.stringify(stages),
   );
+});
+
+it('a line cut by the kill is one event after reattach: every line has exactly one event', async () => {
+  const HALVES = 20;
+  const agent = await api('POST', '/api/agents', {
+    name: 'halves',
+    model: 'anthropic/claude-sonnet-4-5',
+    runtime: 'claude',
+  });
+  assert.equal(agent.status, 201);
+  // Each line is printed in two writes 0.3 s apart: the stored output ends inside a line for
+  // most of the turn, and the server is killed at such a moment.
+  const script = `i=1; while [ $i -le ${HALVES} ]; do printf "half $i "; sleep 0.3; echo "end $i"; i=$((i+1)); done`;
+  const started = await api('POST', '/api/conversations', { agent_id: agent.body['id'], prompt: script });
+  assert.equal(started.status, 201);
+  const id = started.body['id'] as string;
+  await until('a line half stored', async () => {
+    const stored = await storedStdout(id);
+    return stored.includes('end 3\n') && !stored.endsWith('\n') ? true : undefined;
+  });
+  await stopServer('SIGKILL');
+  const atKill = await storedStdout(id);
+  assert.ok(!atKill.endsWith('\n'), `the kill cut a line: ${JSON.stringify(atKill.slice(-20))}`);
+
+  await startServer();
+  const turn = await until('the turn to end', async () => {
+    const res = await api('GET', `/api/conversations/${id}/turns`);
+    const turns = res.body['data'] as { status: string }[];
+    return turns[0] && !['queued', 'running'].includes(turns[0].status) ? turns[0] : undefined;
+  });
+  assert.equal(turn.status, 'succeeded');
+  const lines = Array.from({ length: HALVES }, (_, i) => `half ${i + 1} end ${i + 1}`);
+  assert.equal(await storedStdout(id), lines.map((l) => `${l}\n`).join(''));
+  assert.deepEqual(await rawEventLines(id), lines);
 });

@@ -17,6 +17,10 @@ describe('auth pages', () => {
     const page = await c.page();
     await page.goto(c.url('/'));
     await page.getByRole('heading', { name: /Run AI coding agents/ }).waitFor();
+    await page.getByRole('link', { name: 'llms.txt' }).waitFor();
+    // No legal variables, no billing: no legal links and no price.
+    assert.equal(await page.getByRole('link', { name: 'Terms' }).count(), 0);
+    assert.equal(await page.getByText('per month').count(), 0);
     await c.axe(page, 'home');
     await page.getByRole('link', { name: 'Create an account' }).first().click();
     await page.getByRole('heading', { name: 'Create your Paddock account' }).waitFor();
@@ -82,10 +86,31 @@ describe('auth pages', () => {
   });
 });
 
-describe('registration closed', () => {
+describe('registration closed, billing on, legal pages configured', () => {
   let closed: ConsoleHarness;
   before(async () => {
-    closed = await startConsoleHarness({ env: { REGISTRATION_ENABLED: 'false' } });
+    closed = await startConsoleHarness({
+      env: {
+        REGISTRATION_ENABLED: 'false',
+        BILLING_ENABLED: 'true',
+        BILLING_PRICE_MONTHLY_CENTS: '1900',
+        LEGAL_ENTITY: 'Example Ltd',
+        LEGAL_CONTACT_EMAIL: 'legal@example.com',
+        LEGAL_JURISDICTION: 'England and Wales',
+        LEGAL_EFFECTIVE_DATE: '2026-01-01',
+      },
+    });
+  });
+
+  it('shows the price and the legal links on the home page, and the legal pages behind them', async () => {
+    const page = await closed.page();
+    await page.goto(closed.url('/'));
+    await page.getByText('$19.00').waitFor();
+    assert.equal(await page.getByRole('link', { name: 'Create an account' }).count(), 0);
+    await page.getByRole('link', { name: 'Terms' }).click();
+    await page.getByRole('heading', { name: 'Terms of service' }).waitFor();
+    await page.getByText('operated by Example Ltd').waitFor();
+    await closed.axe(page, 'terms');
   });
   after(async () => {
     await closed?.close();

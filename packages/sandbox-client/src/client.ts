@@ -135,6 +135,30 @@ export interface ListOptions extends CallOptions {
   prefix?: string;
 }
 
+/**
+ * The backend's runtime layer (sandboxd: the agent CLIs shared read-only by every sandbox, GET
+ * /v1/runtime-layer). A backend without the route (a hosted one) has none: state `off`.
+ */
+export interface RuntimeLayerStatus {
+  state: 'installing' | 'ready' | 'failed' | 'off';
+  version: string | null;
+  /** Inside a sandbox: the layer's bin directory (first on every exec's PATH). */
+  bin: string | null;
+  /** npm package name → pinned version */
+  packages: Record<string, string>;
+  progress: { step: number; steps: number; current: string; elapsed_ms: number } | null;
+  error: string | null;
+}
+
+const NO_LAYER: RuntimeLayerStatus = {
+  state: 'off',
+  version: null,
+  bin: null,
+  packages: {},
+  progress: null,
+  error: null,
+};
+
 export interface SandboxClient {
   /** Creates a sandbox, or adopts it if the name exists. Retries by default (`retry: false` to opt out). */
   create(name: string, options?: CallOptions): Promise<CreateResult>;
@@ -169,6 +193,8 @@ export interface SandboxClient {
   deleteCheckpoint(name: string, checkpointId: string, options?: CallOptions): Promise<void>;
   /** Sets the network policy. Success is 204 (200 tolerated). */
   setNetworkPolicy(name: string, policy: NetworkPolicy, options?: CallOptions): Promise<void>;
+  /** The backend's runtime layer; `off` when the backend has none (404). Optional for test doubles. */
+  runtimeLayer?(options?: CallOptions): Promise<RuntimeLayerStatus>;
 }
 
 const defaultMaxOutputBytes = 16 * 1024 * 1024;
@@ -531,7 +557,27 @@ export function createSandboxClient(options: SandboxClientOptions): SandboxClien
     });
   }
 
+  async function runtimeLayer(callOptions: CallOptions = {}): Promise<RuntimeLayerStatus> {
+    const req = request('get runtime layer', 'GET', '/v1/runtime-layer', {
+      callTimeoutMs: callOptions.timeoutMs,
+    });
+    return call(req.operation, callOptions.retry, async () => {
+      const { response } = await send(target, req);
+      if (response.status === 404) {
+        await response.body?.cancel();
+        return NO_LAYER;
+      }
+      if (!response.ok) throw await apiError(req, response);
+      const body = await readBody(req, response);
+      const state = (body as Record<string, unknown> | null)?.['state'];
+      if (state !== 'installing' && state !== 'ready' && state !== 'failed' && state !== 'off')
+        throw new SandboxProtocolError(req.operation, 'the runtime layer has no known `state`', body);
+      return { ...NO_LAYER, ...(body as Partial<RuntimeLayerStatus>), state };
+    });
+  }
+
   return {
+    runtimeLayer,
     create,
     get,
     destroy,

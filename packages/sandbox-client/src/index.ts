@@ -9,6 +9,7 @@ export {
   type ExecResult,
   type ExecStreamOptions,
   type ListOptions,
+  type RuntimeLayerStatus,
   type SandboxClient,
   type SandboxClientOptions,
   type WriteFileOptions,

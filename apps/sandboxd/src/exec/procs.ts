@@ -203,7 +203,8 @@ export function spawnPiped(
   const io = openFifos(o.fifos, o.stdin);
   let child: ChildProcess;
   try {
-    child = spawn(file, args, { detached: true, env: o.env, stdio: io.child });
+    // cwd /: a shim works in its session directory on the host, which its process must not inherit.
+    child = spawn(file, args, { detached: true, cwd: '/', env: o.env, stdio: io.child });
   } catch (err) {
     for (const s of [io.stdin, io.stdout, io.stderr]) s?.destroy();
     if (io.stdinPath) rmSync(io.stdinPath, { force: true });

@@ -3,7 +3,8 @@
  *
  * A blocking (non-detachable) session's process is sandboxd's own child (procs.ts). A detachable session runs
  * under its own shim process (shim.ts), detached from sandboxd, which owns the process, its stdio and the
- * replay buffer; sandboxd mirrors it over the shim's unix socket. A restarted sandboxd finds the shims (and
+ * replay buffer; sandboxd mirrors it over the shim's unix socket. The shim is usually taken pre-started from
+ * the pool (shim-pool.ts), so a detachable exec starts about as fast as a blocking one. A restarted sandboxd finds the shims (and
  * the results of sessions that finished meanwhile) in <sandbox dir>/sessions/ and serves them as before.
  *
  * Invariants (proved by test/exec.test.ts and test/sessions-restart.test.ts):
@@ -21,19 +22,17 @@
  * - Stopping, restoring or destroying the sandbox kills every session, shims included, and removes their
  *   directories.
  */
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import pty from '@lydell/node-pty';
 import type { WebSocket } from 'ws';
 import type { Logger } from '../log.ts';
-import { HOST_ENV } from '../runtime/host-tools.ts';
 import { processStartTime } from '../runtime/namespaces.ts';
 import { type FifoPool, type Proc, spawnPiped, spawnTty } from './procs.ts';
+import type { ShimPool } from './shim-pool.ts';
 import {
   type Chunk,
   FrameDecoder,
@@ -45,7 +44,6 @@ import {
   type ResultFile,
   type SessionFile,
   type SessionMeta,
-  SHIM_MARK,
   type ShimHello,
   type ShimSpec,
   socketPathVia,
@@ -56,7 +54,6 @@ export const STREAM = { stdin: 0, stdout: 1, stderr: 2, exit: 3, stdinEof: 4 } a
 export const FINISHED_RETENTION_MS = 15 * 60 * 1000;
 /** Exit code reported for a detachable session whose shim died without recording the exit. */
 export const LOST_EXIT_CODE = 255;
-const SHIM_SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'shim.ts');
 
 export interface ExecSpec {
   argv: string[];
@@ -85,8 +82,8 @@ export interface SessionJson {
 interface SessionContext {
   bufferBytes: number;
   fifos: FifoPool;
-  /** node's compile cache for the shims (NODE_COMPILE_CACHE): a shim then starts in a third of the time */
-  compileCache: string;
+  /** session shims, pre-started (shim-pool.ts) */
+  shims: ShimPool;
   /** <sandbox dir>/sessions */
   dir: string;
   log: Logger;
@@ -201,14 +198,15 @@ export class Session {
   private async startShim(argv: string[], env: Record<string, string>): Promise<void> {
     const fifos = this.spec.tty ? [] : await this.ctx.fifos.take(this.spec.stdin ? 3 : 2);
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });
-    const spec: ShimSpec = { ...this.spec, argv, env, bufferBytes: this.ctx.bufferBytes, fifos };
-    const child = spawn(process.execPath, [SHIM_SCRIPT, SHIM_MARK, this.dir], {
-      detached: true,
-      cwd: '/',
-      stdio: ['pipe', 'pipe', 'ignore'],
-      env: { ...HOST_ENV, NODE_COMPILE_CACHE: this.ctx.compileCache },
-    });
-    child.stdin!.on('error', () => {});
+    const spec: ShimSpec = {
+      ...this.spec,
+      dir: this.dir,
+      argv,
+      env,
+      bufferBytes: this.ctx.bufferBytes,
+      fifos,
+    };
+    const child = this.ctx.shims.take();
     child.stdin!.end(JSON.stringify(spec));
     try {
       this.childPid = await new Promise<number>((resolve, reject) => {
@@ -510,7 +508,7 @@ export class SessionTable {
   private readonly sessions = new Map<string, Session>();
   private readonly ctx: SessionContext;
 
-  constructor(o: { bufferBytes: number; fifos: FifoPool; compileCache: string; dir: string; log: Logger }) {
+  constructor(o: { bufferBytes: number; fifos: FifoPool; shims: ShimPool; dir: string; log: Logger }) {
     this.ctx = {
       ...o,
       onGone: (gone) => {
@@ -522,6 +520,8 @@ export class SessionTable {
   }
 
   create(spec: Omit<ExecSpec, 'argv' | 'env'>): Session {
+    // A sandbox that runs execs will likely run a detachable one (a turn): have a shim ready by then.
+    this.ctx.shims.warm();
     const s = new Session(spec, this.ctx);
     this.sessions.set(s.id, s);
     return s;

@@ -41,8 +41,13 @@ export interface SessionMeta {
   detachable: boolean;
 }
 
-/** What sandboxd writes on the shim's stdin. */
+/**
+ * What sandboxd writes on the shim's stdin, then closes it: the shim may have been started long before, in
+ * the pool (shim-pool.ts), and learns its session only now. A stdin that ends empty means "no session: exit".
+ */
 export interface ShimSpec extends SessionMeta {
+  /** the session directory (absolute); the shim works in it (its cwd) and creates everything there */
+  dir: string;
   argv: string[];
   env: Record<string, string>;
   bufferBytes: number;

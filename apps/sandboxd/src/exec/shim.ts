@@ -1,16 +1,20 @@
 /**
  * Session shim: the supervisor of one detachable exec session, so the session outlives sandboxd.
  *
- *   node shim.ts paddock-sandboxd-shim <session dir>      (spec JSON on stdin; prints "ready <pid>")
+ *   node shim.ts paddock-sandboxd-shim      (ShimSpec JSON on stdin, then EOF; prints "ready <pid>")
  *
- * sandboxd starts it detached (own session and process group; reparented when sandboxd exits). The shim owns
- * the session's process (its pipes or pty) and its replay buffer, and serves `<session dir>/shim.sock`
- * (protocol in shim-protocol.ts) to whichever sandboxd connects: a restarted sandboxd finds it again from
- * session.json. When the process has exited it writes output.bin and result.json, sends the exit to the
- * connected sandboxd and exits: a finished session needs no process.
+ * sandboxd starts it detached (own session and process group; reparented when sandboxd exits), usually
+ * ahead of time (shim-pool.ts): it loads, then waits for its session on stdin; a stdin that ends empty
+ * means sandboxd let it go unused, and it exits. Given a session, it moves into the session directory
+ * (its cwd: that is how an operator or a test tells which session a shim serves), owns the session's
+ * process (its pipes or pty) and its replay buffer, and serves `<session dir>/shim.sock` (protocol in
+ * shim-protocol.ts) to whichever sandboxd connects: a restarted sandboxd finds it again from session.json.
+ * When the process has exited it writes output.bin and result.json, sends the exit to the connected
+ * sandboxd and exits: a finished session needs no process.
  *
  * Invariants: the environment (secrets) is never written to disk; everything the shim creates lives in the
- * session directory; the shim never outlives its process by more than a few seconds.
+ * session directory; the session's process starts in / (procs.ts), not in the shim's cwd; the shim never
+ * outlives its process by more than a few seconds.
  */
 import { closeSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
@@ -31,13 +35,15 @@ import {
   socketPathVia,
 } from './shim-protocol.ts';
 
-const dir = process.argv[3] ?? '';
-if (process.argv[2] !== SHIM_MARK || !path.isAbsolute(dir)) {
-  process.stderr.write(`usage: shim.ts ${SHIM_MARK} <session dir>\n`);
+if (process.argv[2] !== SHIM_MARK) {
+  process.stderr.write(`usage: shim.ts ${SHIM_MARK} (session on stdin)\n`);
   process.exit(2);
 }
+/** The session directory, once the session is known. */
+let dir = '';
 
 function logError(msg: string, err?: unknown): void {
+  if (!dir) return;
   try {
     writeFileSync(
       path.join(dir, 'shim.log'),
@@ -70,7 +76,12 @@ function startTime(pid: number): string {
 
 const chunks: Buffer[] = [];
 for await (const c of process.stdin) chunks.push(c as Buffer);
+// An idle pooled shim let go (sandboxd stopped, or closed its pool): nothing to supervise.
+if (chunks.length === 0) process.exit(0);
 const spec = JSON.parse(Buffer.concat(chunks).toString('utf8')) as ShimSpec;
+if (!path.isAbsolute(spec.dir)) process.exit(2);
+dir = spec.dir;
+process.chdir(dir);
 
 const replay = new ReplayBuffer(spec.bufferBytes);
 const conns = new Set<net.Socket>();

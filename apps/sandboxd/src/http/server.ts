@@ -10,6 +10,7 @@ import { WebSocketServer } from 'ws';
 import type { NdjsonLine } from '../checkpoints.service.ts';
 import { AppError, errorBody } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import type { RuntimeLayer } from '../runtime/layer.ts';
 import type { SandboxesService } from '../sandboxes.service.ts';
 import type { TenantOf } from '../tenants.ts';
 
@@ -85,6 +86,8 @@ function rejectUpgrade(socket: Duplex, status: number, body: unknown): void {
 
 export function createHttpServer(deps: {
   service: SandboxesService;
+  /** GET /v1/runtime-layer (absent: the route answers state `off`) */
+  layer?: RuntimeLayer;
   tokens: string[];
   tenantOf: TenantOf;
   log: Logger;
@@ -100,6 +103,21 @@ export function createHttpServer(deps: {
     const tenant = auth(req.headers.authorization);
     if (!tenant) throw new AppError('unauthorized', 'missing or invalid bearer token');
     const parts = pathParts(url.pathname);
+    if (parts[0] === 'v1' && parts[1] === 'runtime-layer' && parts.length === 2 && method === 'GET') {
+      return send(
+        res,
+        200,
+        deps.layer?.status() ?? {
+          state: 'off',
+          version: null,
+          path: null,
+          bin: null,
+          packages: {},
+          progress: null,
+          error: null,
+        },
+      );
+    }
     if (parts[0] !== 'v1' || parts[1] !== 'sandboxes') throw new AppError('not_found', 'no such route');
     const [, , name, sub, id, action] = parts;
     if (name === undefined) {

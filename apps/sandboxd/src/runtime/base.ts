@@ -38,6 +38,8 @@ import { HOST_ENV, type HostTools } from './host-tools.ts';
 
 export const SANDBOX_UID = 1000;
 export const SANDBOX_HOME = '/home/sandbox';
+/** Where every sandbox sees the runtime layers directory (runtime/layer.ts); the base has the mount point. */
+export const LAYER_MOUNT = '/opt/paddock';
 
 export interface IdMap {
   /** host uid/gid that is root (0) inside the sandbox user namespace */
@@ -252,7 +254,7 @@ export function ensureBase(
 ): BaseImage {
   const layout = rootfs ? { dirs: [], links: new Map<string, string>() } : hostDirLayout();
   const spec = JSON.stringify({
-    v: 5,
+    v: 6,
     ids,
     etc,
     rootfs: rootfs ?? null,
@@ -280,6 +282,7 @@ export function ensureBase(
       'run',
       'mnt',
       'opt',
+      LAYER_MOUNT.slice(1),
       'srv',
       'var/cache',
       'var/lib',
@@ -330,7 +333,8 @@ export function ensureBase(
     };
     if (!existsSync(path.join(rootfs, 'etc', 'gitconfig'))) files['gitconfig'] = ETC_FILES['gitconfig']!;
     for (const [name, content] of Object.entries(files)) writeFileSync(path.join(tmp, 'etc', name), content);
-    for (const d of ['dev', 'proc', 'run']) mkdirSync(path.join(tmp, d), { recursive: true });
+    for (const d of ['dev', 'proc', 'run', LAYER_MOUNT.slice(1)])
+      mkdirSync(path.join(tmp, d), { recursive: true });
   }
   mkdirSync(path.join(tmp, 'root'), { recursive: true, mode: 0o700 });
   mkdirSync(path.join(tmp, 'tmp'), { recursive: true });

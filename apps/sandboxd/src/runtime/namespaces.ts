@@ -37,7 +37,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { ID_RANGE } from '../config.ts';
 import type { BaseImage, IdMap } from './base.ts';
-import { DEV_NODES, SANDBOX_UID } from './base.ts';
+import { DEV_NODES, LAYER_MOUNT, SANDBOX_UID } from './base.ts';
 import { EXEC_LOADER, HOST_ENV, type HostTools } from './host-tools.ts';
 
 export interface InitHandle {
@@ -186,6 +186,8 @@ export interface NamespaceRuntimeOptions {
   devTemplate: string;
   rootless: boolean;
   tools: HostTools;
+  /** host directory of the runtime layers, bind-mounted read-only at LAYER_MOUNT (layer.ts); null: none */
+  layerSource?: string | null;
 }
 
 export class NamespaceRuntime {
@@ -261,6 +263,19 @@ export class NamespaceRuntime {
         fstabLine('tmpfs', `${m}/dev/shm`, 'tmpfs', `nosuid,nodev,mode=1777,size=${SHM_BYTES}`),
         fstabLine('tmpfs', `${m}/run`, 'tmpfs', `nosuid,nodev,mode=755,size=${RUN_BYTES}`),
         fstabLine('proc', `${m}/proc`, 'proc', 'defaults'),
+        // The runtime layers, read-only (mount(8) remounts a bind with ro; nosuid and nodev are kept
+        // where the source has them, which a rootless remount must). A directory bind: a layer renamed into
+        // place later appears here too. The mount point is made when the base lacks it (older bases).
+        ...(this.opts.layerSource
+          ? [
+              fstabLine(
+                this.opts.layerSource,
+                `${m}${LAYER_MOUNT}`,
+                'none',
+                'bind,ro,nosuid,nodev,X-mount.mkdir',
+              ),
+            ]
+          : []),
       ].join(''),
     );
     const unshareArgs = [tools.unshare];

@@ -35,8 +35,11 @@ const COMPRESSIBLE = new Set(['.html', '.js', '.css', '.svg', '.json', '.txt', '
 const IMMUTABLE = 'public, max-age=31536000, immutable';
 const NO_CACHE = 'no-cache';
 
-/** Path prefixes that belong to the server, never to the app. */
-const SERVER_PATHS = /^\/(api|auth|health|metrics)(\/|$)/;
+/**
+ * Paths that belong to the server, never to the app: an unknown one is a JSON 404 (so
+ * /terms and /privacy do not exist at all without the LEGAL_* variables).
+ */
+const SERVER_PATHS = /^\/(api|auth|health|metrics)(\/|$)|^\/(terms|privacy|skill|llms\.txt|llms-full\.txt)$/;
 
 interface Asset {
   body: Buffer;

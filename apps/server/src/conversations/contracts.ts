@@ -14,6 +14,7 @@
 // - reattach.ts     re-joining a still-running turn without losing or duplicating a byte
 import type { McpServer, Runtime, Skill } from '../agents/agents.tables.ts';
 import type { StageName, StageState, TurnUsage } from './conversations.tables.ts';
+import type { LogEventRow } from './log-events.repo.ts';
 import type { SecretRegistry } from './redactor.ts';
 
 /** Thrown by any owner write once another process has taken the conversation over. */
@@ -51,6 +52,13 @@ export interface StageEvent {
 export interface LogWriter {
   /** Output of a turn (turnId set: its raw byte counters advance with each persisted batch) or of a provisioning command. */
   output(stream: 'stdout' | 'stderr', chunk: Buffer, turnId?: string): void;
+  /**
+   * A common turn event of a turn (turn.ts hands every event of adapter.parseLine): redacted
+   * string by string before it is serialised, stored as an `events` row after the output handed
+   * in before it (bytes a redactor still holds back excepted), counted against the output budget.
+   * Synchronous like output().
+   */
+  event(turnId: string, event: TurnEvent): void;
   /** Persists all output written so far, then the stage row. Resolves once both are committed. */
   stage(event: StageEvent): Promise<void>;
   /** Ends the redactors' hold-back and persists everything buffered (end of a turn or a command). */
@@ -67,9 +75,21 @@ export interface LogWriterFactory {
 
 /** A wake-up for readers: rows up to `lastId` exist, or the conversation's owner/status changed. */
 export type FeedSignal =
-  | { type: 'events'; lastId: string }
+  | { type: 'events'; lastId: string; committed?: CommittedRows }
   | { type: 'status'; status: string }
   | { type: 'owner_lost' };
+
+/**
+ * In-process only, never on the wire: the rows a log batch just committed, so readers in the
+ * writer's own process need not read them back (log-tail.ts). `after` is the id of the row this
+ * writer committed before them (null for its first batch): a reader that holds exactly the rows up
+ * to `after` may append these; any other reader reads the database as it would without them.
+ */
+export interface CommittedRows {
+  after: string | null;
+  /** In id order, as stored (output redacted). */
+  rows: LogEventRow[];
+}
 
 /** Wake-ups across processes (feed.ts). The rows carry the data; signals only say "look". */
 export interface Feed {
@@ -99,8 +119,9 @@ export interface TurnImage {
  * The common shape of the four runtimes' JSON dialects (issue 10): what a person wants to see
  * of a turn. Stored with the turn and offered as the `events` stream; the raw bytes still go
  * to stdout/stderr. Usage keys are those of TurnUsage (input_tokens, output_tokens,
- * cache_read_tokens, cost_usd); a runtime that reports cumulative totals is turned into
- * this turn's figures by its adapter.
+ * cache_read_tokens, cost_usd); the usage events of a turn add up to its figures (one per
+ * turn, or one per model call for a runtime that reports per step, such as opencode); a
+ * runtime that reports cumulative totals is turned into this turn's figures by its adapter.
  */
 export type TurnEvent =
   | { kind: 'text'; text: string }
@@ -121,8 +142,22 @@ export interface TurnCommand {
   files: { path: string; content: Buffer | string; mode?: number }[];
 }
 
+/** An agent CLI as pinned in apps/sandboxd/runtime-layer.json (runtime-probe.ts pinnedRuntimes()). */
+export interface PinnedCli {
+  /** npm package */
+  package: string;
+  version: string;
+  /** the command it installs */
+  bin: string;
+}
+
 export interface RuntimeAdapter {
   runtime: Runtime;
+  /**
+   * The CLI the `runtime` provisioning stage probes (`<bin> --version`) and, on a backend without the
+   * runtime layer, installs (runtime-probe.ts). Absent: no runtime stage (test doubles).
+   */
+  cli?: PinnedCli;
   /** Where the runtime keeps the on-disk session state that must survive a new sandbox. */
   sessionPaths: string[];
   /** Where inline skills go: `${skillsDir}/<name>/SKILL.md`. */

@@ -359,7 +359,13 @@ export function createConversationServer(
       }
       const dedup = replayDeduplicator(await turnRawBytes(db, lease, turn.id));
       try {
-        run = await attachTurn(io, turn.exec_session_id, dedup.wrap, dedup.onInfo);
+        run = await attachTurn(
+          io,
+          turn.exec_session_id,
+          dedup.wrap,
+          dedup.onInfo,
+          () => dedup.remaining().stdout,
+        );
       } catch {
         await failTurnEarly(turn, "the turn's process could not be re-joined");
         return;

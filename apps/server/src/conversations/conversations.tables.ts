@@ -8,7 +8,8 @@ export type ConversationStatus = 'pending' | 'running' | 'idle' | 'failed' | 'te
 export type ConversationSource = 'api' | 'ui' | 'cli' | 'sandbox';
 export type SandboxStatus = 'pending' | 'starting' | 'ready' | 'terminated' | 'failed';
 export type TurnStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'interrupted';
-export type LogStream = 'stdout' | 'stderr' | 'stage';
+/** `events`: the common turn events of a turn (TurnEvent JSON in `data`, migration 0021). */
+export type LogStream = 'stdout' | 'stderr' | 'stage' | 'events';
 export type StageState = 'started' | 'done' | 'failed' | 'interrupted';
 /** Stage names of the spec (Conversation log stream). */
 export type StageName =
@@ -18,6 +19,8 @@ export type StageName =
   | 'network'
   | 'clone'
   | 'setup'
+  /** The agent's CLI answers `--version` in the sandbox (runtime-probe.ts). */
+  | 'runtime'
   | 'turn'
   | 'reattach'
   | 'sandbox'

@@ -4,7 +4,9 @@
 // 1. Signals only say "look": the rows carry the data. A reader that misses a signal loses no
 //    row, it only learns of it later; so a signal may be coalesced or dropped, never invented
 //    before its rows are committed (the log writer publishes after its commit). Test: "wakes a
-//    subscriber in another process".
+//    subscriber in another process". A local events signal may also carry the committed rows
+//    (FeedSignal.committed, for this process's log tails); the NOTIFY never does (its payload
+//    is built field by field below), so no row content leaves the process this way.
 // 2. One listening connection per process, opened on the first subscription (or listening()),
 //    whatever the number of conversations and readers. Test: "uses one listening connection".
 // 3. A subscriber in this process hears a publish at once (no database round trip) and not a

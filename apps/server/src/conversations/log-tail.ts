@@ -10,6 +10,16 @@
 // 2. Bounded: at most MAX_BYTES of frames are kept; dropping the oldest raises `floor`. A viewer
 //    whose cursor is below `floor` reads from the database itself (stream.routes.ts).
 // 3. The tail lives while a viewer holds it; the last release stops its feed subscription.
+// 4. A frame is encoded once (a Buffer), and the viewers woken by the same rows at the same cursor
+//    share one page (after() answers them from a cache): N viewers cost N socket writes of the
+//    same bytes, not N JSON encodings, joins and UTF-8 encodings (design/performance.md: log
+//    throughput to viewers).
+// 5. Rows handed over by this process's log writer (FeedSignal.committed) are appended without a
+//    read only when they directly follow the rows held (their `after` is `last`) and no read is
+//    in flight; otherwise the tail reads the database as for any wake-up. One writer per
+//    conversation (log-writer.ts, fenced by the owner epoch) makes `after` the row before them.
+//    Tests in log-tail.test.ts: "appends the rows its process's writer committed without reading
+//    them back" and "reads the database when handed rows that do not follow the ones it holds".
 import type { Db } from '../db/database.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { Feed } from './contracts.ts';
@@ -22,8 +32,20 @@ const PAGE_ROWS = 128;
 export interface TailEntry {
   id: bigint;
   stream: LogStream;
-  /** The complete SSE frame of the row. */
-  frame: string;
+  /** The complete SSE frame of the row, UTF-8. */
+  frame: Buffer;
+}
+
+/** What a viewer writes next: one page (a single socket write). */
+export interface TailPage {
+  /** The frames of the rows after the cursor (empty when the streams filter left none). */
+  frames: Buffer;
+  /** The id to resume after. */
+  last: bigint;
+  /** More rows wait after `last`. */
+  more: boolean;
+  /** The page holds a stage row (the owner reading it clears `unread`). */
+  stage: boolean;
 }
 
 export interface LogTail {
@@ -31,11 +53,7 @@ export interface LogTail {
   readonly floor: bigint;
   readonly last: bigint;
   /** Frames of the rows after `cursor` (cursor ≥ floor), up to about maxBytes; `last` is the id to resume after. */
-  after(
-    cursor: bigint,
-    streams: readonly LogStream[] | null,
-    maxBytes: number,
-  ): { frames: string; last: bigint; more: boolean };
+  after(cursor: bigint, streams: readonly LogStream[] | null, maxBytes: number): TailPage;
   /** Reads the rows committed since `last` (single flight: concurrent callers share one read). */
   refresh(): Promise<void>;
   /** Called after new rows were added. */
@@ -51,7 +69,7 @@ export function createLogTails(deps: {
   db: Db;
   feed: Feed;
   logger: Pick<Logger, 'warn'>;
-  frame: (row: LogEventRow) => string;
+  frame: (row: LogEventRow) => Buffer;
 }): LogTails {
   const tails = new Map<string, { tail: Promise<LogTail>; holders: number }>();
 
@@ -70,6 +88,32 @@ export function createLogTails(deps: {
     let reading: Promise<void> | null = null;
     let again = false;
     const listeners = new Set<() => void>();
+    /** The last page answered, for the next viewer asking the same of the same entries (invariant 4). */
+    let cached: { key: string; page: TailPage } | null = null;
+    /** Changes whenever `entries` or `head` do (the cache key). */
+    let version = 0;
+
+    /** Appends rows that directly follow `last` (invariant 1), then wakes the viewers. */
+    const add = (rows: readonly LogEventRow[]): void => {
+      if (rows.length === 0) return;
+      for (const row of rows) {
+        const frame = deps.frame(row);
+        entries.push({ id: BigInt(row.id), stream: row.stream, frame });
+        bytes += frame.length;
+      }
+      last = BigInt(rows.at(-1)!.id);
+      while (bytes > MAX_BYTES && head < entries.length) {
+        const dropped = entries[head++]!;
+        bytes -= dropped.frame.length;
+        floor = dropped.id;
+      }
+      if (head > 1024) {
+        entries = entries.slice(head);
+        head = 0;
+      }
+      version++;
+      for (const listener of [...listeners]) listener();
+    };
 
     const read = async (): Promise<void> => {
       for (;;) {
@@ -78,22 +122,7 @@ export function createLogTails(deps: {
           streams: null,
           limit: PAGE_ROWS,
         });
-        for (const row of rows) {
-          const frame = deps.frame(row);
-          entries.push({ id: BigInt(row.id), stream: row.stream, frame });
-          bytes += frame.length;
-        }
-        if (rows.length > 0) last = BigInt(rows.at(-1)!.id);
-        while (bytes > MAX_BYTES && head < entries.length) {
-          const dropped = entries[head++]!;
-          bytes -= dropped.frame.length;
-          floor = dropped.id;
-        }
-        if (head > 1024) {
-          entries = entries.slice(head);
-          head = 0;
-        }
-        if (rows.length > 0) for (const listener of [...listeners]) listener();
+        add(rows);
         if (rows.length < PAGE_ROWS) return;
       }
     };
@@ -118,6 +147,12 @@ export function createLogTails(deps: {
     const unsubscribe = deps.feed.subscribe(conversationId, (signal) => {
       if (signal.type !== 'events') return;
       if (signal.lastId !== '' && /^\d+$/.test(signal.lastId) && BigInt(signal.lastId) <= last) return;
+      // Rows committed by this process's writer right after the ones held: no read (invariant 5).
+      const committed = signal.committed;
+      if (committed && !reading && committed.after !== null && BigInt(committed.after) === last) {
+        add(committed.rows);
+        return;
+      }
       refresh().catch((err: unknown) =>
         deps.logger.warn(
           { conversationId, err: err instanceof Error ? err.message : String(err) },
@@ -136,9 +171,12 @@ export function createLogTails(deps: {
         return last;
       },
       after(cursor, streams, maxBytes) {
+        const key = `${version}:${cursor}:${streams?.join(',') ?? ''}:${maxBytes}`;
+        if (cached?.key === key) return cached.page;
         let taken = 0;
         let resume = cursor;
-        const parts: string[] = [];
+        let stage = false;
+        const parts: Buffer[] = [];
         // Binary search for the first entry after the cursor.
         let lo = head;
         let hi = entries.length;
@@ -154,9 +192,17 @@ export function createLogTails(deps: {
           if (streams && !streams.includes(entry.stream)) continue;
           parts.push(entry.frame);
           taken += entry.frame.length;
+          if (entry.stream === 'stage') stage = true;
         }
         if (at >= entries.length && resume < last) resume = last;
-        return { frames: parts.join(''), last: resume, more: at < entries.length };
+        const page: TailPage = {
+          frames: parts.length === 1 ? parts[0]! : Buffer.concat(parts, taken),
+          last: resume,
+          more: at < entries.length,
+          stage,
+        };
+        cached = { key, page };
+        return page;
       },
       refresh,
       onRows(listener) {
@@ -171,6 +217,7 @@ export function createLogTails(deps: {
         tails.delete(key);
         unsubscribe();
         listeners.clear();
+        cached = null;
       },
     };
   };

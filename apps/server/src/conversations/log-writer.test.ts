@@ -14,6 +14,7 @@ import { createVerifiedUser } from '../../test/helpers/factories.ts';
 import { createLogger } from '../observability/logger.ts';
 import { type FeedSignal, StaleOwnerError } from './contracts.ts';
 import { createFeed, type PgFeed, RESYNC_LAST_ID } from './feed.ts';
+import { type LogEventRow, listLogEvents } from './log-events.repo.ts';
 import { createLogWriter, type LogWriterDeps, truncationMessage } from './log-writer.ts';
 import { createSecretRegistry, REDACTION_MARKER, type SecretRegistry } from './redactor.ts';
 import { secretForms } from './secret-forms.ts';
@@ -98,9 +99,45 @@ describe('the log writer', () => {
     // (A resync signal, lastId '', may come when the feed starts listening: not from the writer.)
     const events = signals.filter((s) => s.type === 'events' && s.lastId !== RESYNC_LAST_ID);
     assert.ok(events.length >= 1);
-    assert.deepEqual(events.at(-1), { type: 'events', lastId: rows.at(-1)!.id });
+    const last = events.at(-1);
+    assert.equal(last?.type, 'events');
+    assert.equal(last.type === 'events' && last.lastId, rows.at(-1)!.id);
     assert.ok(seenRows.every((n) => n > 0));
     assert.throws(() => writer.output('stdout', Buffer.from('late')), /closed/);
+  });
+
+  it('hands the rows it committed to the feed, as stored', async () => {
+    const conversation = await insertConversation(database.handle.db, tenantId);
+    const turnId = await insertTurn(database.handle.db, conversation);
+    const batches: { lastId: string; after: string | null; rows: LogEventRow[] }[] = [];
+    const unsubscribe = feed.subscribe(conversation.id, (signal) => {
+      if (signal.type === 'events' && signal.committed)
+        batches.push({ lastId: signal.lastId, ...signal.committed });
+    });
+    const writer = writerFor(conversation, createSecretRegistry());
+    writer.output('stdout', Buffer.from('one\n'), turnId);
+    await writer.flush();
+    await writer.stage({ stage: 'turn', state: 'done', durationMs: 12, turnId, message: 'ok' });
+    writer.output('stderr', Buffer.from('two\n'), turnId);
+    await writer.close();
+    unsubscribe();
+    const stored = await listLogEvents(database.handle.db, tenantId, conversation.id, {
+      after: '0',
+      streams: null,
+      limit: 100,
+    });
+    assert.equal(stored.length, 3);
+    assert.ok(batches.length >= 2, `${batches.length} batches`);
+    // Exactly the stored rows, in order, with their ids and timestamps.
+    const handed = batches.flatMap((b) => b.rows);
+    assert.deepEqual(
+      handed.map((r) => ({ ...r, id: String(r.id) })),
+      stored.map((r) => ({ ...r, id: String(r.id) })),
+    );
+    // Each batch names the last row of the one before (the first: none), and its own last.
+    assert.equal(batches[0]!.after, null);
+    for (let i = 1; i < batches.length; i++) assert.equal(batches[i]!.after, batches[i - 1]!.lastId);
+    for (const b of batches) assert.equal(b.lastId, String(b.rows.at(-1)!.id));
   });
 
   it('never stores a secret printed whole, split at every offset or base64-encoded at each alignment', async () => {
@@ -214,6 +251,115 @@ describe('the log writer', () => {
       .where('id', '=', rows.at(-1)!.id)
       .executeTakeFirstOrThrow();
     assert.equal(duration.duration_ms, 13);
+  });
+
+  it('stores turn events in order with the output, redacted', async () => {
+    const secret = 'evt"se\\cret-4471-zz';
+    const registry = createSecretRegistry();
+    registry.register(secret);
+    const conversation = await insertConversation(database.handle.db, tenantId);
+    const turnId = await insertTurn(database.handle.db, conversation);
+    const writer = writerFor(conversation, registry);
+    writer.output('stdout', Buffer.from('{"type":"assistant"}\n'), turnId);
+    writer.event(turnId, { kind: 'text', text: `using ${secret}` });
+    writer.output('stderr', Buffer.from('warn\n'), turnId);
+    writer.event(turnId, { kind: 'tool_call', id: 't1', name: 'Bash', input: { command: `echo ${secret}` } });
+    await writer.stage({ stage: 'turn', state: 'done', turnId });
+    await writer.close();
+    const rows = await logRows(database.handle.db, conversation.id);
+    assert.deepEqual(
+      rows.map((r) => r.stream),
+      ['stdout', 'events', 'stderr', 'events', 'stage'],
+    );
+    const events = rows.filter((r) => r.stream === 'events');
+    assert.ok(events.every((r) => r.turn_id === turnId));
+    assert.deepEqual(
+      events.map((r) => JSON.parse(r.data!.toString())),
+      [
+        { kind: 'text', text: `using ${REDACTION_MARKER}` },
+        { kind: 'tool_call', id: 't1', name: 'Bash', input: { command: `echo ${REDACTION_MARKER}` } },
+      ],
+    );
+    const all = Buffer.concat(rows.map((r) => r.data ?? Buffer.alloc(0))).toString();
+    assert.ok(!all.includes(secret) && !all.includes(JSON.stringify(secret).slice(1, -1)));
+    // Events count against the budget like output (their JSON bytes).
+    const state = await database.handle.db
+      .selectFrom('conversations')
+      .select('log_bytes')
+      .where('id', '=', conversation.id)
+      .executeTakeFirstOrThrow();
+    assert.equal(Number(state.log_bytes), all.length);
+  });
+
+  it('never stores a secret split across streamed text events (a runtime streaming deltas)', async () => {
+    const secret = 'sk-delta-77f3a9c1';
+    const registry = createSecretRegistry();
+    registry.register(secret);
+    const conversation = await insertConversation(database.handle.db, tenantId);
+    const turnId = await insertTurn(database.handle.db, conversation);
+    const writer = writerFor(conversation, registry);
+    const said: string[] = [];
+    const say = (delta: string) => {
+      said.push(delta);
+      writer.event(turnId, { kind: 'text', text: delta });
+    };
+    // Split at every offset into two deltas, then one delta per character.
+    for (let at = 1; at < secret.length; at++) {
+      say(`key ${secret.slice(0, at)}`);
+      say(`${secret.slice(at)} ok. `);
+    }
+    for (const ch of `and again ${secret}`) say(ch);
+    writer.event(turnId, { kind: 'tool_call', name: 'Bash', input: {} });
+    say(`tail ${secret.slice(0, 5)}`); // a prefix only, then the turn ends: it is text, not a secret
+    await writer.stage({ stage: 'turn', state: 'done', turnId });
+    await writer.close();
+    const rows = await logRows(database.handle.db, conversation.id);
+    const events = rows.filter((r) => r.stream === 'events').map((r) => JSON.parse(r.data!.toString()));
+    const texts = events.filter((e) => e.kind === 'text').map((e) => e.text as string);
+    const beforeCall = events.findIndex((e) => e.kind === 'tool_call');
+    const joined = texts.join('');
+    assert.ok(!joined.includes(secret));
+    for (const t of texts) assert.ok(!t.includes(secret));
+    assert.equal(joined.split(REDACTION_MARKER).length - 1, secret.length);
+    assert.equal(
+      joined,
+      said.join('').replaceAll(secret, REDACTION_MARKER),
+      'the text is the same, concatenated',
+    );
+    assert.ok(
+      events.slice(0, beforeCall).every((e) => e.kind === 'text'),
+      'the text before the tool call is stored before it',
+    );
+    assert.equal(
+      events.at(-1).text.endsWith(secret.slice(0, 5)),
+      true,
+      'held-back text comes out by the end of the turn',
+    );
+    assert.equal(rows.at(-1)?.stage, 'turn');
+  });
+
+  it('counts turn events against the budget: one that does not fit is dropped and brings the one marker', async () => {
+    const conversation = await insertConversation(database.handle.db, tenantId);
+    const turnId = await insertTurn(database.handle.db, conversation);
+    const writer = writerFor(conversation, createSecretRegistry(), { outputBudgetMb: 1 });
+    const text = 'e'.repeat(20_000);
+    // 52 events of ~20 KB: the 53rd byte-wise would pass 1 MiB.
+    for (let i = 0; i < 60; i++) writer.event(turnId, { kind: 'text', text });
+    writer.output('stdout', Buffer.from('after the budget\n'), turnId);
+    await writer.stage({ stage: 'turn', state: 'done', turnId });
+    await writer.close();
+    const rows = await logRows(database.handle.db, conversation.id);
+    const stored = rows.filter((r) => r.stream === 'events');
+    const size = Buffer.byteLength(JSON.stringify({ kind: 'text', text }));
+    assert.equal(stored.length, Math.floor((1024 * 1024) / size));
+    assert.ok(
+      stored.every((r) => JSON.parse(r.data!.toString()).text === text),
+      'events are never cut',
+    );
+    assert.deepEqual(
+      rows.slice(stored.length).map((r) => `${r.stream}:${r.stage}`),
+      ['stage:log', 'stage:turn'],
+    );
   });
 
   it('never splits a character across rows', async () => {

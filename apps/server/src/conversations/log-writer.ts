@@ -3,8 +3,14 @@
 //
 // What must hold (tests in log-writer.test.ts unless named otherwise):
 // 1. Nothing unredacted is persisted, broadcast or logged: every output byte passes through its
-//    stream's StreamRedactor (one for stdout, one for stderr) and every stage message through
-//    registry.redact() before it is queued. Errors are logged by code and message only, never
+//    stream's StreamRedactor (one for stdout, one for stderr), every stage message through
+//    registry.redact(), and every string of a turn event through registry.redact() before the
+//    event is serialised (turn-events.ts), before it is queued. The text of a turn's `text`
+//    events also passes through its own StreamRedactor first, as one stream: a runtime that
+//    streams assistant text in deltas splits a secret the model repeats across events, which
+//    each event on its own would not show (so a text event may carry the tail of the previous
+//    delta, held back until it could not begin a secret; concatenated, the text is the
+//    same). Test: "never stores a secret split across streamed text events". Errors are logged by code and message only, never
 //    with row content. Tests: "never stores a secret printed whole, split at every offset or
 //    base64-encoded at each alignment", and the SSE test of stream.routes.test.ts.
 // 2. One batch = one SQL statement (atomic on its own): it advances conversations.log_bytes
@@ -22,6 +28,9 @@
 //    committed one after another, rows of a batch inserted in order). A stage row follows all
 //    output written before it: stage() first ends the redactors' hold-back (a stage marks a
 //    boundary, like the end of a command). Test: "keeps stage rows after the output before them".
+//    A turn event row follows the output handed in before it, except the few bytes a redactor
+//    still holds back (an event does not end the hold-back: that would let a secret split
+//    across chunks through). Test: "stores turn events in order with the output, redacted".
 // 5. A row never splits a multi-byte UTF-8 character: redactor output of valid UTF-8 is whole
 //    characters, and rows are only cut between characters. Test: "never splits a character".
 // 6. Budget (LOG_OUTPUT_BUDGET_MB, 0 = none): conversations.log_bytes counts stored output bytes
@@ -29,9 +38,14 @@
 //    advances it). Output is stored up to the budget, then exactly one truncation marker — a
 //    stage row {stage:'log', state:'failed', message:'output budget of N MB reached; further
 //    output is not stored'} — and log_truncated is set; later output is dropped (its raw bytes
-//    still counted, invariant 3). Stage rows are always stored and not counted. Test: "stores
-//    output up to the budget, then one marker, across writers".
-// 7. Readers are woken only after a commit, once per batch: feed.publish(events, lastId).
+//    still counted, invariant 3). Turn event rows count like output (their JSON bytes) but are
+//    never cut: one that does not fit is dropped and brings the marker. Stage rows are always
+//    stored and not counted. Tests: "stores output up to the budget, then one marker, across
+//    writers", "counts turn events against the budget".
+// 7. Readers are woken only after a commit, once per batch: feed.publish(events, lastId), with
+//    the committed rows as stored (ids, created_at) for readers in this process (CommittedRows in
+//    contracts.ts: `after` chains a batch to this writer's previous one). Test: "hands the rows it
+//    committed to the feed, as stored" (log-writer.test.ts).
 import type pg from 'pg';
 import type { Logger } from '../observability/logger.ts';
 import {
@@ -41,8 +55,10 @@ import {
   type OwnerLease,
   type StageEvent,
   StaleOwnerError,
+  type TurnEvent,
 } from './contracts.ts';
 import type { SecretRegistry, StreamRedactor } from './redactor.ts';
+import { storedEvent } from './turn-events.ts';
 
 export interface LogWriterDeps {
   pool: pg.Pool;
@@ -80,11 +96,18 @@ interface StageItem {
   settle: { resolve: () => void; reject: (err: Error) => void };
 }
 
-type Item = OutputItem | StageItem;
+interface EventItem {
+  kind: 'event';
+  turnId: string;
+  /** The redacted event's JSON (turn-events.ts), at most maxRowBytes. */
+  data: Buffer;
+}
+
+type Item = OutputItem | StageItem | EventItem;
 
 interface Row {
   turnId: string | null;
-  stream: OutputStream | 'stage';
+  stream: OutputStream | 'stage' | 'events';
   data: Buffer | null;
   stage: string | null;
   state: string | null;
@@ -127,6 +150,11 @@ export function createLogWriter(
       stdout: { redactor: registry.stream(), turnId: null, counted: 0 },
       stderr: { redactor: registry.stream(), turnId: null, counted: 0 },
     };
+  /** The running text of the current turn's `text` events (invariant 1). */
+  const text: { redactor: StreamRedactor; turnId: string | null } = {
+    redactor: registry.stream(),
+    turnId: null,
+  };
   const queue: Item[] = [];
   let queuedBytes = 0;
   let timer: NodeJS.Timeout | null = null;
@@ -174,9 +202,27 @@ export function createLogWriter(
     last.raw += raw;
   };
 
+  const queueEvent = (turnId: string, event: TurnEvent): void => {
+    const data = storedEvent(event, registry, maxRowBytes);
+    if (!data) return;
+    queue.push({ kind: 'event', turnId, data });
+    queuedBytes += data.length;
+  };
+
+  /** The text a turn's text redactor still holds, as one more text event. */
+  const endText = (): void => {
+    const rest = text.redactor.flush();
+    if (rest.length > 0 && text.turnId !== null)
+      queueEvent(text.turnId, { kind: 'text', text: rest.toString('utf8') });
+  };
+
   const endHoldBack = (): void => {
     for (const stream of ['stdout', 'stderr'] as const) append(stream, streams[stream].redactor.flush());
+    endText();
   };
+
+  /** The id of the last row this writer committed (CommittedRows.after), null before the first. */
+  let lastCommitted: string | null = null;
 
   /** When the last batch started (performance.now()); -Infinity before the first. */
   let lastBatchAt = Number.NEGATIVE_INFINITY;
@@ -233,6 +279,17 @@ export function createLogWriter(
     return running;
   };
 
+  /** The one truncation marker (invariant 6). */
+  const budgetMarker = (turnId: string | null): Row => ({
+    turnId,
+    stream: 'stage',
+    data: null,
+    stage: 'log',
+    state: 'failed',
+    durationMs: null,
+    message: truncationMessage(deps.outputBudgetMb),
+  });
+
   const persistBatch = async (): Promise<void> => {
     lastBatchAt = performance.now();
     if (!loaded) {
@@ -255,7 +312,7 @@ export function createLogWriter(
     let bytes = 0;
     while (take < queue.length && take < MAX_ROWS_PER_BATCH) {
       const item = queue[take]!;
-      const size = item.kind === 'output' ? item.bytes : 0;
+      const size = item.kind === 'output' ? item.bytes : item.kind === 'event' ? item.data.length : 0;
       if (take > 0 && bytes + size > maxBatchBytes) break;
       bytes += size;
       take++;
@@ -278,6 +335,25 @@ export function createLogWriter(
           durationMs: e.durationMs === undefined ? null : Math.max(0, Math.round(e.durationMs)),
           message: item.message,
         });
+        continue;
+      }
+      if (item.kind === 'event') {
+        if (nowTruncated) continue;
+        if (item.data.length > budget - logBytes - stored) {
+          nowTruncated = true;
+          rows.push(budgetMarker(item.turnId));
+          continue;
+        }
+        rows.push({
+          turnId: item.turnId,
+          stream: 'events',
+          data: item.data,
+          stage: null,
+          state: null,
+          durationMs: null,
+          message: null,
+        });
+        stored += item.data.length;
         continue;
       }
       if (item.turnId && item.raw > 0) {
@@ -304,16 +380,7 @@ export function createLogWriter(
         });
         stored += data.length;
       }
-      if (nowTruncated)
-        rows.push({
-          turnId: item.turnId,
-          stream: 'stage',
-          data: null,
-          stage: 'log',
-          state: 'failed',
-          durationMs: null,
-          message: truncationMessage(deps.outputBudgetMb),
-        });
+      if (nowTruncated) rows.push(budgetMarker(item.turnId));
     }
 
     const params: unknown[] = [lease.conversationId, lease.epoch, stored, nowTruncated];
@@ -342,10 +409,15 @@ export function createLogWriter(
          FROM fence f, unnest(${p(ids)}::uuid[], ${p(ids.map((id) => raw.get(id)!.stdout))}::bigint[], ${p(ids.map((id) => raw.get(id)!.stderr))}::bigint[]) AS u(id, o, e)
          WHERE t.id = u.id AND t.conversation_id = f.id)`);
     }
+    // The ids in insertion order (ORDER BY v.ord above) and now(), which is every row's created_at
+    // (the column's default: the transaction's start), so the rows handed to readers are as stored.
     const text = `WITH ${ctes.join(', ')} SELECT (SELECT count(*) FROM fence)::int AS owned, ${
-      rows.length > 0 ? '(SELECT max(id) FROM ins)' : 'NULL::bigint'
-    } AS last_id`;
-    const res = await deps.pool.query<{ owned: number; last_id: number | string | null }>(text, params);
+      rows.length > 0 ? '(SELECT array_agg(id ORDER BY id) FROM ins)' : 'NULL::bigint[]'
+    } AS ids, now() AS at`;
+    const res = await deps.pool.query<{ owned: number; ids: (number | string)[] | null; at: Date }>(
+      text,
+      params,
+    );
     if (res.rows[0]?.owned !== 1) throw new StaleOwnerError(lease.conversationId);
 
     // Committed: advance the writer's state, settle the stages, wake the readers.
@@ -354,10 +426,31 @@ export function createLogWriter(
     queue.splice(0, take);
     for (const item of items) {
       if (item.kind === 'output') queuedBytes -= item.bytes;
+      else if (item.kind === 'event') queuedBytes -= item.data.length;
       else item.settle.resolve();
     }
-    const lastId = res.rows[0].last_id;
-    if (lastId !== null) deps.feed.publish(lease.conversationId, { type: 'events', lastId: String(lastId) });
+    const ids = res.rows[0].ids;
+    if (ids && ids.length > 0) {
+      const at = res.rows[0].at;
+      const committed = rows.map((r, i) => ({
+        id: String(ids[i]),
+        turn_id: r.turnId,
+        stream: r.stream,
+        data: r.data,
+        stage: r.stage,
+        state: r.state,
+        duration_ms: r.durationMs,
+        message: r.message,
+        created_at: at,
+      }));
+      const after = lastCommitted;
+      lastCommitted = String(ids.at(-1));
+      deps.feed.publish(lease.conversationId, {
+        type: 'events',
+        lastId: lastCommitted,
+        ...(ids.length === rows.length ? { committed: { after, rows: committed } } : {}),
+      });
+    }
   };
 
   const drain = async (): Promise<void> => {
@@ -382,6 +475,22 @@ export function createLogWriter(
         s.turnId = owner;
       }
       append(stream, s.redactor.write(chunk));
+      schedule();
+    },
+    event(turnId, event) {
+      assertOpen();
+      if (failure) return;
+      if (event.kind === 'text' && typeof event.text === 'string') {
+        if (text.turnId !== turnId) {
+          endText();
+          text.turnId = turnId;
+        }
+        const out = text.redactor.write(Buffer.from(event.text, 'utf8'));
+        if (out.length > 0) queueEvent(turnId, { kind: 'text', text: out.toString('utf8') });
+      } else {
+        endText();
+        queueEvent(turnId, event);
+      }
       schedule();
     },
     stage(event) {

@@ -6,7 +6,8 @@
 //   warm                checkpoint_restore (failure: clear the environment's checkpoint id,
 //                       stage failed, fall through to cold) → env file and skills again → network
 //   cold                packages → network → clone → setup
-//   then                row ready
+//   then                runtime (the agent's CLI answers --version; waits for or installs it:
+//                       runtime-probe.ts) → row ready
 //
 // Invariants:
 // - Every secret value and the callback key are registered with the conversation's redactor
@@ -44,6 +45,7 @@ import type { SandboxStatus, StageName } from './conversations.tables.ts';
 import { assembleEnv, ENV_FILE_PATH, renderEnvFile } from './env-file.ts';
 import { networkPolicyFor, providerHostsFor } from './network.ts';
 import { cloneRepo, repoDirName } from './repos.ts';
+import { ensureRuntime, type RuntimeProbeTimeouts } from './runtime-probe.ts';
 import { runStreaming } from './sandbox-commands.ts';
 import { createSessionStateStore } from './session-state.ts';
 import { mountSkills } from './skills.ts';
@@ -84,6 +86,8 @@ export interface ProvisionerDeps {
   skillSourceBaseUrl?: string;
   /** Extra env for git in the sandbox (a private CA bundle: GIT_SSL_CAINFO). */
   gitEnv?: Record<string, string>;
+  /** The runtime stage's probe, install and wait bounds (runtime-probe.ts). */
+  runtimeTimeouts?: Partial<RuntimeProbeTimeouts>;
 }
 
 /** What provisioning reads of an environment. */
@@ -446,11 +450,23 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
           input.signal,
           async () => {
             await markSandbox(lease, input.sandboxId, 'starting', ['pending']);
-            await sandbox.create(input.sandboxName);
-            created = true;
-            const callback = await deps.callbackKeys.mint(lease.tenantId, lease.conversationId);
-            const assembled = await assemble(input, environment, callback);
-            await placeFiles(input, assembled.env);
+            // The backend creates the sandbox while the key is minted and the env assembled (they
+            // do not depend on each other). Both settle before anything else happens, so a failure
+            // of one never leaves the other running behind fail() (which revokes the keys).
+            const [made, keyed] = await Promise.allSettled([
+              sandbox.create(input.sandboxName),
+              (async () => {
+                const callback = await deps.callbackKeys.mint(lease.tenantId, lease.conversationId);
+                return { callback, assembled: await assemble(input, environment, callback) };
+              })(),
+            ]);
+            if (made.status === 'fulfilled') created = true;
+            else throw made.reason;
+            if (keyed.status === 'rejected') throw keyed.reason;
+            const { assembled, callback } = keyed.value;
+            // With a checkpoint the files are placed after the restore (it replaces the writable
+            // layer): placing them now as well would be one more round of writes before the turn.
+            if (!environment?.checkpoint_id) await placeFiles(input, assembled.env);
             return { assembled, callback };
           },
           logger,
@@ -461,7 +477,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
             ...environment,
             checkpoint_id: environment.checkpoint_id,
           });
-          // A restore replaces the writable layer (also a failed one may have): files again.
+          // A restore replaces the writable layer (also a failed one may have): files now.
           await placeFiles(input, assembled.env);
           if (restored) path = 'warm';
         }
@@ -478,6 +494,27 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
               providerHosts,
               signal: input.signal,
             });
+        }
+        // Last: the backend's runtime layer had the whole cold path to finish installing, and a warm
+        // restore (which replaces the writable layer) cannot take an in-sandbox install away.
+        const cli = input.adapter.cli;
+        if (cli) {
+          await runStage(
+            input.writer,
+            'runtime',
+            input.signal,
+            () =>
+              ensureRuntime({
+                sandbox,
+                name: input.sandboxName,
+                cli,
+                env: assembled.env,
+                sink: input.writer,
+                signal: input.signal,
+                ...(deps.runtimeTimeouts ? { timeouts: deps.runtimeTimeouts } : {}),
+              }),
+            logger,
+          );
         }
         await markSandbox(lease, input.sandboxId, 'ready', ['starting'], {
           checkpoint_id: path === 'warm' ? (environment?.checkpoint_id ?? null) : null,

@@ -188,6 +188,17 @@ describe('redactor', () => {
     );
   });
 
+  it('redacts a secret JSON-escaped twice (a JSON file shown inside a JSON line)', () => {
+    const secret = 'p@ss"word/with\\slash';
+    const registry = registryOf(secret);
+    const file = JSON.stringify({ password: secret });
+    const line = JSON.stringify({ type: 'user', content: [{ type: 'tool_result', content: file }] });
+    const output = registry.redact(line).toString();
+    assert.ok(output.includes(REDACTION_MARKER));
+    assert.ok(!output.includes(JSON.stringify(JSON.stringify(secret).slice(1, -1)).slice(1, -1)));
+    assert.equal(JSON.parse(JSON.parse(output).content[0].content).password, REDACTION_MARKER);
+  });
+
   it('merges overlapping and nested secrets into one marker', () => {
     const registry = registryOf('abcdef12', 'ef12ghij', 'cdef');
     const cases: [string, string][] = [

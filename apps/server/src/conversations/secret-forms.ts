@@ -36,7 +36,10 @@ const toUrlSafe = (base64: string): string => base64.replaceAll('+', '-').replac
  *   re-indented line by line), trimmed;
  * - its base64 forms (stableBase64 at the three alignments, standard and URL-safe alphabets);
  * - its JSON string-escaped form and its URL-encoded (encodeURIComponent) form, when they
- *   differ from the value: both cost nothing for the common value that has nothing to escape.
+ *   differ from the value: both cost nothing for the common value that has nothing to escape;
+ * - its JSON string-escaped form escaped once more: a JSON document that holds the value,
+ *   printed inside a JSON line — what a runtime's stream-json prints for a tool result that
+ *   shows a config file (test: redactor.test.ts "redacts a secret JSON-escaped twice").
  */
 export function secretForms(value: string): Buffer[] {
   const trimmed = value.trim();
@@ -51,7 +54,9 @@ export function secretForms(value: string): Buffer[] {
     forms.add(standard);
     forms.add(toUrlSafe(standard));
   }
-  forms.add(JSON.stringify(trimmed).slice(1, -1));
+  const escaped = JSON.stringify(trimmed).slice(1, -1);
+  forms.add(escaped);
+  forms.add(JSON.stringify(escaped).slice(1, -1));
   forms.add(encodeURIComponent(trimmed));
   const patterns: Buffer[] = [];
   for (const form of forms) {

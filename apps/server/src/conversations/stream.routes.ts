@@ -16,6 +16,11 @@
 // 4. Who may read: the tenant's full-scope credentials, and a sandbox callback key for its own
 //    conversation and the sub-conversations it started; anything else is 404. Only the former
 //    clears `unread`. Test: "a callback key cannot read another conversation of the tenant".
+// 5. Without `streams` a reader gets stdout, stderr and stage, as before the `events` stream
+//    existed: the turn events (a second view of stdout) come only to a reader that asks for
+//    them, so an existing client never meets a stream it does not know and nobody pays for
+//    both views unasked. Test (conversations.events.test.ts): "offers turn events only to
+//    readers that ask for them".
 import { PassThrough } from 'node:stream';
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
@@ -33,15 +38,20 @@ import type { LogStream } from './conversations.tables.ts';
 import { clearUnread, findConversationRef, type LogEventRow, listLogEvents } from './log-events.repo.ts';
 import { createLogTails, type LogTail, type LogTails } from './log-tail.ts';
 import { SSE_HEADERS, SSE_PING, SSE_RETRY, sseEvent } from './sse.ts';
+import { readStoredEvent } from './turn-events.ts';
 
 const TAG = 'Conversations';
 const security = [{ bearer: [] }];
-const STREAMS = ['stdout', 'stderr', 'stage'] as const;
+const STREAMS = ['stdout', 'stderr', 'stage', 'events'] as const;
+/** What a reader gets without `streams` (invariant 5). */
+const DEFAULT_STREAMS: LogStream[] = ['stdout', 'stderr', 'stage'];
 /** Rows per read of a viewer: rows are ≤ 32 KiB, so a page is ≤ 2 MiB. */
 const PAGE_ROWS = 64;
 const CURSOR_RE = /^\d{1,15}$/;
 /** Most bytes of frames a caught-up viewer writes at once from the shared tail. */
 const TAIL_WRITE_BYTES = 1024 * 1024;
+/** A following viewer whose read failed reads again after this long. */
+const READ_RETRY_MS = 1000;
 
 export interface StreamOptions {
   /** Interval of heartbeats and ownership checks (default 15 s; tests shorten it). */
@@ -63,10 +73,13 @@ const StreamsParam = z
   .string()
   .max(100)
   .refine((v) => v.split(',').every((s) => (STREAMS as readonly string[]).includes(s.trim())), {
-    message: 'must be a comma-separated list of stdout, stderr, stage',
+    message: 'must be a comma-separated list of stdout, stderr, stage, events',
   })
   .optional()
-  .describe('Comma-separated streams to include: stdout, stderr, stage (default: all)');
+  .describe(
+    'Comma-separated streams to include: stdout, stderr, stage, events (default: stdout,stderr,stage; ' +
+      'the turn events come only when asked for)',
+  );
 
 const Cursor = z
   .string()
@@ -90,6 +103,60 @@ const EventsQuery = z.object({
   limit: z.coerce.number().int().min(1).max(1000).default(100),
 });
 
+const Truncated = z
+  .literal(true)
+  .optional()
+  .describe('Set when strings of the event were cut to fit one log event (at most 32 KiB)');
+
+/** The common turn event (contracts.ts TurnEvent) as served: a union on `kind`. */
+export const TurnEventSchema = z
+  .discriminatedUnion('kind', [
+    z.object({ kind: z.literal('text'), text: z.string(), truncated: Truncated }).describe('Assistant text'),
+    z
+      .object({
+        kind: z.literal('tool_call'),
+        id: z.string().optional(),
+        name: z.string().describe("The runtime's own tool name (Bash, Edit, shell, …)"),
+        input: z.unknown().describe('The tool input as the runtime gave it (JSON, redacted)'),
+        truncated: Truncated,
+      })
+      .describe('The agent called a tool'),
+    z
+      .object({
+        kind: z.literal('tool_result'),
+        id: z
+          .string()
+          .optional()
+          .describe('The id of the tool_call this answers, when the runtime gives one'),
+        is_error: z.boolean(),
+        output: z.string(),
+        truncated: Truncated,
+      })
+      .describe("A tool's result"),
+    z
+      .object({ kind: z.literal('error'), message: z.string(), truncated: Truncated })
+      .describe('An error the runtime reported'),
+    z
+      .object({
+        kind: z.literal('usage'),
+        usage: z.object({
+          input_tokens: z.number().optional(),
+          output_tokens: z.number().optional(),
+          cache_read_tokens: z.number().optional(),
+          cost_usd: z.number().optional(),
+        }),
+        truncated: Truncated,
+      })
+      .describe("This turn's token usage and cost, as far as the runtime reports them"),
+    z
+      .object({ kind: z.literal('session'), session_id: z.string(), truncated: Truncated })
+      .describe("The runtime's session id (resumed by the next turn)"),
+    z
+      .object({ kind: z.literal('raw'), line: z.string(), truncated: Truncated })
+      .describe('A line of output the runtime adapter does not understand, kept as it is'),
+  ])
+  .describe('A common turn event (stream `events`); every string is redacted');
+
 export const LogEvent = z
   .object({
     id: z.string().describe('The event id (also the SSE id), increasing within a conversation'),
@@ -104,6 +171,7 @@ export const LogEvent = z
     state: z.enum(['started', 'done', 'failed', 'interrupted']).optional(),
     duration_ms: z.number().int().nullable().optional(),
     message: z.string().nullable().optional(),
+    event: TurnEventSchema.optional().describe('events: the turn event'),
   })
   .describe('One conversation log event');
 
@@ -116,6 +184,7 @@ export function logEventView(row: LogEventRow): LogEventJson {
     turn_id: row.turn_id,
     created_at: row.created_at.toISOString(),
   };
+  if (row.stream === 'events') return { ...base, event: readStoredEvent(row.data) };
   if (row.stream !== 'stage') return { ...base, text: (row.data ?? Buffer.alloc(0)).toString('utf8') };
   return {
     ...base,
@@ -126,8 +195,8 @@ export function logEventView(row: LogEventRow): LogEventJson {
   };
 }
 
-function parseStreams(value: string | undefined): LogStream[] | null {
-  if (!value) return null;
+function parseStreams(value: string | undefined): LogStream[] {
+  if (!value) return DEFAULT_STREAMS;
   return [...new Set(value.split(',').map((s) => s.trim() as LogStream))];
 }
 
@@ -160,7 +229,8 @@ export function streamRoutes(deps: StreamRoutesDeps): FastifyPluginAsync {
   return async (root) => {
     const app = root.withTypeProvider<ZodTypeProvider>();
     const viewers = new Set<() => void>();
-    const logTails = deps.logTails ?? createLogTails({ ...deps, frame: logEventFrame });
+    const logTails =
+      deps.logTails ?? createLogTails({ ...deps, frame: (row) => Buffer.from(logEventFrame(row)) });
     // Open streams end when the server stops (clients resume elsewhere with Last-Event-ID).
     app.addHook('preClose', async () => {
       for (const stop of [...viewers]) stop();
@@ -178,7 +248,7 @@ export function streamRoutes(deps: StreamRoutesDeps): FastifyPluginAsync {
           tags: [TAG],
           summary: 'Follow a conversation log as server-sent events',
           description:
-            'Each event: `id: <event id>`, `event: stdout|stderr|stage`, `data: <LogEvent JSON>`. ' +
+            'Each event: `id: <event id>`, `event: stdout|stderr|stage|events`, `data: <LogEvent JSON>`. ' +
             'Resume with the `Last-Event-ID` header (or `after`). `: ping` comments while idle; ' +
             '`event: owner_lost` when the conversation is pending/running and no server owns it; ' +
             '`event: end` before the server closes a `wait=false` stream or a deleted conversation.',
@@ -275,7 +345,7 @@ interface ViewerInput extends StreamRoutesDeps {
   tenantId: string;
   conversationId: string;
   cursor: bigint;
-  streams: LogStream[] | null;
+  streams: LogStream[];
   follow: boolean;
   ownerReads: boolean;
   heartbeatMs: number;
@@ -289,6 +359,7 @@ function startViewer(input: ViewerInput): () => void {
   let dirty = true;
   let pumping = false;
   let timer: NodeJS.Timeout | null = null;
+  let retry: NodeJS.Timeout | null = null;
   let unsubscribe = (): void => {};
   /** Set once acquired (follow mode): caught-up reads come from the shared tail. */
   let tail: LogTail | null = null;
@@ -300,6 +371,7 @@ function startViewer(input: ViewerInput): () => void {
     unsubscribe();
     releaseTail();
     if (timer) clearInterval(timer);
+    if (retry) clearTimeout(retry);
     if (!out.destroyed) out.end();
   };
   const fail = (err: unknown): void => {
@@ -309,7 +381,7 @@ function startViewer(input: ViewerInput): () => void {
     );
     stop();
   };
-  const write = (text: string): boolean => !stopped && out.write(text);
+  const write = (data: string | Buffer): boolean => !stopped && out.write(data);
   const drained = () =>
     new Promise<void>((resolve) => {
       const done = () => {
@@ -337,8 +409,7 @@ function startViewer(input: ViewerInput): () => void {
           cursor = got.last;
           if (got.more) dirty = true;
           if (got.frames.length > 0 && !write(got.frames)) await drained();
-          if (input.ownerReads && got.frames.includes('event: stage\n'))
-            await clearUnread(db, tenantId, conversationId);
+          if (input.ownerReads && got.stage) await clearUnread(db, tenantId, conversationId);
           continue;
         }
         const rows = await listLogEvents(db, tenantId, conversationId, {
@@ -356,7 +427,20 @@ function startViewer(input: ViewerInput): () => void {
       }
       if (!input.follow && !stopped) end({ last_event_id: cursor.toString() });
     } catch (err) {
-      fail(err);
+      if (!input.follow) fail(err);
+      else if (!stopped && !retry) {
+        // A failed read (a pool busy past its connect timeout, a dropped connection) delays a
+        // following viewer, it does not end its stream: it reads on from its cursor (invariant 1).
+        input.logger.warn(
+          { conversationId, err: err instanceof Error ? err.message : String(err) },
+          'log stream read failed; retrying',
+        );
+        retry = setTimeout(() => {
+          retry = null;
+          dirty = true;
+          void pump();
+        }, READ_RETRY_MS);
+      }
     } finally {
       pumping = false;
       if (dirty && !stopped) void pump();

@@ -7,13 +7,24 @@
 //    with an exec of `kill` (the backend interface has no kill): TERM, then KILL after 5 s.
 //    Test: "interrupt stops the running turn".
 // 2. Output goes to writer.output() synchronously in the data callbacks (no await in the data
-//    path), stdout also line by line to the adapter's parseLine, whose events carry session id and usage.
+//    path), stdout also line by line to the adapter's parseLine; every event it returns goes to
+//    writer.event() (stored, redacted, after the output before it) and session id and usage are
+//    taken from them. At the process's end the writer's hold-back ends before the last line is
+//    read, so the event of a last line without a newline follows its bytes too. A line the
+//    adapter cannot read (it throws) is kept as a raw event: a parse error never breaks the
+//    turn. Test (conversations.events.test.ts): "stores a turn's events in order with its
+//    output, a line the adapter cannot read as raw".
 // 3. The socket closing is not proof of an exit (spec rule 1 reads a close without an exit
 //    frame as exit 0): the backend's session list decides. A session still running, or a
 //    backend that cannot be asked, means the turn's socket dropped → the turn failed.
 //    Test: "a turn whose backend socket drops fails and the conversation goes idle".
 // 4. detach() (the owner stopping) drops the socket and leaves the process running for the
 //    next owner to reattach; the run then ends as `detached` and nothing is written.
+// 5. Reattach: the parser reads the whole replay, also the head whose bytes are already
+//    persisted (the writer gets only the rest), so a line cut by the persisted boundary is read
+//    whole; events of lines that end inside the persisted head are not written again (the
+//    previous owner wrote them with those bytes), though their session id and usage count.
+//    Test: conversations.kill9.test.ts "a line cut by the kill is one event after reattach".
 import type { ExecHandle, SandboxClient } from '@paddock/sandbox-client';
 import type { LogWriter, RuntimeAdapter, TurnEvent } from './contracts.ts';
 import type { TurnUsage } from './conversations.tables.ts';
@@ -26,10 +37,14 @@ export function pidFile(turnId: string): string {
   return `${PADDOCK_DIR}/turn-${turnId}.pid`;
 }
 
-/** The runtime's argv under the pid-recording session wrapper (invariant 1). */
+/**
+ * The runtime's argv under the pid-recording session wrapper (invariant 1). Shell builtins only, but
+ * for a mkdir the first turn of a sandbox needs: every process started here is on the path to the
+ * turn's first output byte (docs/performance.md).
+ */
 export function wrapTurn(argv: string[], turnId: string): string[] {
-  const script = 'mkdir -p "$(dirname "$1")" && echo $$ > "$1" && shift && exec "$@"';
-  return ['setsid', '-w', 'sh', '-c', script, 'paddock-turn', pidFile(turnId), ...argv];
+  const script = '{ [ -d "$2" ] || mkdir -p -- "$2"; } && echo $$ > "$1" && shift 2 && exec "$@"';
+  return ['setsid', '-w', 'sh', '-c', script, 'paddock-turn', pidFile(turnId), PADDOCK_DIR, ...argv];
 }
 
 export type TurnEnd =
@@ -55,15 +70,20 @@ class LineParser {
   sessionId: string | undefined;
   usage: TurnUsage | undefined;
   private readonly adapter: RuntimeAdapter;
-  constructor(adapter: RuntimeAdapter) {
+  private readonly writer: Pick<LogWriter, 'event'>;
+  private readonly turnId: string;
+  constructor(adapter: RuntimeAdapter, writer: Pick<LogWriter, 'event'>, turnId: string) {
     this.adapter = adapter;
+    this.writer = writer;
+    this.turnId = turnId;
   }
 
-  push(chunk: Buffer): void {
+  /** `persisted`: how many leading bytes of `chunk` a previous owner already stored (invariant 5). */
+  push(chunk: Buffer, persisted = 0): void {
     let start = 0;
     for (let i = chunk.indexOf(10); i !== -1; i = chunk.indexOf(10, start)) {
       this.pending.push(chunk.subarray(start, i));
-      this.line(Buffer.concat(this.pending).toString('utf8'));
+      this.line(Buffer.concat(this.pending).toString('utf8'), i < persisted);
       this.pending = [];
       this.size = 0;
       start = i + 1;
@@ -80,7 +100,7 @@ class LineParser {
     this.pending = [];
   }
 
-  private line(text: string): void {
+  private line(text: string, stored = false): void {
     let events: TurnEvent[];
     try {
       events = this.adapter.parseLine(text);
@@ -88,10 +108,24 @@ class LineParser {
       events = text.trim() === '' ? [] : [{ kind: 'raw', line: text }];
     }
     for (const event of events) {
+      if (!stored) this.writer.event(this.turnId, event);
       if (event.kind === 'session') this.sessionId = event.session_id;
-      else if (event.kind === 'usage') this.usage = { ...this.usage, ...event.usage };
+      else if (event.kind === 'usage') this.usage = addUsage(this.usage, event.usage);
     }
   }
+}
+
+/**
+ * A turn's usage events add up: a runtime that reports per model call (opencode's steps) sends
+ * one event per call, the others one per turn (contracts.ts TurnEvent).
+ */
+export function addUsage(sum: TurnUsage | undefined, add: TurnUsage): TurnUsage {
+  const out: TurnUsage = { ...sum };
+  for (const key of ['input_tokens', 'output_tokens', 'cache_read_tokens', 'cost_usd'] as const) {
+    const n = add[key];
+    if (typeof n === 'number' && Number.isFinite(n)) out[key] = (out[key] ?? 0) + n;
+  }
+  return out;
 }
 
 export interface TurnIo {
@@ -110,13 +144,27 @@ export interface OutputSink {
   stderr(chunk: Buffer): void;
 }
 
-export function turnSink(io: TurnIo, parser: { push(chunk: Buffer): void }): OutputSink {
+/**
+ * The turn's output to the writer (through `wrap`, which drops a replayed head) and its stdout
+ * to the parser, whole (invariant 5). `persisted()`: replayed stdout bytes still to drop.
+ */
+function turnSink(
+  io: TurnIo,
+  parser: LineParser,
+  wrap: (sink: OutputSink) => OutputSink,
+  persisted: () => number,
+): OutputSink {
+  const kept = wrap({
+    stdout: (chunk) => io.writer.output('stdout', chunk, io.turnId),
+    stderr: (chunk) => io.writer.output('stderr', chunk, io.turnId),
+  });
   return {
     stdout: (chunk) => {
-      io.writer.output('stdout', chunk, io.turnId);
-      parser.push(chunk);
+      const stored = Math.min(chunk.length, persisted());
+      kept.stdout(chunk);
+      parser.push(chunk, stored);
     },
-    stderr: (chunk) => io.writer.output('stderr', chunk, io.turnId),
+    stderr: kept.stderr,
   };
 }
 
@@ -125,7 +173,7 @@ export async function startTurn(
   io: TurnIo,
   command: { argv: string[]; env: Record<string, string>; cwd: string },
 ): Promise<TurnRun> {
-  const parser = new LineParser(io.adapter);
+  const parser = new LineParser(io.adapter, io.writer, io.turnId);
   return await follow(io, parser, (sink, onControl) =>
     io.sandbox.execStream(io.sandboxName, {
       cmd: wrapTurn(command.argv, io.turnId),
@@ -139,14 +187,18 @@ export async function startTurn(
   );
 }
 
-/** Re-joins a running turn's session; `wrap` lets reattach drop the replayed head. */
+/**
+ * Re-joins a running turn's session; `wrap` lets reattach drop the replayed head, `persisted`
+ * says how many replayed stdout bytes it still drops (reattach.ts).
+ */
 export async function attachTurn(
   io: TurnIo,
   sessionId: string,
   wrap: (sink: OutputSink) => OutputSink,
   onInfo: (message: Record<string, unknown>) => void,
+  persisted: () => number,
 ): Promise<TurnRun> {
-  const parser = new LineParser(io.adapter);
+  const parser = new LineParser(io.adapter, io.writer, io.turnId);
   return await follow(
     io,
     parser,
@@ -157,6 +209,7 @@ export async function attachTurn(
         onControl,
       }),
     wrap,
+    persisted,
     sessionId,
     onInfo,
   );
@@ -167,6 +220,7 @@ async function follow(
   parser: LineParser,
   open: (sink: OutputSink, onControl: (m: Record<string, unknown>) => void) => Promise<ExecHandle>,
   wrap: (sink: OutputSink) => OutputSink = (s) => s,
+  persisted: () => number = () => 0,
   knownSession?: string,
   onInfo?: (message: Record<string, unknown>) => void,
 ): Promise<TurnRun> {
@@ -185,7 +239,7 @@ async function follow(
       io.onSession(sessionId);
     }
   };
-  const handle = await open(wrap(turnSink(io, parser)), onControl);
+  const handle = await open(turnSink(io, parser, wrap, persisted), onControl);
   if (sessionId === undefined && handle.sessionId !== undefined) {
     sessionId = handle.sessionId;
     io.onSession(sessionId);
@@ -198,8 +252,13 @@ async function follow(
     } catch {
       code = -1;
     }
-    parser.end();
+    // Detached: the process runs on and the next owner reads the rest of its last line.
     if (detached) return { status: 'detached' };
+    // The output is complete: the writer ends its hold-back now (synchronously; the batch is
+    // persisted with the turn's end stage, which reports a failure), so the event of a last
+    // line without a newline follows that line's bytes.
+    io.writer.flush().catch(() => {});
+    parser.end();
     const reported = {
       ...(parser.sessionId ? { sessionId: parser.sessionId } : {}),
       ...(parser.usage ? { usage: parser.usage } : {}),

@@ -13,6 +13,7 @@ import { streamRoutes } from '../conversations/stream.routes.ts';
 import type { Deps } from '../deps.ts';
 import { environmentsRoutes } from '../environments/environments.routes.ts';
 import { inferenceCredentialsRoutes } from '../inference-credentials/inference-credentials.routes.ts';
+import { siteRoutes } from '../site/site.routes.ts';
 import { vaultsRoutes } from '../vaults/vaults.routes.ts';
 import { healthRoutes } from './routes/health.routes.ts';
 import { openapiRoutes } from './routes/openapi.routes.ts';
@@ -35,4 +36,5 @@ export async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<
     conversationsRoutes({ conversations: deps.conversations, onClose: () => deps.conversationEngine.stop() }),
   );
   await app.register(streamRoutes(deps));
+  await app.register(siteRoutes(deps));
 }

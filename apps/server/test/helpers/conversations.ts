@@ -137,13 +137,18 @@ export interface HarnessOptions {
   engine?: EngineOptions;
   /** The first instance listens on this port (default: any free one), e.g. to match PUBLIC_URL. */
   port?: number;
+  /** Extra SANDBOXD_* environment of the backend (e.g. SANDBOXD_SERVICE_ROUTES for a fake upstream). */
+  sandboxdEnv?: Record<string, string>;
+  /** The backend with the test run's shared runtime layer (the agent CLIs in every sandbox). */
+  runtimeLayer?: boolean;
 }
 
 export async function startConversationHarness(options: HarnessOptions = {}): Promise<ConversationHarness> {
   // A fixed address, so the backend can be stopped and started again where the app expects it.
   const port = await freePort();
-  const sandboxdEnv = { SANDBOXD_ADDR: `127.0.0.1:${port}` };
-  let sandboxd = await startTestSandboxd({ env: sandboxdEnv });
+  const sandboxdEnv = { ...options.sandboxdEnv, SANDBOXD_ADDR: `127.0.0.1:${port}` };
+  const layer = options.runtimeLayer ? { runtimeLayer: true } : {};
+  let sandboxd = await startTestSandboxd({ env: sandboxdEnv, ...layer });
   const first = sandboxd;
   let down = false;
   const database = await createTestDatabase().catch(async (err: unknown) => {
@@ -212,7 +217,12 @@ export async function startConversationHarness(options: HarnessOptions = {}): Pr
       await sandboxd.stop({ keepData: true });
     },
     async restartSandboxd() {
-      sandboxd = await startTestSandboxd({ env: sandboxdEnv, dataDir: first.dataDir, token: first.token });
+      sandboxd = await startTestSandboxd({
+        env: sandboxdEnv,
+        dataDir: first.dataDir,
+        token: first.token,
+        ...layer,
+      });
       down = false;
     },
     logs,

@@ -17,12 +17,13 @@ import type {
 } from '../../src/conversations/contracts.ts';
 import { createProvisioner, type ProvisionerDeps } from '../../src/conversations/provisioner.ts';
 import { createSecretRegistry, type SecretRegistry } from '../../src/conversations/redactor.ts';
+import { storedEvent } from '../../src/conversations/turn-events.ts';
 import type { EnvironmentInput } from '../../src/environments/environments.schema.ts';
 import { buildTestApp, type TestApp } from './app.ts';
 import { createVerifiedUser, type TestUser } from './factories.ts';
 
 export interface MemoryRow {
-  stream: 'stdout' | 'stderr' | 'stage';
+  stream: 'stdout' | 'stderr' | 'stage' | 'events';
   text?: string;
   stage?: StageEvent;
 }
@@ -42,6 +43,10 @@ export function memoryWriter(registry: SecretRegistry): LogWriter & { rows: Memo
     output(stream, chunk) {
       const out = redactors[stream].write(chunk);
       if (out.length > 0) rows.push({ stream, text: out.toString('utf8') });
+    },
+    event(_turnId, event) {
+      const data = storedEvent(event, registry, 32 * 1024);
+      if (data) rows.push({ stream: 'events', text: data.toString('utf8') });
     },
     async stage(event) {
       drain();
@@ -63,7 +68,7 @@ export function memoryWriter(registry: SecretRegistry): LogWriter & { rows: Memo
     text() {
       drain();
       return rows
-        .filter((r) => r.stream !== 'stage')
+        .filter((r) => r.stream === 'stdout' || r.stream === 'stderr')
         .map((r) => r.text)
         .join('');
     },

@@ -652,7 +652,7 @@ export interface paths {
         };
         /**
          * Follow a conversation log as server-sent events
-         * @description Each event: `id: <event id>`, `event: stdout|stderr|stage`, `data: <LogEvent JSON>`. Resume with the `Last-Event-ID` header (or `after`). `: ping` comments while idle; `event: owner_lost` when the conversation is pending/running and no server owns it; `event: end` before the server closes a `wait=false` stream or a deleted conversation.
+         * @description Each event: `id: <event id>`, `event: stdout|stderr|stage|events`, `data: <LogEvent JSON>`. Resume with the `Last-Event-ID` header (or `after`). `: ping` comments while idle; `event: owner_lost` when the conversation is pending/running and no server owns it; `event: end` before the server closes a `wait=false` stream or a deleted conversation.
          */
         get: operations["getConversationsByIdStream"];
         put?: never;
@@ -784,6 +784,23 @@ export interface paths {
         post?: never;
         /** Delete one secret by key */
         delete: operations["deleteEnvironmentsByIdSecretsByKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/site": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What the console's public pages show: price (billing on), legal pages, registration */
+        get: operations["getSite"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -3985,7 +4002,7 @@ export interface operations {
                 /** @description Return events strictly after this event id */
                 after?: string;
                 limit?: number;
-                /** @description Comma-separated streams to include: stdout, stderr, stage (default: all) */
+                /** @description Comma-separated streams to include: stdout, stderr, stage, events (default: stdout,stderr,stage; the turn events come only when asked for) */
                 streams?: string;
             };
             header?: never;
@@ -4006,6 +4023,83 @@ export interface operations {
                         data: {
                             created_at: string;
                             duration_ms?: number | null;
+                            /** @description events: the turn event */
+                            event?: {
+                                /** @enum {string} */
+                                kind: "text";
+                                text: string;
+                                /**
+                                 * @description Set when strings of the event were cut to fit one log event (at most 32 KiB)
+                                 * @enum {boolean}
+                                 */
+                                truncated?: true;
+                            } | {
+                                id?: string;
+                                /** @description The tool input as the runtime gave it (JSON, redacted) */
+                                input: unknown;
+                                /** @enum {string} */
+                                kind: "tool_call";
+                                /** @description The runtime's own tool name (Bash, Edit, shell, …) */
+                                name: string;
+                                /**
+                                 * @description Set when strings of the event were cut to fit one log event (at most 32 KiB)
+                                 * @enum {boolean}
+                                 */
+                                truncated?: true;
+                            } | {
+                                /** @description The id of the tool_call this answers, when the runtime gives one */
+                                id?: string;
+                                is_error: boolean;
+                                /** @enum {string} */
+                                kind: "tool_result";
+                                output: string;
+                                /**
+                                 * @description Set when strings of the event were cut to fit one log event (at most 32 KiB)
+                                 * @enum {boolean}
+                                 */
+                                truncated?: true;
+                            } | {
+                                /** @enum {string} */
+                                kind: "error";
+                                message: string;
+                                /**
+                                 * @description Set when strings of the event were cut to fit one log event (at most 32 KiB)
+                                 * @enum {boolean}
+                                 */
+                                truncated?: true;
+                            } | {
+                                /** @enum {string} */
+                                kind: "usage";
+                                /**
+                                 * @description Set when strings of the event were cut to fit one log event (at most 32 KiB)
+                                 * @enum {boolean}
+                                 */
+                                truncated?: true;
+                                usage: {
+                                    cache_read_tokens?: number;
+                                    cost_usd?: number;
+                                    input_tokens?: number;
+                                    output_tokens?: number;
+                                };
+                            } | {
+                                /** @enum {string} */
+                                kind: "session";
+                                session_id: string;
+                                /**
+                                 * @description Set when strings of the event were cut to fit one log event (at most 32 KiB)
+                                 * @enum {boolean}
+                                 */
+                                truncated?: true;
+                            } | {
+                                /** @enum {string} */
+                                kind: "raw";
+                                line: string;
+                                /**
+                                 * @description Set when strings of the event were cut to fit one log event (at most 32 KiB)
+                                 * @enum {boolean}
+                                 */
+                                truncated?: true;
+                            };
                             /** @description The event id (also the SSE id), increasing within a conversation */
                             id: string;
                             message?: string | null;
@@ -4014,7 +4108,7 @@ export interface operations {
                             /** @enum {string} */
                             state?: "started" | "done" | "failed" | "interrupted";
                             /** @enum {string} */
-                            stream: "stdout" | "stderr" | "stage";
+                            stream: "stdout" | "stderr" | "stage" | "events";
                             /** @description stdout/stderr: the redacted output, UTF-8 (never a split character) */
                             text?: string;
                             turn_id: string | null;
@@ -4379,7 +4473,7 @@ export interface operations {
             query?: {
                 /** @description Return events strictly after this event id */
                 after?: string;
-                /** @description Comma-separated streams to include: stdout, stderr, stage (default: all) */
+                /** @description Comma-separated streams to include: stdout, stderr, stage, events (default: stdout,stderr,stage; the turn events come only when asked for) */
                 streams?: string;
                 /** @description false: send the events that exist, then `event: end`, and close (default true: follow) */
                 wait?: "true" | "false";
@@ -5618,6 +5712,49 @@ export interface operations {
                         message: string;
                     } & {
                         [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    getSite: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        billing: {
+                            enabled: boolean;
+                            /** @description BILLING_PRICE_MONTHLY_CENTS; null when unset */
+                            price_monthly_cents: number | null;
+                        };
+                        /** @description whether /terms and /privacy exist (the four LEGAL_* variables are set) */
+                        legal: boolean;
+                        registration_enabled: boolean;
                     };
                 };
             };

@@ -3,6 +3,7 @@
 import { lazy, type ReactNode, Suspense, useMemo, useState } from 'react';
 import { useSession } from '../api/session';
 import { Dialog } from '../ui/Dialog';
+import { Footer } from '../ui/Footer';
 import { closeNewConversation, openNewConversation, useNewConversationOpen } from './new-conversation';
 import { Link, navigate, useLocation } from './router';
 import { type Shortcut, useShortcutList, useShortcuts } from './shortcuts';
@@ -160,6 +161,7 @@ export function PublicFrame({ children }: { children: ReactNode }) {
       <main id="main" className="public-main">
         {children}
       </main>
+      <Footer />
     </div>
   );
 }

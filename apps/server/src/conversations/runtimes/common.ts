@@ -2,6 +2,7 @@
 // CLI without putting it in a process argument the shell could misread, and JSON line parsing.
 // The prompt and images are written as files (mode 600) before the exec; the argv reads the
 // prompt with "$(cat file)" inside `sh -c`, so no prompt text is ever parsed by a shell.
+import type { McpServer } from '../../agents/agents.tables.ts';
 import type { TurnEvent, TurnImage } from '../contracts.ts';
 import type { TurnUsage } from '../conversations.tables.ts';
 
@@ -90,4 +91,38 @@ export function toEvents(summary: Summary): TurnEvent[] {
   if (summary?.sessionId) events.push({ kind: 'session', session_id: summary.sessionId });
   if (summary?.usage) events.push({ kind: 'usage', usage: summary.usage });
   return events;
+}
+
+/** A credential the CLI needs: any one of `vars` set, or the turn fails at once with `message`. */
+export interface CredentialCheck {
+  vars: string[];
+  message: string;
+}
+
+/**
+ * `sh -c '<check>; exec "$@" <"$1"' paddock-<name> <promptPath> <argv…>`: the CLI reads the prompt
+ * from stdin (a file), so no prompt ever meets the 128 KiB limit of one argument, nor a shell
+ * parser. Before the exec, a missing credential ends the turn with exit 2 and a sentence on stderr
+ * (never an interactive login, never a hang). The variable names are the adapter's constants; the
+ * message travels as an argument.
+ */
+export function stdinArgv(
+  name: string,
+  argv: string[],
+  promptPath: string,
+  credential?: CredentialCheck,
+): string[] {
+  const check = credential
+    ? `[ -n "${credential.vars.map((v) => `\${${v}:-}`).join('')}" ] || { printf '%s\\n' "$2" >&2; exit 2; }; `
+    : '';
+  const script = `${check}p=$1; shift 2; exec "$@" <"$p"`;
+  return ['sh', '-c', script, `paddock-${name}`, promptPath, credential?.message ?? '', ...argv];
+}
+
+/** The agent's MCP servers in the `{command, args, env}` form claude and gemini both read. */
+export function mcpServersJson(servers: Record<string, McpServer>): Record<string, McpServer> {
+  const out: Record<string, McpServer> = {};
+  for (const [name, server] of Object.entries(servers))
+    out[name] = { command: server.command, args: server.args, env: server.env };
+  return out;
 }

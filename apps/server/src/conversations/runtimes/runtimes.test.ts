@@ -1,6 +1,8 @@
 // The runtime adapters build the headless command of each CLI (shared/design/agent-clis.md):
 // argv, env and files, and read the session id and usage out of their JSON lines. Issue 10
-// runs them against the real CLIs; here the built shapes are pinned.
+// runs them against the real CLIs; here what codex and opencode share is pinned. Each runtime's
+// own command and dialect have their own files: claude.test.ts, gemini.test.ts, codex.test.ts,
+// opencode.test.ts.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { AgentSnapshot } from '../contracts.ts';
@@ -33,105 +35,21 @@ function build(runtime: AgentSnapshot['runtime'], resume: string | null = null) 
 }
 
 describe('runtime adapters (runtimes/*.ts)', () => {
-  for (const runtime of ['claude', 'codex', 'gemini', 'opencode'] as const) {
-    it(`${runtime}: the prompt travels as a mode-600 file, never inside the shell script or argv`, () => {
+  for (const runtime of ['codex', 'opencode'] as const) {
+    it(`${runtime}: the prompt travels as a mode-600 file read on stdin, never inside the shell script or argv`, () => {
       const cmd = build(runtime);
       assert.equal(cmd.argv[0], 'sh');
       assert.ok(!cmd.argv.some((a) => a.includes(PROMPT)), 'prompt text in argv');
-      assert.ok(cmd.argv[2]?.includes('"$(cat "$1")"'));
-      assert.ok(cmd.argv[2]?.endsWith('</dev/null'), 'stdin closed');
       const promptFile = cmd.files.find((f) => f.path.endsWith('/prompt.txt'));
       assert.equal(promptFile?.mode, 0o600);
-      assert.ok(String(promptFile?.content).startsWith(PROMPT));
-      assert.equal(cmd.files.filter((f) => f.path.endsWith('.png')).length, 1);
+      assert.equal(promptFile?.content, PROMPT);
+      assert.equal(cmd.argv[4], promptFile?.path, 'the wrapper gets the prompt file as $1');
+      assert.ok(cmd.argv[2]?.includes('<"$p"'), 'stdin is the prompt file');
+      const images = cmd.files.filter((f) => f.path.endsWith('.png'));
+      assert.equal(images.length, 1);
+      assert.equal(images[0]?.mode, 0o600);
+      const at = cmd.argv.indexOf(images[0]?.path ?? '');
+      assert.equal(cmd.argv[at - 1], runtime === 'codex' ? '-i' : '-f', 'the image is attached by path');
     });
   }
-
-  it('claude: stream-json, skip-permissions with IS_SANDBOX=1, --resume, session and usage from its lines', () => {
-    const cmd = build('claude', 'sess-1');
-    for (const flag of [
-      '-p',
-      '--output-format',
-      'stream-json',
-      '--verbose',
-      '--dangerously-skip-permissions',
-    ])
-      assert.ok(cmd.argv.includes(flag), flag);
-    assert.deepEqual(cmd.argv.slice(cmd.argv.indexOf('--resume'), cmd.argv.indexOf('--resume') + 2), [
-      '--resume',
-      'sess-1',
-    ]);
-    assert.equal(cmd.env['IS_SANDBOX'], '1');
-    const adapter = defaultRuntimes('claude');
-    assert.deepEqual(adapter.parseLine('{"type":"system","subtype":"init","session_id":"s1"}'), [
-      { kind: 'session', session_id: 's1' },
-    ]);
-    assert.deepEqual(
-      adapter.parseLine(
-        '{"type":"result","session_id":"s1","usage":{"input_tokens":3,"output_tokens":5},"total_cost_usd":0.01}',
-      ),
-      [
-        { kind: 'session', session_id: 's1' },
-        { kind: 'usage', usage: { input_tokens: 3, output_tokens: 5, cost_usd: 0.01 } },
-      ],
-    );
-    assert.deepEqual(adapter.parseLine('plain text'), []);
-  });
-
-  it('codex: exec --json with bypass flags, images by -i, resume <thread>; thread id and usage', () => {
-    const cmd = build('codex', 'th-1');
-    for (const flag of [
-      'exec',
-      '--json',
-      '--skip-git-repo-check',
-      '--dangerously-bypass-approvals-and-sandbox',
-    ])
-      assert.ok(cmd.argv.includes(flag), flag);
-    assert.ok(cmd.argv.includes('-i'));
-    assert.deepEqual(cmd.argv.slice(cmd.argv.indexOf('resume'), cmd.argv.indexOf('resume') + 2), [
-      'resume',
-      'th-1',
-    ]);
-    const adapter = defaultRuntimes('codex');
-    assert.deepEqual(adapter.parseLine('{"type":"thread.started","thread_id":"th-1"}'), [
-      { kind: 'session', session_id: 'th-1' },
-    ]);
-    assert.deepEqual(
-      adapter.parseLine(
-        '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":2,"output_tokens":3}}',
-      ),
-      [{ kind: 'usage', usage: { input_tokens: 1, output_tokens: 3, cache_read_tokens: 2 } }],
-    );
-  });
-
-  it('gemini: -p with stream-json and the model flag, trust and no-relaunch env, --resume', () => {
-    const cmd = build('gemini', 'g-1');
-    assert.ok(cmd.argv.includes('-m'));
-    assert.equal(cmd.argv[cmd.argv.indexOf('-m') + 1], 'claude-sonnet-4-5');
-    assert.equal(cmd.env['GEMINI_CLI_TRUST_WORKSPACE'], 'true');
-    assert.equal(cmd.env['GEMINI_CLI_NO_RELAUNCH'], 'true');
-    assert.deepEqual(defaultRuntimes('gemini').parseLine('{"type":"init","session_id":"g-1"}'), [
-      { kind: 'session', session_id: 'g-1' },
-    ]);
-  });
-
-  it('opencode: run --format json, models fetch and auto-update off, --session, sessionID and step usage', () => {
-    const cmd = build('opencode', 'o-1');
-    assert.ok(cmd.argv.includes('run') && cmd.argv.includes('json'));
-    assert.equal(cmd.env['OPENCODE_DISABLE_MODELS_FETCH'], '1');
-    assert.equal(cmd.env['OPENCODE_DISABLE_AUTOUPDATE'], '1');
-    assert.deepEqual(cmd.argv.slice(cmd.argv.indexOf('--session'), cmd.argv.indexOf('--session') + 2), [
-      '--session',
-      'o-1',
-    ]);
-    assert.deepEqual(
-      defaultRuntimes('opencode').parseLine(
-        '{"type":"step_finish","sessionID":"o-1","part":{"tokens":{"input":4,"output":6,"cache":{"read":1}},"cost":0.2}}',
-      ),
-      [
-        { kind: 'session', session_id: 'o-1' },
-        { kind: 'usage', usage: { input_tokens: 4, output_tokens: 6, cache_read_tokens: 1, cost_usd: 0.2 } },
-      ],
-    );
-  });
 });

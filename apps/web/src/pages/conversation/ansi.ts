@@ -93,16 +93,19 @@ export class AnsiParser {
       if (buf) out.push({ text: buf, style: isEmpty(this.style) ? null : this.style });
       buf = '';
     };
+    // Plain text runs are copied as slices: only escapes and control bytes are looked at.
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control bytes is the point
+    const special = /[\x00-\x08\x0b\x0c\x0e-\x1f]/g;
     let i = 0;
     while (i < input.length) {
-      const ch = input.charCodeAt(i);
-      if (ch !== 0x1b) {
+      special.lastIndex = i;
+      const hit = special.exec(input);
+      const stop = hit ? hit.index : input.length;
+      if (stop > i) buf += input.slice(i, stop);
+      i = stop;
+      if (i >= input.length) break;
+      if (input.charCodeAt(i) !== 0x1b) {
         // Other C0 controls but tab, newline and carriage return are invisible in a log.
-        if (ch < 0x20 && ch !== 0x09 && ch !== 0x0a && ch !== 0x0d) {
-          i++;
-          continue;
-        }
-        buf += input[i];
         i++;
         continue;
       }
@@ -114,7 +117,7 @@ export class AnsiParser {
       if (next === '[') {
         // CSI: parameters and intermediates, then one final byte in @..~
         let j = i + 2;
-        while (j < input.length && !/[@-~]/.test(input[j]!)) j++;
+        while (j < input.length && (input.charCodeAt(j) < 0x40 || input.charCodeAt(j) > 0x7e)) j++;
         if (j >= input.length) {
           if (input.length - i < 64) this.pending = input.slice(i);
           break;

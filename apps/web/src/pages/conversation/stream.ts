@@ -26,6 +26,23 @@ export function useConversationStream(
     let retry: ReturnType<typeof setTimeout> | undefined;
     let attempts = 0;
     let stopped = false;
+    // Events are applied in slices of a few milliseconds, so a replay of a long log (one
+    // network read can hold thousands of lines) never blocks the page in one long task.
+    const queue: string[] = [];
+    let draining: ReturnType<typeof setTimeout> | undefined;
+    const drain = () => {
+      draining = undefined;
+      const until = performance.now() + 8;
+      while (queue.length > 0 && performance.now() < until) {
+        try {
+          const event = JSON.parse(queue.shift()!) as FeedEvent;
+          if (model.add([event]) > 0 && event.stream === 'stage') onStage(event);
+        } catch {
+          // not an event of ours
+        }
+      }
+      if (queue.length > 0) draining = setTimeout(drain, 0);
+    };
 
     const open = () => {
       // A fresh EventSource has no Last-Event-ID: resume from what the model holds.
@@ -37,14 +54,9 @@ export function useConversationStream(
         setState('live');
       };
       const onEvent = (message: MessageEvent<string>) => {
-        let event: FeedEvent;
-        try {
-          event = JSON.parse(message.data) as FeedEvent;
-        } catch {
-          return;
-        }
         setState((s) => (s === 'owner_lost' ? 'live' : s));
-        if (model.add([event]) > 0 && event.stream === 'stage') onStage(event);
+        queue.push(message.data);
+        draining ??= setTimeout(drain, 0);
       };
       for (const name of STREAMS) es.addEventListener(name, onEvent as EventListener);
       es.addEventListener('owner_lost', () => setState('owner_lost'));
@@ -79,6 +91,7 @@ export function useConversationStream(
     return () => {
       stopped = true;
       clearTimeout(retry);
+      clearTimeout(draining);
       source?.close();
     };
   }, [id, model, onStage]);

@@ -1,0 +1,150 @@
+// The `runtime` provisioning stage: the agent's CLI must answer `<cli> --version` in the sandbox
+// before a turn runs (spec: Sandbox interface rule 2, the runtime probe, 30–120 s).
+//
+//   probe ok                              → done
+//   CLI missing, backend layer installing → "waiting for the runtime layer (installing …)" in the
+//                                           log, probe again (bounded by the provisioning deadline)
+//   CLI missing, backend without a layer  → npm install -g <pinned package> as the sandbox user
+//   (off, failed, or a hosted backend)      (300 s, output streamed to the log), probe again
+//   anything else                         → ProvisionError('runtime', why)
+//
+// The pinned package of each runtime comes from apps/sandboxd/runtime-layer.json, the file the
+// backend's layer is built from (docs/sandboxd.md "Runtime layer"), so both paths give the same CLI.
+import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { SandboxClient } from '@paddock/sandbox-client';
+import { type PinnedCli, ProvisionError } from './contracts.ts';
+import type { StageSink } from './provisioner.ts';
+import { runStreaming } from './sandbox-commands.ts';
+
+const LAYER_SPEC = new URL('../../../sandboxd/runtime-layer.json', import.meta.url);
+
+let pinned: Record<string, PinnedCli> | null = null;
+
+/** The pinned CLI of each runtime (apps/sandboxd/runtime-layer.json), for RuntimeAdapter.cli. */
+export function pinnedCli(runtime: 'claude' | 'codex' | 'gemini' | 'opencode'): PinnedCli {
+  pinned ??= (JSON.parse(readFileSync(LAYER_SPEC, 'utf8')) as { runtimes: Record<string, PinnedCli> })
+    .runtimes;
+  const cli = pinned[runtime];
+  if (!cli) throw new Error(`apps/sandboxd/runtime-layer.json pins no CLI for ${runtime}`);
+  return cli;
+}
+
+export interface RuntimeProbeTimeouts {
+  /** One `--version` call (spec: 30–120 s). */
+  probeMs: number;
+  /** The in-sandbox `npm install -g` (like the packages stage). */
+  installMs: number;
+  /** How long the stage waits for a backend layer that is installing (the provisioning deadline). */
+  waitMs: number;
+  /** Between two looks at an installing layer. */
+  pollMs: number;
+}
+
+export const DEFAULT_RUNTIME_PROBE_TIMEOUTS: RuntimeProbeTimeouts = {
+  probeMs: 60_000,
+  installMs: 300_000,
+  waitMs: 20 * 60_000,
+  pollMs: 2_000,
+};
+
+/** `sh` prints nothing and exits 127 when the CLI is not on PATH; otherwise the CLI's own answer. */
+const PROBE = 'command -v "$1" >/dev/null 2>&1 || exit 127; exec "$1" --version </dev/null';
+
+const note = (sink: StageSink, text: string) => sink.output('stdout', Buffer.from(`paddock: ${text}\n`));
+
+export async function ensureRuntime(input: {
+  sandbox: SandboxClient;
+  name: string;
+  cli: PinnedCli;
+  env: Record<string, string>;
+  sink: StageSink;
+  signal?: AbortSignal;
+  timeouts?: Partial<RuntimeProbeTimeouts>;
+}): Promise<void> {
+  const t: RuntimeProbeTimeouts = { ...DEFAULT_RUNTIME_PROBE_TIMEOUTS, ...input.timeouts };
+  const { cli } = input;
+  const deadline = Date.now() + t.waitMs;
+  let installed = false;
+  let waiting = '';
+  let sawReady = false;
+  for (;;) {
+    const probe = await runStreaming(
+      input.sandbox,
+      input.name,
+      { argv: ['sh', '-c', PROBE, 'paddock-probe', cli.bin], env: input.env, timeoutMs: t.probeMs },
+      input.sink,
+      input.signal,
+    );
+    if ('timedOut' in probe)
+      throw new ProvisionError(
+        'runtime',
+        `${cli.bin} --version did not answer within ${Math.round(t.probeMs / 1000)} s`,
+      );
+    if (probe.exitCode === 0) return;
+    if (probe.exitCode !== 127 || installed)
+      throw new ProvisionError(
+        'runtime',
+        installed && probe.exitCode === 127
+          ? `${cli.bin} is still not on PATH after installing ${cli.package}@${cli.version}`
+          : `${cli.bin} --version failed (exit ${probe.exitCode}); its output is in the log above`,
+      );
+    // Missing: the backend's layer may still be installing, or there is none.
+    const layer = input.sandbox.runtimeLayer ? await input.sandbox.runtimeLayer({ retry: true }) : null;
+    if (layer?.state === 'installing') {
+      if (Date.now() >= deadline)
+        throw new ProvisionError(
+          'runtime',
+          `the sandbox backend's runtime layer did not finish installing within ${Math.round(t.waitMs / 60_000)} min`,
+        );
+      const what = layer.progress
+        ? `installing ${layer.progress.current}, step ${layer.progress.step} of ${layer.progress.steps}`
+        : 'installing';
+      if (what !== waiting) {
+        waiting = what;
+        await note(input.sink, `waiting for the runtime layer (${what})`);
+      }
+      await sleep(t.pollMs, undefined, input.signal ? { signal: input.signal } : {}).catch(() => {
+        throw new ProvisionError('runtime', 'provisioning was cancelled');
+      });
+      continue;
+    }
+    if (layer?.state === 'ready' && !sawReady) {
+      // It may have become ready after this probe ran: one more look.
+      sawReady = true;
+      continue;
+    }
+    if (layer?.state === 'ready')
+      throw new ProvisionError(
+        'runtime',
+        `${cli.bin} is not on PATH although the sandbox backend's runtime layer is ready (${layer.version})`,
+      );
+    // No layer (a hosted backend, the layer off or failed): install the pinned CLI into the sandbox.
+    await note(
+      input.sink,
+      `${cli.bin} is not in the sandbox${layer?.state === 'failed' ? ' (the runtime layer failed to install)' : ''}; installing ${cli.package}@${cli.version}`,
+    );
+    const install = await runStreaming(
+      input.sandbox,
+      input.name,
+      {
+        argv: ['npm', 'install', '-g', '--no-audit', '--no-fund', `${cli.package}@${cli.version}`],
+        env: input.env,
+        timeoutMs: t.installMs,
+      },
+      input.sink,
+      input.signal,
+    );
+    if ('timedOut' in install)
+      throw new ProvisionError(
+        'runtime',
+        `npm install of ${cli.package} did not finish within ${Math.round(t.installMs / 1000)} s`,
+      );
+    if (install.exitCode !== 0)
+      throw new ProvisionError(
+        'runtime',
+        `npm install of ${cli.package}@${cli.version} failed (exit ${install.exitCode}); its output is in the log above`,
+      );
+    installed = true;
+  }
+}

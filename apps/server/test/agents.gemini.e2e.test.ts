@@ -1,0 +1,9 @@
+// Gemini CLI in a real sandbox, driven by the fake inference provider (Gemini
+// streamGenerateContent?alt=sse), through the public API only: the story in
+// helpers/agents-e2e-suite.ts.
+import { describeAgentE2E } from './helpers/agents-e2e-suite.ts';
+
+describeAgentE2E('gemini', {
+  missingCredential:
+    /paddock: no Gemini credential: set one with PUT \/api\/account\/inference-credentials\/gemini or a secret GEMINI_API_KEY/,
+});
