@@ -1,6 +1,6 @@
 // The console's screenshots for docs/screenshots/, taken in real Chromium against the real
 // server with realistic data. Not part of `npm test` (no `.test.ts`): `npm run screenshots`
-// runs it (beside screenshots.ts) through the test runner, which provides PostgreSQL.
+// runs it through the test runner, which provides PostgreSQL.
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, it } from 'node:test';
