@@ -15,6 +15,7 @@
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { createSandboxClient } from '@paddock/sandbox-client';
+import { sharedLayerDir } from '../../../sandboxd/test/runtime-layer-cache.ts';
 import type { Runtime } from '../../src/agents/agents.tables.ts';
 import { defaultRuntimes } from '../../src/conversations/runtimes/registry.ts';
 import type { EngineOptions } from '../../src/deps.ts';
@@ -118,6 +119,8 @@ export async function startAgentsHarness(options: AgentsHarnessOptions = {}): Pr
     h = await startConversationHarness({
       runtimeLayer: true,
       sandboxdEnv: {
+        // The real CLIs: the test run's shared runtime layer (the runtime stage probes them there).
+        SANDBOXD_RUNTIME_LAYER: sharedLayerDir(),
         SANDBOXD_SERVICE_ROUTES: `${fake.serviceRoute},${FAKE_GIT_HOST}=127.0.0.1:${gitListener.port}`,
       },
       ...(options.env ? { env: options.env } : {}),
