@@ -9,8 +9,8 @@ import { type ConsoleHarness, startConsoleHarness } from '../../server/test/help
 
 const OUT = resolve(import.meta.dirname, '../../../docs/screenshots');
 const SIZES = [
-  { name: 'desktop', width: 1440, height: 900 },
-  { name: 'phone', width: 390, height: 844 },
+  { name: '1440x900', width: 1440, height: 900 },
+  { name: '390x844', width: 390, height: 844 },
 ] as const;
 
 let c: ConsoleHarness;
