@@ -4,6 +4,7 @@
 // one (scripts/test.ts installs it once from the npm registry: runtime-layer-cache.ts).
 import assert from 'node:assert/strict';
 import {
+  chownSync,
   existsSync,
   readlinkSync as fsReadlink,
   mkdirSync,
@@ -107,110 +108,124 @@ for (const mode of daemonModes()) {
   });
 }
 
-describe('runtime layer install (root mode)', { skip: process.getuid?.() !== 0 && 'needs root' }, () => {
-  let layers: string;
-  before(() => {
-    layers = mkdtempSync(path.join(os.tmpdir(), 'paddock-layers-'));
-  });
-  after(() => {
-    rmSync(layers, { recursive: true, force: true });
-  });
+for (const mode of daemonModes()) {
+  describe(`runtime layer install (${mode.name})`, () => {
+    const as = mode.user ? { user: mode.user } : {};
+    /** A directory of the test's, handed to the daemon's user in rootless mode as root. */
+    const own = (dir: string): string => {
+      if (mode.user) chownSync(dir, mode.user.uid, mode.user.gid);
+      return dir;
+    };
+    let layers: string;
+    before(() => {
+      layers = own(mkdtempSync(path.join(os.tmpdir(), 'paddock-layers-')));
+    });
+    after(() => {
+      rmSync(layers, { recursive: true, force: true });
+    });
 
-  it('is off by default in tests, and a sandbox without it has no /opt/paddock contents nor PATH entry', async () => {
-    const d = await startTestSandboxd();
-    try {
-      const s = await api(d, 'GET', '/v1/runtime-layer');
-      assert.equal(s.status, 200);
-      assert.equal(s.json['state'], 'off');
-      assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: 'plain' })).status, 201);
-      const r = await sh(d, 'plain', 'echo "$PATH"; ls -A /opt/paddock 2>/dev/null | wc -l');
-      assert.equal(r.exitCode, 0, r.stderr);
-      assert.ok(!r.stdout.includes('/opt/paddock'), r.stdout);
-      assert.ok(r.stdout.endsWith('\n0\n'), 'nothing mounted at /opt/paddock');
-    } finally {
-      await d.stop();
-    }
-  });
+    it('is off by default in tests, and a sandbox without it has no /opt/paddock contents nor PATH entry', async () => {
+      const d = await startTestSandboxd(as);
+      try {
+        const s = await api(d, 'GET', '/v1/runtime-layer');
+        assert.equal(s.status, 200);
+        assert.equal(s.json['state'], 'off');
+        assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: 'plain' })).status, 201);
+        const r = await sh(d, 'plain', 'echo "$PATH"; ls -A /opt/paddock 2>/dev/null | wc -l');
+        assert.equal(r.exitCode, 0, r.stderr);
+        assert.ok(!r.stdout.includes('/opt/paddock'), r.stdout);
+        assert.ok(r.stdout.endsWith('\n0\n'), 'nothing mounted at /opt/paddock');
+      } finally {
+        await d.stop();
+      }
+    });
 
-  it('appears in a sandbox created while it was installing, once it is renamed into place', async () => {
-    const dir = path.join(layers, 'later');
-    mkdirSync(dir);
-    // Another installer (this process) holds the partial: the daemon waits for it instead of installing.
-    const partial = path.join(dir, `${HASH}.partial`);
-    mkdirSync(partial);
-    writeFileSync(
-      path.join(partial, 'owner.json'),
-      JSON.stringify({ pid: process.pid, start: processStartTime(process.pid) }),
-    );
-    const d = await startTestSandboxd({ runtimeLayer: dir });
-    try {
-      const s = await api(d, 'GET', '/v1/runtime-layer');
-      assert.equal(s.json['state'], 'installing');
-      assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: 'early' })).status, 201);
-      const before = await sh(d, 'early', 'claude --version');
-      assert.equal(before.exitCode, 127, 'no claude yet');
-      // The other installer finishes: a layer whose claude is a script, renamed into place.
-      mkdirSync(path.join(partial, 'bin'));
+    it('appears in a sandbox created while it was installing, once it is renamed into place', async () => {
+      const dir = path.join(layers, 'later');
+      mkdirSync(dir);
+      own(dir);
+      // Another installer (this process) holds the partial: the daemon waits for it instead of installing.
+      const partial = path.join(dir, `${HASH}.partial`);
+      mkdirSync(partial);
+      own(partial);
       writeFileSync(
-        path.join(partial, 'bin', 'claude'),
-        '#!/bin/sh\necho "2.1.330 (Claude Code, test layer)"\n',
-        {
-          mode: 0o755,
-        },
+        path.join(partial, 'owner.json'),
+        JSON.stringify({ pid: process.pid, start: processStartTime(process.pid) }),
       );
-      rmSync(path.join(partial, 'owner.json'));
-      renameSync(partial, path.join(dir, HASH));
-      const r = await sh(d, 'early', 'claude --version; touch /opt/paddock/x 2>/dev/null || echo read-only');
-      assert.equal(r.exitCode, 0, r.stderr);
-      assert.equal(r.stdout, '2.1.330 (Claude Code, test layer)\nread-only\n');
-      await waitFor(
-        async () => (await api(d, 'GET', '/v1/runtime-layer')).json['state'] === 'ready',
-        'ready',
-      );
-    } finally {
-      await d.stop();
-    }
-  });
+      const d = await startTestSandboxd({ runtimeLayer: dir, ...as });
+      try {
+        const s = await api(d, 'GET', '/v1/runtime-layer');
+        assert.equal(s.json['state'], 'installing');
+        assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: 'early' })).status, 201);
+        const before = await sh(d, 'early', 'claude --version');
+        assert.equal(before.exitCode, 127, 'no claude yet');
+        // The other installer finishes: a layer whose claude is a script, renamed into place.
+        mkdirSync(path.join(partial, 'bin'));
+        writeFileSync(
+          path.join(partial, 'bin', 'claude'),
+          '#!/bin/sh\necho "2.1.330 (Claude Code, test layer)"\n',
+          {
+            mode: 0o755,
+          },
+        );
+        rmSync(path.join(partial, 'owner.json'));
+        renameSync(partial, path.join(dir, HASH));
+        const r = await sh(
+          d,
+          'early',
+          'claude --version; touch /opt/paddock/x 2>/dev/null || echo read-only',
+        );
+        assert.equal(r.exitCode, 0, r.stderr);
+        assert.equal(r.stdout, '2.1.330 (Claude Code, test layer)\nread-only\n');
+        await waitFor(
+          async () => (await api(d, 'GET', '/v1/runtime-layer')).json['state'] === 'ready',
+          'ready',
+        );
+      } finally {
+        await d.stop();
+      }
+    });
 
-  it('killed mid-install leaves no ready-looking layer, and the next daemon takes the partial over', async () => {
-    const dir = path.join(layers, 'crash');
-    const first = await startTestSandboxd({ runtimeLayer: dir });
-    let second: TestSandboxd | null = null;
-    try {
-      // The real install from the npm registry starts in the background; boot did not wait for it.
-      await waitFor(
-        async () => {
-          const s = (await api(first, 'GET', '/v1/runtime-layer')).json;
-          return s['state'] === 'installing' && s['progress'] !== null;
-        },
-        'the install to start',
-        20_000,
-      );
-      assert.ok(existsSync(path.join(dir, `${HASH}.partial`)));
-      await sleep(1500); // npm is writing into the partial
-      process.kill(first.pid, 'SIGKILL');
-      await first.stop();
-      assert.deepEqual(
-        readdirSync(dir).filter((n) => n === HASH),
-        [],
-        'no complete-looking layer after the kill',
-      );
-      // The installer's npm died with the daemon: nothing writes into the partial any more.
-      await waitFor(() => !npmUnder(dir), 'npm to die with the daemon');
-      second = await startTestSandboxd({ runtimeLayer: dir });
-      await waitFor(
-        () => second!.logs().some((l) => l.includes('removing the partial install of a stopped installer')),
-        'the takeover',
-        20_000,
-      );
-      assert.equal((await api(second, 'GET', '/v1/runtime-layer')).json['state'], 'installing');
-    } finally {
-      await first.stop();
-      await second?.stop();
-      await waitFor(() => !npmUnder(dir), 'npm to stop').catch(() => {});
-    }
+    it('killed mid-install leaves no ready-looking layer, and the next daemon takes the partial over', async () => {
+      const dir = path.join(layers, 'crash');
+      const first = await startTestSandboxd({ runtimeLayer: dir, ...as });
+      let second: TestSandboxd | null = null;
+      try {
+        // The real install from the npm registry starts in the background; boot did not wait for it.
+        await waitFor(
+          async () => {
+            const s = (await api(first, 'GET', '/v1/runtime-layer')).json;
+            return s['state'] === 'installing' && s['progress'] !== null;
+          },
+          'the install to start',
+          20_000,
+        );
+        assert.ok(existsSync(path.join(dir, `${HASH}.partial`)));
+        await sleep(1500); // npm is writing into the partial
+        process.kill(first.pid, 'SIGKILL');
+        await first.stop();
+        assert.deepEqual(
+          readdirSync(dir).filter((n) => n === HASH),
+          [],
+          'no complete-looking layer after the kill',
+        );
+        // The installer's npm died with the daemon: nothing writes into the partial any more.
+        await waitFor(() => !npmUnder(dir), 'npm to die with the daemon');
+        second = await startTestSandboxd({ runtimeLayer: dir, ...as });
+        await waitFor(
+          () => second!.logs().some((l) => l.includes('removing the partial install of a stopped installer')),
+          'the takeover',
+          20_000,
+        );
+        assert.equal((await api(second, 'GET', '/v1/runtime-layer')).json['state'], 'installing');
+      } finally {
+        await first.stop();
+        await second?.stop();
+        await waitFor(() => !npmUnder(dir), 'npm to stop').catch(() => {});
+      }
+    });
   });
-});
+}
 
 /** Whether some process (the installer's npm) has its working directory in `dir`. */
 function npmUnder(dir: string): boolean {
