@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
-import type { TurnCommand } from '../../src/conversations/contracts.ts';
+import type { AgentSnapshot, RuntimeAdapter, TurnCommand } from '../../src/conversations/contracts.ts';
 import { HOME } from '../../src/conversations/runtimes/common.ts';
 
 export interface RunResult {
@@ -78,3 +78,30 @@ export function commandSandbox(): CommandSandbox {
 /** A stand-in CLI: prints its stdin, then each argument on its own line after a marker, to stdout. */
 export const ECHO_CLI =
   '#!/bin/sh\ncat\nprintf "\\n--argv--\\n"\nfor a in "$@"; do printf "%s\\n" "$a"; done\n';
+
+/** An agent of the adapter's runtime and a `buildTurn` with everything but what the test sets. */
+export function adapterBuilder(adapter: RuntimeAdapter, model: string) {
+  const agent = (over: Partial<AgentSnapshot> = {}): AgentSnapshot => ({
+    id: 'a',
+    name: 'a',
+    runtime: adapter.runtime,
+    model,
+    system: null,
+    skills: [],
+    mcpServers: {},
+    environmentId: null,
+    ...over,
+  });
+  const build = (input: Partial<Parameters<RuntimeAdapter['buildTurn']>[0]> = {}): TurnCommand =>
+    adapter.buildTurn({
+      agent: agent(),
+      prompt: 'hello',
+      images: [],
+      resumeSessionId: null,
+      mcpServers: {},
+      turnId: 't1',
+      env: {},
+      ...input,
+    });
+  return { agent, build };
+}

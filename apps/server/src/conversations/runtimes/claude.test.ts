@@ -4,33 +4,16 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
-import { type CommandSandbox, commandSandbox, ECHO_CLI } from '../../../test/helpers/runtime-command.ts';
+import {
+  adapterBuilder,
+  type CommandSandbox,
+  commandSandbox,
+  ECHO_CLI,
+} from '../../../test/helpers/runtime-command.ts';
 import type { AgentSnapshot, TurnEvent } from '../contracts.ts';
 import { claudeAdapter } from './claude.ts';
 
-const agent = (over: Partial<AgentSnapshot> = {}): AgentSnapshot => ({
-  id: 'a',
-  name: 'a',
-  runtime: 'claude',
-  model: 'anthropic/claude-sonnet-4-5',
-  system: null,
-  skills: [],
-  mcpServers: {},
-  environmentId: null,
-  ...over,
-});
-
-const build = (input: Partial<Parameters<typeof claudeAdapter.buildTurn>[0]> = {}) =>
-  claudeAdapter.buildTurn({
-    agent: agent(),
-    prompt: 'hello',
-    images: [],
-    resumeSessionId: null,
-    mcpServers: {},
-    turnId: 't1',
-    env: {},
-    ...input,
-  });
+const { agent, build } = adapterBuilder(claudeAdapter, 'anthropic/claude-sonnet-4-5');
 
 /** The CLI's own arguments (after `sh -c <script> $0 <prompt file> <message>`). */
 const cliArgs = (argv: string[]) => argv.slice(6);

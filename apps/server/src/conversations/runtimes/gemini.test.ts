@@ -4,33 +4,16 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
-import { type CommandSandbox, commandSandbox, ECHO_CLI } from '../../../test/helpers/runtime-command.ts';
+import {
+  adapterBuilder,
+  type CommandSandbox,
+  commandSandbox,
+  ECHO_CLI,
+} from '../../../test/helpers/runtime-command.ts';
 import type { AgentSnapshot, TurnEvent } from '../contracts.ts';
 import { GEMINI_CONTEXT_PATH, GEMINI_SETTINGS_PATH, geminiAdapter } from './gemini.ts';
 
-const agent = (over: Partial<AgentSnapshot> = {}): AgentSnapshot => ({
-  id: 'a',
-  name: 'a',
-  runtime: 'gemini',
-  model: 'google/gemini-2.5-flash',
-  system: null,
-  skills: [],
-  mcpServers: {},
-  environmentId: null,
-  ...over,
-});
-
-const build = (input: Partial<Parameters<typeof geminiAdapter.buildTurn>[0]> = {}) =>
-  geminiAdapter.buildTurn({
-    agent: agent(),
-    prompt: 'hello',
-    images: [],
-    resumeSessionId: null,
-    mcpServers: {},
-    turnId: 't1',
-    env: {},
-    ...input,
-  });
+const { agent, build } = adapterBuilder(geminiAdapter, 'google/gemini-2.5-flash');
 
 const cliArgs = (argv: string[]) => argv.slice(6);
 
