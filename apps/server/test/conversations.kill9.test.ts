@@ -5,66 +5,32 @@
 // restarted process adopts the conversation in its boot sweep and re-joins the turn through
 // attach, dropping the replayed bytes already persisted (reattach.ts).
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, before, it } from 'node:test';
 import { startTestSandboxd, type TestSandboxd } from '../../sandboxd/test/harness.ts';
+import { freePort } from '../src/db/embedded.ts';
 import { createTestDatabase, type TestDatabase } from './helpers/database.ts';
 import { createVerifiedUser, type TestUser } from './helpers/factories.ts';
+import { scriptedServerProcess } from './helpers/scripted-server.ts';
 
-const FIXTURE = join(import.meta.dirname, 'fixtures', 'serve-scripted.ts');
 const LINES = 600;
 
 let sandboxd: TestSandboxd;
 let database: TestDatabase;
 let env: NodeJS.ProcessEnv;
-let server: ChildProcess | null = null;
 let url = '';
 let user: TestUser;
 
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const address = s.address();
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  if (!address || typeof address === 'string') throw new Error('no port');
-  return address.port;
-}
+const serverProcess = scriptedServerProcess(() => env, 30_000);
 
 async function startServer(): Promise<void> {
-  const child = spawn(process.execPath, [FIXTURE, '200'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  server = child;
-  let errTail = '';
-  child.stderr?.on('data', (d: Buffer) => {
-    errTail = (errTail + d.toString()).slice(-4000);
-  });
-  url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`server not ready in 30 s: ${errTail}`)), 30_000);
-    child.stdout?.on('data', (d: Buffer) => {
-      out += d.toString();
-      const line = out.split('\n').find((l) => l.includes('"ready":true'));
-      if (line) {
-        clearTimeout(timer);
-        resolve((JSON.parse(line) as { url: string }).url);
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`server exited with ${code}: ${errTail}`));
-    });
-  });
+  url = await serverProcess.start();
 }
 
 async function stopServer(signal: NodeJS.Signals): Promise<void> {
-  const child = server;
-  server = null;
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.kill(signal);
-  await exited;
+  await serverProcess.stop(signal);
 }
 
 async function api(method: string, path: string, body?: unknown) {
