@@ -5,13 +5,13 @@
 // terminate the key authenticates nothing. The route opens exactly that name and port: loopback
 // stays refused otherwise.
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { createSandboxClient } from '@paddock/sandbox-client';
 import type { FastifyInstance } from 'fastify';
 import { startTestSandboxd, type TestSandboxd } from '../../sandboxd/test/harness.ts';
 import { parseConfig } from '../src/config/config.ts';
+import { freePort } from '../src/db/embedded.ts';
 import { createDeps, type Deps } from '../src/deps.ts';
 import { buildApp } from '../src/http/app.ts';
 import { createLogger } from '../src/observability/logger.ts';
@@ -29,17 +29,6 @@ let app: FastifyInstance;
 let url: string;
 let port: number;
 const logs: string[] = [];
-
-async function freePort(): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const a = srv.address();
-      srv.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
 
 before(async () => {
   port = await freePort();

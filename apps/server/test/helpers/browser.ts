@@ -17,10 +17,10 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { createRequire } from 'node:module';
-import { createServer } from 'node:net';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 import { ensureConsoleBuilt } from '../../../../scripts/build-web.ts';
+import { freePort } from '../../src/db/embedded.ts';
 import { type ConversationHarness, type HarnessOptions, startConversationHarness } from './conversations.ts';
 
 export const CHROMIUM = '/usr/bin/chromium';
@@ -61,15 +61,6 @@ export interface ConsoleHarness {
   /** Content-Security-Policy violations and uncaught page errors seen so far. */
   pageProblems(): string[];
   close(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (!address || typeof address === 'string') throw new Error('no port');
-  return address.port;
 }
 
 function decode(body: Buffer, encoding: string | undefined): Buffer {

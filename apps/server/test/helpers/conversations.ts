@@ -11,12 +11,12 @@
 //   assert.equal(await h.stdout(conv.id), 'hello\n');
 //   await h.close();
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
 import { Writable } from 'node:stream';
 import { startTestSandboxd, type TestSandboxd } from '../../../sandboxd/test/harness.ts';
 import { type Config, type Env, parseConfig } from '../../src/config/config.ts';
 import type { ConversationView, TurnView } from '../../src/conversations/conversations.schemas.ts';
 import { openDatabase } from '../../src/db/database.ts';
+import { freePort } from '../../src/db/embedded.ts';
 import { createDeps, type Deps, type EngineOptions } from '../../src/deps.ts';
 import { buildApp } from '../../src/http/app.ts';
 import { createLogger } from '../../src/observability/logger.ts';
@@ -121,15 +121,6 @@ function apiAt(url: string): ConversationHarness['api'] {
     }
     return { status: res.status, body: parsed, headers: res.headers };
   };
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (!address || typeof address === 'string') throw new Error('no port');
-  return address.port;
 }
 
 export interface HarnessOptions {
