@@ -5,9 +5,7 @@
 // restarted process adopts the conversation in its boot sweep and re-joins the turn through
 // attach, dropping the replayed bytes already persisted (reattach.ts).
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
 import { after, before, it } from 'node:test';
 import { startTestSandboxd, type TestSandboxd } from '../../sandboxd/test/harness.ts';
 import { freePort } from '../src/db/embedded.ts';

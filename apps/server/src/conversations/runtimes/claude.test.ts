@@ -10,7 +10,7 @@ import {
   commandSandbox,
   ECHO_CLI,
 } from '../../../test/helpers/runtime-command.ts';
-import type { AgentSnapshot, TurnEvent } from '../contracts.ts';
+import type { TurnEvent } from '../contracts.ts';
 import { claudeAdapter } from './claude.ts';
 
 const { agent, build } = adapterBuilder(claudeAdapter, 'anthropic/claude-sonnet-4-5');

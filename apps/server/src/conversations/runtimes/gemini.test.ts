@@ -10,7 +10,7 @@ import {
   commandSandbox,
   ECHO_CLI,
 } from '../../../test/helpers/runtime-command.ts';
-import type { AgentSnapshot, TurnEvent } from '../contracts.ts';
+import type { TurnEvent } from '../contracts.ts';
 import { GEMINI_CONTEXT_PATH, GEMINI_SETTINGS_PATH, geminiAdapter } from './gemini.ts';
 
 const { agent, build } = adapterBuilder(geminiAdapter, 'google/gemini-2.5-flash');
