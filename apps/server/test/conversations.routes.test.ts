@@ -183,7 +183,9 @@ describe('the Conversation resource', () => {
     const long = await h.start(user, { agent_id: agent, prompt: `true # ${'é'.repeat(200)}` });
     assert.equal([...long.title].length, 80);
     assert.ok(long.title.endsWith('…'));
-    for (const id of [api.id, cli.body.id, long.id]) await settle(user, id);
+    const heading = await h.start(user, { agent_id: agent, prompt: '\n## Fix the   parser\ntrue' });
+    assert.equal(heading.title, 'Fix the parser');
+    for (const id of [api.id, cli.body.id, long.id, heading.id]) await settle(user, id);
 
     const browserUser = await h.user();
     const password = 'correct horse battery staple';

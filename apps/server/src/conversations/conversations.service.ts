@@ -91,9 +91,15 @@ export function sandboxName(tenantId: string): string {
   return `paddock-${tenantId.replace(/-/g, '').slice(0, 8)}-${randomBytes(4).toString('hex')}`;
 }
 
-/** First line of the first prompt, whitespace collapsed, at most 80 characters (… when cut). */
+/**
+ * First line of the first prompt, without a Markdown heading's leading `#`s, whitespace collapsed,
+ * at most 80 characters (… when cut).
+ */
 export function titleOf(prompt: string): string {
-  const line = (prompt.trim().split('\n')[0] ?? '').replace(/\s+/g, ' ').trim();
+  const line = (prompt.trim().split('\n')[0] ?? '')
+    .replace(/^#{1,6}\s+/, '')
+    .replace(/\s+/g, ' ')
+    .trim();
   const chars = [...line];
   return chars.length <= TITLE_MAX ? line : `${chars.slice(0, TITLE_MAX - 1).join('')}…`;
 }
