@@ -12,6 +12,10 @@
 //    conversation idle and resumable.
 // 4. The server lets ownership go only when nothing live remains (no live sandbox): an idle
 //    conversation with a warm sandbox stays owned so its lifecycle clock keeps running.
+// 5. A conversation rests idle only once its ended turn's runtime session state is saved (the
+//    turn's row and `turn` stage come first): a follow-up accepted at idle never waits for the
+//    save, and a sandbox reclaimed right after keeps the session. Test: "after the sandbox is
+//    reclaimed, a prompt re-provisions and the same session is still resumed" (agents.*.e2e).
 import type { SandboxClient } from '@paddock/sandbox-client';
 import { v7 as uuidv7 } from 'uuid';
 import type { Db } from '../db/database.ts';
@@ -132,6 +136,11 @@ export function createConversationServer(
     if (!conv.agent_id) throw new AppError('not_found', 'the agent of this conversation was deleted');
     return await deps.gates.agent(lease.tenantId, conv.agent_id);
   };
+  /** The agent as it is now, once the continuation gates passed (two independent reads, overlapped). */
+  const gatedAgent = async (conv: Conversation): Promise<AgentSnapshot> => {
+    const [agent] = await Promise.all([agentOf(conv), deps.gates.continuation(lease.tenantId)]);
+    return agent;
+  };
 
   const end = async (crashed = false) => {
     if (stopped) return;
@@ -151,8 +160,7 @@ export function createConversationServer(
     const firstWake = conv.status === 'pending';
     provisioning = true;
     try {
-      const agent = await agentOf(conv);
-      await deps.gates.continuation(lease.tenantId);
+      const agent = await gatedAgent(conv);
       const adapter = deps.runtimes(agent.runtime);
       provisioned = await deps.provisioner.provision({
         lease,
@@ -226,8 +234,7 @@ export function createConversationServer(
         });
         return 'gone';
       }
-      const agent = await agentOf(conv);
-      await deps.gates.continuation(lease.tenantId);
+      const agent = await gatedAgent(conv);
       provisioned = await deps.provisioner.refreshEnv({
         lease,
         sandboxId: row.id,
@@ -252,8 +259,9 @@ export function createConversationServer(
     }
   };
 
-  const ensureSandbox = async (conv: Conversation): Promise<boolean> => {
-    let row = await ownerLiveSandbox(db, lease);
+  /** `live`: the live sandbox as the loop read it (with the conversation and the turn). */
+  const ensureSandbox = async (conv: Conversation, live: Live): Promise<boolean> => {
+    let row = live;
     if (!row) {
       await ownerFailOpenTurns(db, lease, 'failed', 'no sandbox was admitted for this turn');
       await ownerSetConversation(db, lease, { status: 'idle' }, { onlyIf: ['running'] });
@@ -306,6 +314,15 @@ export function createConversationServer(
       turnId: turn.id,
       ...(result.error ? { message: result.error } : {}),
     });
+    // Invariant 5: the session state is saved before the conversation rests idle.
+    if (provisioned && current) {
+      await deps.provisioner
+        .saveSession({ lease, sandboxName: current.name, adapter, env: provisioned.env })
+        .catch((err: unknown) => {
+          if (err instanceof StaleOwnerError) throw err;
+          log.warn({ err: safeReason(err) }, 'saving the runtime session failed');
+        });
+    }
     const idle = await ownerSetConversation(
       db,
       lease,
@@ -318,11 +335,6 @@ export function createConversationServer(
       { onlyIf: ['running', 'pending'] },
     );
     if (idle) publishStatus('idle');
-    if (provisioned && current) {
-      await deps.provisioner
-        .saveSession({ lease, sandboxName: current.name, adapter, env: provisioned.env })
-        .catch((err: unknown) => log.warn({ err: safeReason(err) }, 'saving the runtime session failed'));
-    }
   };
 
   const failTurnEarly = async (turn: Turn, message: string, status: 'failed' | 'interrupted' = 'failed') => {
@@ -342,8 +354,7 @@ export function createConversationServer(
   const runTurn = async (conv: Conversation, turn: Turn) => {
     let agent: AgentSnapshot;
     try {
-      agent = await agentOf(conv);
-      await deps.gates.continuation(lease.tenantId);
+      agent = await gatedAgent(conv);
     } catch (err) {
       if (!(err instanceof AppError)) throw err;
       await failTurnEarly(turn, err.message);
@@ -376,11 +387,14 @@ export function createConversationServer(
         await failTurnEarly(turn, 'interrupted before it started', 'interrupted');
         return;
       }
-      // The images and the turn's `running` row are independent round trips: overlapped.
-      const [imageRows] = await Promise.all([
+      // The images, the turn's `running` row and the conversation's are independent round trips:
+      // overlapped.
+      const [imageRows, , nowRunning] = await Promise.all([
         turnImages(db, lease.tenantId, turn.id),
         ownerStartTurn(db, lease, turn.id, current?.id ?? ''),
+        ownerSetConversation(db, lease, { status: 'running' }, { onlyIf: ['pending', 'idle'] }),
       ]);
+      if (nowRunning) publishStatus('running');
       const images = imageRows.map((i) => ({ mediaType: i.media_type, data: i.data }));
       const command = adapter.buildTurn({
         agent,
@@ -391,20 +405,21 @@ export function createConversationServer(
         turnId: turn.id,
         env: provisioned?.env ?? {},
       });
-      if (await ownerSetConversation(db, lease, { status: 'running' }, { onlyIf: ['pending', 'idle'] }))
-        publishStatus('running');
       // Queued, not awaited before the spawn: the writer keeps rows in the order they were handed
       // in, so this row still precedes every byte of the turn's output (log-writer.ts invariant
       // 4) without the spawn waiting for its commit. Its failure (a stale owner) is raised below.
       const startedRow = stage({ stage: 'turn', state: 'started', turnId: turn.id });
       startedRow.catch(() => {}); // awaited after the spawn; never an unhandled rejection meanwhile
       try {
-        for (const file of command.files) {
-          await sandbox.writeFile(io.sandboxName, file.path, file.content, {
-            mode: file.mode ?? 0o600,
-            mkdirParents: true,
-          });
-        }
+        // The turn's files are independent of each other: written at once.
+        await Promise.all(
+          command.files.map((file) =>
+            sandbox.writeFile(io.sandboxName, file.path, file.content, {
+              mode: file.mode ?? 0o600,
+              mkdirParents: true,
+            }),
+          ),
+        );
         run = await startTurn(io, {
           argv: command.argv,
           env: { ...provisioned?.env, ...command.env },
@@ -440,11 +455,15 @@ export function createConversationServer(
 
   const loop = async () => {
     while (!stopped) {
-      // Two reads, overlapped (the turn is not needed when the conversation has ended).
-      const [conv, turn] = await Promise.all([ownerLoadConversation(db, lease), ownerNextTurn(db, lease)]);
+      // Three reads, overlapped (turn and sandbox are not needed when the conversation has ended).
+      const [conv, turn, live] = await Promise.all([
+        ownerLoadConversation(db, lease),
+        ownerNextTurn(db, lease),
+        ownerLiveSandbox(db, lease),
+      ]);
       if (conv.status === 'terminated' || conv.status === 'failed') break;
       if (!turn) break;
-      if (!(await ensureSandbox(conv))) continue;
+      if (!(await ensureSandbox(conv, live))) continue;
       await runTurn(conv, turn);
     }
     const live = stopped ? undefined : await ownerLiveSandbox(db, lease);

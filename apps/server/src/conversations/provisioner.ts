@@ -114,10 +114,14 @@ export async function runStage<T>(
   logger?: Logger,
 ): Promise<T> {
   const started = performance.now();
-  await sink.stage({ stage, state: 'started' });
+  // Queued, not awaited before the work: the sink keeps rows in the order they were handed in, so
+  // `started` still precedes the stage's output and its `done`; its failure is raised below.
+  const startedRow = sink.stage({ stage, state: 'started' });
+  startedRow.catch(() => {}); // awaited below; never an unhandled rejection meanwhile
   try {
     if (signal?.aborted) throw new ProvisionError(stage, 'provisioning was cancelled');
     const result = await work();
+    await startedRow;
     if (signal?.aborted) throw new ProvisionError(stage, 'provisioning was cancelled');
     await sink.stage({ stage, state: 'done', durationMs: Math.round(performance.now() - started) });
     return result;
