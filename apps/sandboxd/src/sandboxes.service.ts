@@ -180,7 +180,12 @@ export function createSandboxesService(deps: ServiceDeps) {
   // FIFOs of earlier versions lived here; now each sandbox's live in its init (exec/procs.ts FifoPool).
   rmSync(path.join(opts.dataDir, 'fifos'), { recursive: true, force: true });
   /** Pre-started session shims for every sandbox's detachable execs (exec/shim-pool.ts). */
-  const shims = new ShimPool({ compileCache: path.join(opts.dataDir, 'compile-cache'), log });
+  const shims = new ShimPool({
+    compileCache: path.join(opts.dataDir, 'compile-cache'),
+    log,
+    // Raising a shim's priority again when it is taken needs root.
+    lowPriority: !runtime.opts.rootless && process.getuid?.() === 0,
+  });
   /** One egress address guard for every sandbox's proxy (it caches the host's interface addresses). */
   const guard = createEgressGuard({ allow: opts.egressAllow });
   const checkpoints = createCheckpointsService<Sandbox>({
@@ -774,8 +779,11 @@ export function createSandboxesService(deps: ServiceDeps) {
       if (!/^0?[0-7]{3,4}$/.test(modeRaw)) throw new AppError('bad_request', 'mode must be octal, e.g. 0644');
       const mkdirs = ['true', '1'].includes(query.get('mkdirParents') ?? '');
       const h = await ready(sb);
+      // Shell builtins but for cat and chmod (and mkdir only when the directory is missing): every
+      // process here is on the path of a conversation's provisioning (docs/performance.md).
       const script =
-        'set -e; if [ "$3" = 1 ]; then mkdir -p -- "$(dirname -- "$1")"; fi; umask 077; cat > "$1"; chmod "$2" "$1"';
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
+        'set -e; if [ "$3" = 1 ]; then d=${1%/*}; d=${d:-/}; [ -d "$d" ] || mkdir -p -- "$d"; fi; umask 077; cat > "$1"; exec chmod "$2" "$1"';
       const argv = cgroupArgv(
         sb,
         runtime.execArgv(h, ['/bin/sh', '-c', script, 'fswrite', target, modeRaw, mkdirs ? '1' : '0'], '/'),

@@ -19,9 +19,15 @@
  *   limit on concurrent sessions).
  * - Refills start REFILL_DELAY_MS after a take, so a new node process does not compete for the CPU with
  *   the session that was just started (its first output byte is what is being waited for).
+ * - With `lowPriority` (sandboxd as root), a pooled shim starts at nice 19, so its start-up (~150 ms of
+ *   CPU) only takes what sessions leave idle, and it is back at nice 0 (every thread) before it is handed
+ *   a session: the session's processes, forked by the shim, run at normal priority. Without the privilege
+ *   to raise a priority again (rootless), shims start at normal priority.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readdirSync } from 'node:fs';
 import type net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from '../log.ts';
@@ -36,17 +42,37 @@ const SHIM_SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'shi
  */
 export const SHIM_POOL_SIZE = 2;
 const REFILL_DELAY_MS = 250;
+/** The nice value of a pooled shim while it waits (lowPriority). */
+const IDLE_NICE = 19;
+
+/** Sets the nice value of every thread of `pid` (Linux keeps one per thread); best effort. */
+function renice(pid: number | undefined, nice: number): void {
+  if (!pid) return;
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return;
+  }
+  for (const tid of tids) {
+    try {
+      os.setPriority(Number(tid), nice);
+    } catch {}
+  }
+}
 
 export class ShimPool {
   private readonly idle = new Set<ChildProcess>();
   private readonly size: number;
   private readonly compileCache: string;
   private readonly log: Logger;
+  private readonly lowPriority: boolean;
   private refill: NodeJS.Timeout | null = null;
   private closed = false;
 
-  constructor(o: { size?: number; compileCache: string; log: Logger }) {
+  constructor(o: { size?: number; compileCache: string; log: Logger; lowPriority?: boolean }) {
     this.size = o.size ?? SHIM_POOL_SIZE;
+    this.lowPriority = o.lowPriority === true;
     this.compileCache = o.compileCache;
     this.log = o.log;
   }
@@ -57,6 +83,7 @@ export class ShimPool {
     let child: ChildProcess;
     if (pooled) {
       this.idle.delete(pooled);
+      if (this.lowPriority) renice(pooled.pid, 0);
       pooled.removeAllListeners('exit');
       pooled.ref();
       (pooled.stdin as net.Socket | null)?.ref();
@@ -103,6 +130,8 @@ export class ShimPool {
       this.log.warn('cannot pre-start a session shim', { error: String(err) });
       return;
     }
+    // At once, before node starts its threads: they inherit the nice value of the thread creating them.
+    if (this.lowPriority) renice(child.pid, IDLE_NICE);
     this.idle.add(child);
     child.once('exit', (code) => {
       // An idle shim only exits when killed or broken: do not respawn in a loop, the next take refills.

@@ -177,10 +177,9 @@ server.on('error', (err) => {
   process.exit(71);
 });
 
-const dirFd = openSync(dir, 'r');
-await new Promise<void>((resolve) => server.listen(socketPathVia(dirFd, 'shim.sock'), resolve));
-closeSync(dirFd);
-// The process starts once the socket is up; exit events come later than everything below (all synchronous).
+// The process starts first (its start-up is what a session's first output byte waits for), then the socket:
+// the socket is bound at once and its callback runs on the next tick, so no exit or output event of the
+// process (I/O, later in the loop) comes before the socket is up; output meanwhile is kept for replay.
 // The stdin FIFO stays linked while the process runs (procs.ts), in the sandbox init's FIFO directory, which a
 // restarted sandboxd leaves alone.
 const fifos = [...spec.fifos];
@@ -192,6 +191,9 @@ proc = spec.tty
       onExit,
     )
   : spawnPiped({ argv: spec.argv, env: spec.env, stdin: spec.stdin, fifos }, onOutput, onExit);
+const dirFd = openSync(dir, 'r');
+await new Promise<void>((resolve) => server.listen(socketPathVia(dirFd, 'shim.sock'), resolve));
+closeSync(dirFd);
 const file: SessionFile = {
   id: spec.id,
   command: spec.command,
