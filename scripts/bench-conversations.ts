@@ -4,7 +4,9 @@
 // PostgreSQL, it measures, as medians of several runs:
 //   cold       POST /api/conversations → first stdout event on the SSE stream
 //   warm       the same on an environment with a checkpoint (stage checkpoint_restore)
-//   follow-up  POST /api/conversations/:id/prompts → first stdout event of that turn
+//   follow-up  POST /api/conversations/:id/prompts → first stdout event of that turn, on the stream
+//              the client has followed since it started the conversation (as the console and
+//              `paddock run -f` do)
 // and, in the same run, the bare backend doing the same work through packages/sandbox-client:
 //   bare create+exec        create a sandbox, exec the same program, first stdout byte
 //   bare create+restore+exec the same with a checkpoint restore before the exec
@@ -37,40 +39,57 @@ if (!Number.isInteger(runs) || runs < 3) throw new Error('--runs must be an inte
 
 const PROGRAM = 'echo first-byte';
 
-/** Opens the SSE stream and resolves with the time the first stdout event after `after` arrives. */
-async function firstStdout(url: string, user: TestUser, id: string, after?: string): Promise<number> {
+/**
+ * Follows a conversation's stdout on one SSE stream and notes when the first stdout event of each
+ * turn arrived. `firstOf(turnId)` resolves with that time (at once when it came already).
+ */
+function follow(url: string, user: TestUser, id: string) {
   const controller = new AbortController();
-  const res = await fetch(`${url}/api/conversations/${id}/stream?streams=stdout`, {
-    headers: { ...user.auth, accept: 'text/event-stream', ...(after ? { 'last-event-id': after } : {}) },
-    signal: controller.signal,
-  });
-  if (res.status !== 200 || !res.body) throw new Error(`stream answered ${res.status}`);
-  const decoder = new TextDecoder();
-  let text = '';
-  try {
+  const seen = new Map<string, number>();
+  const waiting = new Map<string, (at: number) => void>();
+  const reading = (async () => {
+    const res = await fetch(`${url}/api/conversations/${id}/stream?streams=stdout`, {
+      headers: { ...user.auth, accept: 'text/event-stream' },
+      signal: controller.signal,
+    });
+    if (res.status !== 200 || !res.body) throw new Error(`stream answered ${res.status}`);
+    const decoder = new TextDecoder();
+    let text = '';
     for await (const chunk of res.body) {
+      const at = performance.now();
       text += decoder.decode(chunk as Uint8Array, { stream: true });
-      if (/(^|\n)event: stdout\n/.test(text)) return performance.now();
+      let end = text.indexOf('\n\n');
+      while (end !== -1) {
+        const frame = text.slice(0, end);
+        text = text.slice(end + 2);
+        end = text.indexOf('\n\n');
+        const data = /(?:^|\n)event: stdout\ndata: (.*)/.exec(frame)?.[1];
+        if (!data) continue;
+        const turnId = (JSON.parse(data) as { turn_id: string | null }).turn_id;
+        if (turnId && !seen.has(turnId)) {
+          seen.set(turnId, at);
+          waiting.get(turnId)?.(at);
+        }
+      }
     }
-  } finally {
-    controller.abort();
-  }
-  throw new Error('the stream ended before any stdout event');
-}
-
-/** The last event id of a conversation so far (to follow only what comes next). */
-async function lastEventId(url: string, user: TestUser, id: string): Promise<string | undefined> {
-  let after: string | undefined;
-  for (;;) {
-    const res = await fetch(
-      `${url}/api/conversations/${id}/events?limit=500${after ? `&after=${after}` : ''}`,
-      { headers: user.auth },
-    );
-    const page = (await res.json()) as { data: { id: string }[]; meta: { has_more: boolean } };
-    const last = page.data.at(-1);
-    if (last) after = last.id;
-    if (!page.meta.has_more) return after;
-  }
+  })().catch((err: unknown) => {
+    if (!controller.signal.aborted) throw err;
+  });
+  return {
+    firstOf(turnId: string): Promise<number> {
+      const at = seen.get(turnId);
+      if (at !== undefined) return Promise.resolve(at);
+      return Promise.race([
+        new Promise<number>((resolve) => waiting.set(turnId, resolve)),
+        reading.then(() => {
+          throw new Error('the stream ended before the turn printed anything');
+        }),
+      ]);
+    },
+    close() {
+      controller.abort();
+    },
+  };
 }
 
 async function bareFirstByte(client: SandboxClient, name: string, detachable = false): Promise<number> {
@@ -108,13 +127,18 @@ try {
   if (built.status !== 201)
     throw new Error(`checkpoint answered ${built.status}: ${JSON.stringify(built.body)}`);
 
-  const startToFirstByte = async (agentId: string): Promise<{ ms: number; id: string }> => {
+  /** Starts a conversation and follows its stream from then on (kept open for the follow-up). */
+  const startToFirstByte = async (agentId: string) => {
     const started = performance.now();
     const res = await harness.api(user, 'POST', '/api/conversations', { agent_id: agentId, prompt: PROGRAM });
     if (res.status !== 201) throw new Error(`start answered ${res.status}: ${JSON.stringify(res.body)}`);
     const id = (res.body as { id: string }).id;
-    const at = await firstStdout(harness.url, user, id);
-    return { ms: at - started, id };
+    const stream = follow(harness.url, user, id);
+    const turns = await harness.turns(user, id);
+    const first = turns.find((t) => t.seq === 1);
+    if (!first) throw new Error('the conversation has no first turn');
+    const at = await stream.firstOf(first.id);
+    return { ms: at - started, id, stream };
   };
   const settle = async (id: string) => {
     await harness.waitFor(user, id, (c) => c.status === 'idle' || c.status === 'failed', 60_000);
@@ -122,7 +146,8 @@ try {
 
   // Warm-up of both paths (first-use costs are not what is measured).
   for (const agentId of [agent, warmAgent]) {
-    const { id } = await startToFirstByte(agentId);
+    const { id, stream } = await startToFirstByte(agentId);
+    stream.close();
     await settle(id);
     await harness.api(user, 'DELETE', `/api/conversations/${id}`);
   }
@@ -134,20 +159,20 @@ try {
     const c = await startToFirstByte(agent);
     cold.push(c.ms);
     await settle(c.id);
-    // Follow-up on the warm sandbox of the cold conversation.
-    const after = await lastEventId(harness.url, user, c.id);
+    // Follow-up on the warm sandbox of the cold conversation, on the stream followed since the start.
     const started = performance.now();
-    const stream = firstStdout(harness.url, user, c.id, after);
     const prompted = await harness.api(user, 'POST', `/api/conversations/${c.id}/prompts`, {
       prompt: PROGRAM,
     });
     if (prompted.status !== 202) throw new Error(`prompt answered ${prompted.status}`);
-    followUp.push((await stream) - started);
+    followUp.push((await c.stream.firstOf((prompted.body as { turn: { id: string } }).turn.id)) - started);
+    c.stream.close();
     await settle(c.id);
     await harness.api(user, 'DELETE', `/api/conversations/${c.id}`);
 
     const w = await startToFirstByte(warmAgent);
     warm.push(w.ms);
+    w.stream.close();
     await settle(w.id);
     await harness.api(user, 'DELETE', `/api/conversations/${w.id}`);
   }
