@@ -12,10 +12,6 @@
 //    conversation idle and resumable.
 // 4. The server lets ownership go only when nothing live remains (no live sandbox): an idle
 //    conversation with a warm sandbox stays owned so its lifecycle clock keeps running.
-// 5. A conversation rests idle only once its ended turn's runtime session state is saved (the
-//    turn's row and `turn` stage come first): a follow-up accepted at idle never waits for the
-//    save, and a sandbox reclaimed right after keeps the session. Test: "after the sandbox is
-//    reclaimed, a prompt re-provisions and the same session is still resumed" (agents.*.e2e).
 import type { SandboxClient } from '@paddock/sandbox-client';
 import { v7 as uuidv7 } from 'uuid';
 import type { Db } from '../db/database.ts';
@@ -314,15 +310,6 @@ export function createConversationServer(
       turnId: turn.id,
       ...(result.error ? { message: result.error } : {}),
     });
-    // Invariant 5: the session state is saved before the conversation rests idle.
-    if (provisioned && current) {
-      await deps.provisioner
-        .saveSession({ lease, sandboxName: current.name, adapter, env: provisioned.env })
-        .catch((err: unknown) => {
-          if (err instanceof StaleOwnerError) throw err;
-          log.warn({ err: safeReason(err) }, 'saving the runtime session failed');
-        });
-    }
     const idle = await ownerSetConversation(
       db,
       lease,
@@ -335,6 +322,13 @@ export function createConversationServer(
       { onlyIf: ['running', 'pending'] },
     );
     if (idle) publishStatus('idle');
+    // After `idle` (a client that saw the turn end may prompt at once and is answered 202, not
+    // busy); the loop takes the next turn only after the save, so it never overlaps a turn.
+    if (provisioned && current) {
+      await deps.provisioner
+        .saveSession({ lease, sandboxName: current.name, adapter, env: provisioned.env })
+        .catch((err: unknown) => log.warn({ err: safeReason(err) }, 'saving the runtime session failed'));
+    }
   };
 
   const failTurnEarly = async (turn: Turn, message: string, status: 'failed' | 'interrupted' = 'failed') => {
