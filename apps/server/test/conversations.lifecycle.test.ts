@@ -66,6 +66,40 @@ describe('the transition table (States and transitions)', () => {
     assert.equal(turn?.exit_code, 3);
   });
 
+  it('a client that sees a turn end on the stream may prompt at once: 202, never busy', async () => {
+    const conv = await h.start(user, { agent_id: agent, prompt: 'echo 1' });
+    const controller = new AbortController();
+    const res = await fetch(`${h.url}/api/conversations/${conv.id}/stream?streams=stage`, {
+      headers: { ...user.auth, accept: 'text/event-stream' },
+      signal: controller.signal,
+    });
+    assert.equal(res.status, 200);
+    const statuses: number[] = [];
+    let text = '';
+    const decoder = new TextDecoder();
+    try {
+      for await (const chunk of res.body as AsyncIterable<Uint8Array>) {
+        text += decoder.decode(chunk, { stream: true });
+        for (let cut = text.indexOf('\n\n'); cut >= 0; cut = text.indexOf('\n\n')) {
+          const data = /(?:^|\n)data: (.*)/.exec(text.slice(0, cut))?.[1];
+          text = text.slice(cut + 2);
+          const event = data ? (JSON.parse(data) as { stage?: string; state?: string }) : {};
+          if (event.stage !== 'turn' || event.state === 'started') continue;
+          if (statuses.length === 4) break;
+          const next = await h.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, {
+            prompt: `echo ${statuses.length + 2}`,
+          });
+          statuses.push(next.status);
+        }
+        if (statuses.length === 4) break;
+      }
+    } finally {
+      controller.abort();
+    }
+    assert.deepEqual(statuses, [202, 202, 202, 202]);
+    await h.waitForTurn(user, conv.id, 5);
+  });
+
   it('idle → running on a follow-up prompt; the next turn sees the same sandbox', async () => {
     const conv = await h.start(user, { agent_id: agent, prompt: 'echo one > /home/sandbox/mark' });
     await h.waitFor(user, conv.id, idle);

@@ -303,13 +303,8 @@ export function createConversationServer(
       runtimeSessionId: result.sessionId ?? null,
       usage: result.usage ?? null,
     });
-    await stage({
-      stage: 'turn',
-      state: STAGE_STATE[result.status],
-      durationMs: Date.now() - startedAt,
-      turnId: turn.id,
-      ...(result.error ? { message: result.error } : {}),
-    });
+    // `idle` before the turn's end is on the log: a client that saw the turn end and prompts at
+    // once is answered 202, never busy (conversations.lifecycle.test.ts).
     const idle = await ownerSetConversation(
       db,
       lease,
@@ -322,8 +317,15 @@ export function createConversationServer(
       { onlyIf: ['running', 'pending'] },
     );
     if (idle) publishStatus('idle');
-    // After `idle` (a client that saw the turn end may prompt at once and is answered 202, not
-    // busy); the loop takes the next turn only after the save, so it never overlaps a turn.
+    await stage({
+      stage: 'turn',
+      state: STAGE_STATE[result.status],
+      durationMs: Date.now() - startedAt,
+      turnId: turn.id,
+      ...(result.error ? { message: result.error } : {}),
+    });
+    // After `idle` for the same reason; the loop takes the next turn only after the save, so a
+    // save never overlaps a turn.
     if (provisioned && current) {
       await deps.provisioner
         .saveSession({ lease, sandboxName: current.name, adapter, env: provisioned.env })
@@ -333,7 +335,6 @@ export function createConversationServer(
 
   const failTurnEarly = async (turn: Turn, message: string, status: 'failed' | 'interrupted' = 'failed') => {
     await ownerEndTurn(db, lease, turn.id, { status, exitCode: null, error: message });
-    await stage({ stage: 'turn', state: status, turnId: turn.id, message });
     if (
       await ownerSetConversation(
         db,
@@ -343,6 +344,7 @@ export function createConversationServer(
       )
     )
       publishStatus('idle');
+    await stage({ stage: 'turn', state: status, turnId: turn.id, message });
   };
 
   const runTurn = async (conv: Conversation, turn: Turn) => {
