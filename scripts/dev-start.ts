@@ -109,8 +109,10 @@ if (blank('SANDBOX_BASE_URL')) await startSandboxd();
 
 // The console is served from its build: make one when it is missing or its sources changed
 // (progress on stderr). A failed build leaves the API up; the console's page says what to run.
+// No type check here (8 s of a first start on two cores): `npm run typecheck` and
+// `npm run build:web` do it.
 try {
-  await ensureConsoleBuilt();
+  await ensureConsoleBuilt({ typeCheck: false });
 } catch (err) {
   console.error(
     `paddock: the web console could not be built (${err instanceof Error ? err.message : String(err)}); the API still starts. Fix it and run npm run build:web.`,
