@@ -54,6 +54,9 @@ const TERMINAL = new Set(['failed', 'terminated']);
 const TURN_ENDED = new Set(['succeeded', 'failed', 'interrupted']);
 /** Stages whose failure does not fail the conversation. */
 const NON_FATAL = new Set(['turn', 'checkpoint_restore', 'log']);
+/** How long `run -f` looks for the end of a conversation or turn after a failed stage (20 × 250 ms). */
+const SETTLE_POLLS = 20;
+const SETTLE_POLL_MS = 250;
 /** How long a command waits out `503 conversation_provisioning` before giving up. */
 const PROVISIONING_PATIENCE_MS = 10 * 60_000;
 
@@ -139,6 +142,18 @@ async function followTurn(
     const turn = findTurn(await turns());
     return turn && TURN_ENDED.has(turn.status) ? 'stop' : 'continue';
   };
+  /**
+   * After a failed stage: the server writes the stage row first, then destroys the sandbox and
+   * fails the conversation or the turn, so look again for a few seconds instead of waiting for
+   * the stream to go quiet.
+   */
+  const settledSoon = async (): Promise<Decision> => {
+    for (let i = 0; i < SETTLE_POLLS; i++) {
+      if ((await settled()) === 'stop') return 'stop';
+      await new Promise((r) => setTimeout(r, SETTLE_POLL_MS));
+    }
+    return 'continue';
+  };
 
   try {
     const result = await follow({
@@ -162,7 +177,7 @@ async function followTurn(
           turnId ??= event.turn_id;
           return event.turn_id === turnId ? 'stop' : 'continue';
         }
-        if (event.state === 'failed' && !NON_FATAL.has(event.stage ?? '')) return await settled();
+        if (event.state === 'failed' && !NON_FATAL.has(event.stage ?? '')) return await settledSoon();
         return 'continue';
       },
     });
