@@ -95,7 +95,7 @@ export function Shell({ children, actions }: { children: ReactNode; actions?: Re
           </button>
           <button
             type="button"
-            className="btn btn-ghost"
+            className="btn btn-ghost hide-narrow"
             onClick={() => setHelpOpen(true)}
             title="Shortcuts (?)"
           >
