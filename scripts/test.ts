@@ -1,15 +1,21 @@
 // `npm test`: starts a throw-away embedded PostgreSQL 17 (durability off for speed),
 // migrates one template database, then runs every node:test file. Each server test file
 // clones its own database from the template (apps/server/test/helpers/database.ts).
-// Test processes get a TMPDIR of the run's own; a test that leaves anything there, or a
-// `paddock-*` entry in the system temp directory, fails the run (tests clean up what they
-// create).
+// Test processes get a TMPDIR of the run's own; a test that leaves anything there, a
+// `paddock-*` entry in the system temp directory, or a sandbox init still running whose
+// sandboxd data dir lies in the run's directory, fails the run (tests clean up what they
+// create; the leftover inits are killed).
 //   npm test                      every test file
 //   npm test -- path/a.test.ts    only the given files
 import { spawn } from 'node:child_process';
 import { chmodSync, globSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import {
+  detachLoopDevicesUnder,
+  killSandboxInitsUnder,
+  sandboxInitsUnder,
+} from '../apps/sandboxd/test/leftovers.ts';
 import { prepareSharedLayer, sharedLayerDir } from '../apps/sandboxd/test/runtime-layer-cache.ts';
 import { openDatabase } from '../apps/server/src/db/database.ts';
 import { startEmbeddedPostgres } from '../apps/server/src/db/embedded.ts';
@@ -119,6 +125,23 @@ try {
   code = await new Promise<number>((resolve) =>
     child.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))),
   );
+  // Sandbox inits outlive their sandboxd by design, so a test that loses track of one leaves it running
+  // for good. Every data dir of this run lies in `dir` (TMPDIR); other runs and benchmarks have their own.
+  if (sandboxInitsUnder(dir).length > 0) {
+    // An init killed just before the test process exited may still be on its way out.
+    await new Promise((r) => setTimeout(r, 1000));
+    const inits = await killSandboxInitsUnder(dir);
+    if (inits.length > 0) {
+      console.error(
+        `\nnpm test: the tests left ${inits.length} sandbox init${inits.length === 1 ? '' : 's'} running (killed now):`,
+      );
+      for (const { pid, startedAt, sandboxDir } of inits)
+        console.error(`  pid ${pid}, started ${startedAt.toISOString()}: ${sandboxDir}`);
+      for (const { device, file } of detachLoopDevicesUnder(dir))
+        console.error(`  loop device ${device} detached: ${file}`);
+      code = code || 1;
+    }
+  }
   const left = [
     // The run's own TMPDIR must be empty again: whatever is left there, a test left.
     ...readdirSync(testTmp).map((name) => join(testTmp, name)),

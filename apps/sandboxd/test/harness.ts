@@ -1,7 +1,8 @@
 /**
  * Starts a throw-away sandboxd as a child process (crashes stay isolated from the test runner):
  * a free port on 127.0.0.1, a random token, a temp data dir. stop() kills the daemon, every sandbox
- * init recorded in the data dir, and removes the data dir (unless keepData is set).
+ * init of the data dir (recorded or not: leftovers.ts), detaches its disk images' loop devices and removes
+ * the data dir (unless keepData is set).
  *
  * Used by this workspace's tests, packages/sandbox-client's conformance suite and scripts/bench-sandbox.ts.
  */
@@ -26,6 +27,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { hostBin } from './host-bin.ts';
+import { detachLoopDevicesUnder, killSandboxInitsUnder, sandboxInitsUnder } from './leftovers.ts';
 import type { TestNet } from './netns.ts';
 import { sharedLayerDir } from './runtime-layer-cache.ts';
 
@@ -157,11 +159,16 @@ export interface TestSandboxd {
   dataDir: string;
   /** The daemon's collected log lines (JSON). */
   logs(): string[];
-  /** Stops the daemon; by default also kills all sandboxes and removes the data dir. */
+  /**
+   * Stops the daemon; by default also kills all sandboxes of the data dir (those of earlier daemons on it
+   * too) and removes the data dir.
+   */
   stop(opts?: { keepData?: boolean }): Promise<void>;
 }
 
-function killSandboxInits(dataDir: string): void {
+/** Kills the sandbox inits the data dir's records name; returns their pids. */
+function killSandboxInits(dataDir: string): Set<number> {
+  const killed = new Set<number>();
   const tenants = path.join(dataDir, 'tenants');
   let ts: string[] = [];
   try {
@@ -182,10 +189,14 @@ function killSandboxInits(dataDir: string): void {
         if (!rec.init) continue;
         const stat = readFileSync(`/proc/${rec.init.pid}/stat`, 'utf8');
         const start = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
-        if (start === rec.init.startTime) process.kill(rec.init.pid, 'SIGKILL');
+        if (start === rec.init.startTime) {
+          process.kill(rec.init.pid, 'SIGKILL');
+          killed.add(rec.init.pid);
+        }
       } catch {}
     }
   }
+  return killed;
 }
 
 /**
@@ -375,10 +386,22 @@ export async function startTestSandboxd(opts: TestSandboxdOptions = {}): Promise
             process.kill(pid, 'SIGKILL');
           } catch {}
         }
-        killSandboxInits(dataDir);
+        // Inits no record names too: one a daemon spawned but was stopped before recording it (an earlier
+        // daemon of this data dir too, when it was restarted on it), or one whose record was removed under it.
+        // They would outlive the test run; they are named, since sandboxd lost track of them. (Listed before
+        // any is killed: an init's unshare outlives its sh, the pid recorded, by a moment.)
+        const running = sandboxInitsUnder(dataDir);
+        const recorded = killSandboxInits(dataDir);
+        await killSandboxInitsUnder(dataDir);
+        for (const lost of running.filter((init) => !recorded.has(init.pid))) {
+          process.stderr.write(
+            `test sandboxd: killed sandbox init ${lost.pid} (started ${lost.startedAt.toISOString()}) that no record names: ${lost.sandboxDir}\n`,
+          );
+        }
         await new Promise((r) => setTimeout(r, 200));
         removeCgroups(dataDir);
         unmountUnder(dataDir);
+        detachLoopDevicesUnder(dataDir);
         try {
           rmSync(dataDir, { recursive: true, force: true });
         } catch {

@@ -1,0 +1,153 @@
+/**
+ * What sandboxes leave on the machine when nothing removes them, found from the kernel rather than from
+ * sandboxd's records: sandbox inits (src/runtime/namespaces.ts) and loop devices of disk images
+ * (src/runtime/disks.ts) whose files lie under a directory.
+ *
+ * A record can miss a running init: a sandboxd stopped between spawning an init and recording it, or a
+ * sandbox directory (its record) removed while an init of it still ran. By design such an init outlives
+ * every sandboxd (it is detached), so the test harness (harness.ts stop()) kills what these find in its data
+ * dir, and `npm test` (scripts/test.ts) fails a run that leaves any under its own directory.
+ *
+ * An init is the `unshare … sh -c 'eval "$SBX_INIT"' sandbox-init` process sandboxd spawns and the sh it
+ * forks (pid 1 of the sandbox, which takes every process of the sandbox with it); both keep the environment
+ * sandboxd gave them, where SBX_MERGED is `<data dir>/tenants/<t>/sandboxes/<name>/merged` (host paths are
+ * never changed by the launch, test/harness.ts sandboxdLaunch). That path tells the inits of one data dir, or
+ * of one test run, from those of any other run or benchmark on the machine.
+ */
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync, realpathSync } from 'node:fs';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { hostBin } from './host-bin.ts';
+
+export interface SandboxInit {
+  /** The sandbox's pid 1 on the host (the unshare process while it has not forked yet). */
+  pid: number;
+  /** Every process of the init: the unshare and its child. */
+  pids: number[];
+  /** The sandbox's directory (its state directory, in its sandboxd's data dir). */
+  sandboxDir: string;
+  /** When the init was spawned. */
+  startedAt: Date;
+}
+
+/** USER_HZ, the unit of /proc/<pid>/stat times: 100 on every architecture Linux runs on. */
+const USER_HZ = 100;
+
+/** `root` and its real path (a temp dir may be reached through a symlink), each with a trailing slash. */
+function prefixes(root: string): string[] {
+  const given = path.resolve(root);
+  let real = given;
+  try {
+    real = realpathSync(given);
+  } catch {}
+  return [...new Set([given, real])].map((p) => (p.endsWith('/') ? p : `${p}/`));
+}
+
+function bootTime(): number {
+  const line = readFileSync('/proc/stat', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('btime '));
+  return Number(line?.split(' ')[1] ?? 0);
+}
+
+/** Running (not zombie) sandbox inits whose sandbox lies under `root`. */
+export function sandboxInitsUnder(root: string): SandboxInit[] {
+  const under = prefixes(root);
+  const btime = bootTime();
+  const procs = new Map<number, { ppid: number; sandboxDir: string; startedAt: Date }>();
+  for (const e of readdirSync('/proc')) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const argv = readFileSync(`/proc/${e}/cmdline`, 'utf8').split('\0');
+      if (argv.at(-1) === '') argv.pop();
+      if (argv.at(-1) !== 'sandbox-init' || argv.at(-2) !== 'eval "$SBX_INIT"') continue;
+      const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (fields[0] === 'Z') continue;
+      const merged = readFileSync(`/proc/${e}/environ`, 'utf8')
+        .split('\0')
+        .find((kv) => kv.startsWith('SBX_MERGED='))
+        ?.slice('SBX_MERGED='.length);
+      if (!merged || !under.some((p) => merged.startsWith(p))) continue;
+      procs.set(Number(e), {
+        ppid: Number(fields[1]),
+        sandboxDir: path.dirname(merged),
+        startedAt: new Date((btime + Number(fields[19]) / USER_HZ) * 1000),
+      });
+    } catch {
+      // Gone meanwhile, or not ours to read.
+    }
+  }
+  const inits: SandboxInit[] = [];
+  for (const [pid, p] of procs) {
+    if (procs.has(p.ppid)) continue; // the child of an unshare listed here: reported with it
+    const child = [...procs].find(([, c]) => c.ppid === pid)?.[0];
+    inits.push({
+      pid: child ?? pid,
+      pids: child === undefined ? [pid] : [pid, child],
+      sandboxDir: p.sandboxDir,
+      startedAt: p.startedAt,
+    });
+  }
+  return inits;
+}
+
+function running(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * SIGKILLs every sandbox init under `root` and waits (bounded) until they are gone, so their mount namespaces,
+ * and with them their overlays and disk images, are released. Returns what it killed.
+ */
+export async function killSandboxInitsUnder(root: string): Promise<SandboxInit[]> {
+  const found = sandboxInitsUnder(root);
+  const pids = found.flatMap((init) => [...init.pids].reverse());
+  for (const pid of pids) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {}
+  }
+  for (let i = 0; i < 250 && pids.some(running); i++) await sleep(20);
+  return found;
+}
+
+/** Loop devices (`/dev/loopN`) whose backing file lies under `root` (removed files included). */
+function loopDevicesUnder(root: string): { device: string; file: string }[] {
+  const under = prefixes(root);
+  let names: string[] = [];
+  try {
+    names = readdirSync('/sys/block').filter((n) => /^loop\d+$/.test(n));
+  } catch {}
+  const found: { device: string; file: string }[] = [];
+  for (const n of names) {
+    let file = '';
+    try {
+      file = readFileSync(`/sys/block/${n}/loop/backing_file`, 'utf8').trim();
+    } catch {
+      continue; // not attached
+    }
+    if (under.some((p) => file.startsWith(p))) found.push({ device: `/dev/${n}`, file });
+  }
+  return found;
+}
+
+/**
+ * Detaches the loop devices of files under `root` (root only; a device still mounted somewhere is detached by
+ * the kernel once it is unmounted). Returns what it found.
+ */
+export function detachLoopDevicesUnder(root: string): { device: string; file: string }[] {
+  const found = loopDevicesUnder(root);
+  for (const { device } of found) {
+    try {
+      execFileSync(hostBin('losetup'), ['-d', device], { stdio: 'ignore' });
+    } catch {}
+  }
+  return found;
+}
