@@ -303,8 +303,13 @@ export function createConversationServer(
       runtimeSessionId: result.sessionId ?? null,
       usage: result.usage ?? null,
     });
-    // `idle` before the turn's end is on the log: a client that saw the turn end and prompts at
-    // once is answered 202, never busy (conversations.lifecycle.test.ts).
+    await stage({
+      stage: 'turn',
+      state: STAGE_STATE[result.status],
+      durationMs: Date.now() - startedAt,
+      turnId: turn.id,
+      ...(result.error ? { message: result.error } : {}),
+    });
     const idle = await ownerSetConversation(
       db,
       lease,
@@ -317,15 +322,8 @@ export function createConversationServer(
       { onlyIf: ['running', 'pending'] },
     );
     if (idle) publishStatus('idle');
-    await stage({
-      stage: 'turn',
-      state: STAGE_STATE[result.status],
-      durationMs: Date.now() - startedAt,
-      turnId: turn.id,
-      ...(result.error ? { message: result.error } : {}),
-    });
-    // After `idle` for the same reason; the loop takes the next turn only after the save, so a
-    // save never overlaps a turn.
+    // After `idle` (a client that saw the turn end may prompt at once and is answered 202, not
+    // busy); the loop takes the next turn only after the save, so it never overlaps a turn.
     if (provisioned && current) {
       await deps.provisioner
         .saveSession({ lease, sandboxName: current.name, adapter, env: provisioned.env })
@@ -335,6 +333,7 @@ export function createConversationServer(
 
   const failTurnEarly = async (turn: Turn, message: string, status: 'failed' | 'interrupted' = 'failed') => {
     await ownerEndTurn(db, lease, turn.id, { status, exitCode: null, error: message });
+    await stage({ stage: 'turn', state: status, turnId: turn.id, message });
     if (
       await ownerSetConversation(
         db,
@@ -344,7 +343,6 @@ export function createConversationServer(
       )
     )
       publishStatus('idle');
-    await stage({ stage: 'turn', state: status, turnId: turn.id, message });
   };
 
   const runTurn = async (conv: Conversation, turn: Turn) => {
