@@ -255,9 +255,8 @@ export function createConversationServer(
     }
   };
 
-  /** `live`: the live sandbox as the loop read it (with the conversation and the turn). */
-  const ensureSandbox = async (conv: Conversation, live: Live): Promise<boolean> => {
-    let row = live;
+  /** `row`: the live sandbox as the loop read it (with the conversation and the turn). */
+  const ensureSandbox = async (conv: Conversation, row: Live): Promise<boolean> => {
     if (!row) {
       await ownerFailOpenTurns(db, lease, 'failed', 'no sandbox was admitted for this turn');
       await ownerSetConversation(db, lease, { status: 'idle' }, { onlyIf: ['running'] });
