@@ -87,15 +87,61 @@ describe('exec env never reaches the host (finding 1, finding 12 PATH)', () => {
 
   it('leaves sandbox processes no inherited file descriptor beyond stdio', async () => {
     for (const { label, o } of EXEC_MODES) {
-      // The fds of a child the exec'd shell forks before it opens anything: listing the shell's own
-      // fds through a pipeline would race with the pipe fds the shell holds while it sets it up.
+      // The fds of a program the exec'd shell starts in the background, once it runs (its comm is
+      // "sleep"): listing the shell's own fds through a pipeline would race with the pipe fds the shell
+      // holds while it sets it up, and before its exec the forked child briefly holds the /dev/null it
+      // makes its stdin from.
       const r = await exec(
         d,
         'sec-a',
-        ['/bin/sh', '-c', 'sleep 30 & p=$!; ls /proc/$p/fd | sort -n | tr "\\n" " "; kill $p'],
+        [
+          '/bin/sh',
+          '-c',
+          'sleep 30 & p=$!; until [ "$(cat /proc/$p/comm)" = sleep ]; do :; done; ls /proc/$p/fd | sort -n | tr "\\n" " "; kill $p',
+        ],
         o,
       );
       assert.equal(r.stdout.trim(), '0 1 2', `${label}: ${r.stdout}`);
+    }
+  });
+
+  it("gives no process another session's terminal: sandboxd holds no pty, execs elsewhere see stdio only", async () => {
+    // A blocking TTY session in sec-a stays open while other execs start, in sec-b and in sec-a.
+    const ws = openExec(d, 'sec-a', ['/bin/sh', '-c', 'echo up; sleep 30'], { tty: true });
+    const up = new Promise<void>((resolve) => ws.on('message', (m: Buffer) => m.includes('up') && resolve()));
+    ws.on('error', () => {});
+    try {
+      await up;
+      // Every descriptor of sandboxd beyond stdio is close-on-exec: none can reach a process it starts.
+      const inheritable = readdirSync(`/proc/${d.pid}/fd`).filter((fd) => {
+        if (Number(fd) <= 2) return false;
+        try {
+          const flags = /^flags:\s+([0-7]+)/m.exec(readFileSync(`/proc/${d.pid}/fdinfo/${fd}`, 'utf8'))?.[1];
+          return (Number.parseInt(flags ?? '0', 8) & 0o2000000) === 0;
+        } catch {
+          return false; // closed meanwhile
+        }
+      });
+      assert.deepEqual(inheritable, [], 'sandboxd descriptors without close-on-exec');
+      for (const name of ['sec-b', 'sec-a']) {
+        for (const { label, o } of EXEC_MODES) {
+          const r = await exec(
+            d,
+            name,
+            [
+              '/bin/sh',
+              '-c',
+              'sleep 30 & p=$!; until [ "$(cat /proc/$p/comm)" = sleep ]; do :; done; ls -l /proc/$p/fd; kill $p',
+            ],
+            o,
+          );
+          assert.doesNotMatch(r.stdout, /ptmx/, `${name} ${label}: ${r.stdout}`);
+          const fds = [...r.stdout.matchAll(/ (\d+) -> /g)].map((m) => m[1]).join(' ');
+          assert.equal(fds, '0 1 2', `${name} ${label}: ${r.stdout}`);
+        }
+      }
+    } finally {
+      ws.terminate();
     }
   });
 

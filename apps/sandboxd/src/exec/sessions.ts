@@ -1,10 +1,10 @@
 /**
  * Exec sessions: every exec is a session supervised by sandboxd.
  *
- * A blocking (non-detachable) session's process is sandboxd's own child (procs.ts). A detachable session runs
- * under its own shim process (shim.ts), detached from sandboxd, which owns the process, its stdio and the
- * replay buffer; sandboxd mirrors it over the shim's unix socket. The shim is usually taken pre-started from
- * the pool (shim-pool.ts), so a detachable exec starts about as fast as a blocking one. A restarted sandboxd finds the shims (and
+ * A blocking (non-detachable) piped session's process is sandboxd's own child (procs.ts). A detachable or a
+ * TTY session runs under its own shim process (shim.ts), detached from sandboxd, which owns the process, its
+ * stdio or pty and the replay buffer; sandboxd mirrors it over the shim's unix socket. The shim is usually
+ * taken pre-started from the pool (shim-pool.ts), so such an exec starts about as fast as a blocking one. A restarted sandboxd finds the shims (and
  * the results of sessions that finished meanwhile) in <sandbox dir>/sessions/ and serves them as before.
  *
  * Invariants (proved by test/exec.test.ts and test/sessions-restart.test.ts):
@@ -21,17 +21,19 @@
  *   pausing its process) until every client is under OUTPUT_LOW_WATER (test/security.output.test.ts).
  * - Stopping, restoring or destroying the sandbox kills every session, shims included, and removes their
  *   directories.
+ * - sandboxd never holds a pty: node-pty opens the master without close-on-exec, so every process sandboxd
+ *   spawns afterwards, in any sandbox, would inherit another session's terminal
+ *   (test/security.host.test.ts). A TTY session, blocking or not, therefore runs under a shim.
  */
 import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import pty from '@lydell/node-pty';
 import type { WebSocket } from 'ws';
 import type { Logger } from '../log.ts';
 import { processStartTime } from '../runtime/namespaces.ts';
-import { type FifoPool, type Proc, spawnPiped, spawnTty } from './procs.ts';
+import { type FifoPool, type Proc, spawnPiped } from './procs.ts';
 import type { ShimPool } from './shim-pool.ts';
 import {
   type Chunk,
@@ -112,6 +114,13 @@ function killGroup(pid: number): void {
   } catch {}
 }
 
+function killShim(pid: number): void {
+  if (pid <= 0) return;
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {}
+}
+
 type Input = Pick<Proc, 'write' | 'endInput' | 'resize'>;
 
 export class Session {
@@ -160,7 +169,12 @@ export class Session {
     return this.clients.size > 0;
   }
 
-  /** The shim's directory (detachable sessions). */
+  /** Whether the session runs under a shim (detachable or TTY; see the module comment). */
+  get underShim(): boolean {
+    return this.spec.detachable || this.spec.tty;
+  }
+
+  /** The shim's directory (sessions under a shim). */
   get dir(): string {
     return path.join(this.ctx.dir, this.id);
   }
@@ -179,18 +193,14 @@ export class Session {
     };
   }
 
-  /** Starts the process: under a shim when detachable, else as sandboxd's own child. */
+  /** Starts the process: under a shim when detachable or TTY, else as sandboxd's own child. */
   async start(argv: string[], env: Record<string, string>): Promise<void> {
-    if (this.spec.detachable) return this.startShim(argv, env);
-    const onOutput = (stream: number, d: Buffer) => this.output(stream, d);
-    const onExit = (code: number) => this.finish(code);
-    this.proc = this.spec.tty
-      ? spawnTty(pty, { argv, env, rows: this.spec.rows, cols: this.spec.cols }, onOutput, onExit)
-      : spawnPiped(
-          { argv, env, stdin: this.spec.stdin, fifos: await this.ctx.fifos.take(this.spec.stdin ? 3 : 2) },
-          onOutput,
-          onExit,
-        );
+    if (this.underShim) return this.startShim(argv, env);
+    this.proc = spawnPiped(
+      { argv, env, stdin: this.spec.stdin, fifos: await this.ctx.fifos.take(this.spec.stdin ? 3 : 2) },
+      (stream, d) => this.output(stream, d),
+      (code) => this.finish(code),
+    );
     this.childPid = this.proc.pid;
     this.input = this.proc;
   }
@@ -492,7 +502,7 @@ export class Session {
 
   /** sandboxd is stopping: a detachable session keeps running under its shim; others are killed. */
   detach(): void {
-    if (this.shim) {
+    if (this.shim && this.spec.detachable) {
       this.letGo = true;
       if (this.retention) clearTimeout(this.retention);
       this.shimSocket?.destroy();
@@ -514,7 +524,7 @@ export class SessionTable {
       onGone: (gone) => {
         if (this.sessions.get(gone.id) !== gone) return;
         this.sessions.delete(gone.id);
-        if (gone.spec.detachable) rmSync(gone.dir, { recursive: true, force: true });
+        if (gone.underShim) rmSync(gone.dir, { recursive: true, force: true });
       },
     };
   }
@@ -551,6 +561,13 @@ export class SessionTable {
       const file = readJson<SessionFile>(path.join(dir, 'session.json'));
       const result = readJson<ResultFile>(path.join(dir, 'result.json'));
       const shimAlive = file !== null && processStartTime(file.shim_pid) === file.shim_start;
+      if (file && !file.detachable) {
+        // A blocking TTY session of a sandboxd that died without killing it: its client is gone.
+        if (shimAlive) killGroup(file.child_pid);
+        if (shimAlive) killShim(file.shim_pid);
+        rmSync(dir, { recursive: true, force: true });
+        continue;
+      }
       if (!file || file.id !== id || (!result && !shimAlive)) {
         this.ctx.log.warn('dropping an exec session without shim or result', { session: id });
         rmSync(dir, { recursive: true, force: true });

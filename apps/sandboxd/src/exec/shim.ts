@@ -1,5 +1,7 @@
 /**
- * Session shim: the supervisor of one detachable exec session, so the session outlives sandboxd.
+ * Session shim: the supervisor of one detachable or TTY exec session, so a detachable session outlives
+ * sandboxd, and sandboxd itself never holds a pty (node-pty opens its master without close-on-exec: every
+ * process sandboxd spawned while a TTY session was open, in any sandbox, would inherit it).
  *
  *   node shim.ts paddock-sandboxd-shim      (ShimSpec JSON on stdin, then EOF; prints "ready <pid>")
  *
@@ -19,6 +21,7 @@
 import { closeSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import { closeInheritedFds } from '../runtime/host-tools.ts';
 import { type Proc, spawnPiped, spawnTty } from './procs.ts';
 import {
   FrameDecoder,
@@ -39,6 +42,8 @@ if (process.argv[2] !== SHIM_MARK) {
   process.stderr.write(`usage: shim.ts ${SHIM_MARK} (session on stdin)\n`);
   process.exit(2);
 }
+// Whatever sandboxd (or whoever started this shim) left open without close-on-exec would reach the session.
+closeInheritedFds();
 /** The session directory, once the session is known. */
 let dir = '';
 

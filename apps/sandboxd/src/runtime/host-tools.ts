@@ -91,14 +91,15 @@ export function execEnv(env: Record<string, string>): Record<string, string> {
   return out;
 }
 
-/**
- * Closes the file descriptors this process inherited without close-on-exec (from whatever started it: a
- * shell, a test runner, a supervisor). Every child would pass them on, down to sandbox processes. Node opens
- * its own with close-on-exec, so only inherited ones (and leaks) are closed. Run once, first thing in main.
- */
 /** Linux's O_CLOEXEC as /proc/<pid>/fdinfo shows it (node's fs.constants does not have it). */
 const O_CLOEXEC = 0o2000000;
 
+/**
+ * Closes the file descriptors this process inherited without close-on-exec (from whatever started it: a
+ * shell, a test runner, a supervisor, sandboxd for a session shim). Every child would pass them on, down to
+ * sandbox processes. Node opens its own with close-on-exec, so only inherited ones (and leaks) are closed.
+ * Run once, first thing in main (sandboxd) and in a session shim.
+ */
 export function closeInheritedFds(): number[] {
   const closed: number[] = [];
   for (const e of readdirSync('/proc/self/fd')) {
