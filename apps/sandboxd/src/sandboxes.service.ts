@@ -22,6 +22,10 @@
  *   to start the sandbox again and answer 503 sandbox_unavailable with the reason if that fails too.
  * - A running sandbox whose init died (OOM, host reboot, sandboxd restart with a dead init) is started
  *   again on demand over the same writable layer.
+ * - A destroy interrupted by a crash is finished by the next sandboxd, never undone: the record says
+ *   `destroying` (durably) before anything is torn down, and it is removed last. A restarted sandboxd also
+ *   kills every init of its data dir that no record claims (one spawned right before a crash, before it
+ *   was recorded). Test: test/crash-recovery.test.ts.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -50,6 +54,7 @@ import {
   FIFO_FD,
   holderAlive,
   type InitHandle,
+  initsUnder,
   isAlive,
   type NamespaceRuntime,
   RUN_BYTES,
@@ -70,6 +75,8 @@ interface SandboxRecord {
   disk?: 'image';
   /** host id slot (root mode: the sandbox's own uid/gid range); absent in records of earlier versions */
   slot?: number;
+  /** set (durably) when its destroy starts: a sandboxd that finds it finishes the destroy */
+  destroying?: true;
 }
 
 export interface ExecParams extends Omit<ExecSpec, 'argv' | 'env'> {
@@ -495,6 +502,27 @@ export function createSandboxesService(deps: ServiceDeps) {
     }
   }
 
+  /**
+   * Removes everything of a sandbox whose record says `destroying`: sessions, init, disk image, cgroup,
+   * files; the record last, so a crash on the way leaves a record the next sandboxd finishes from.
+   */
+  async function tearDown(sb: Sandbox): Promise<void> {
+    try {
+      await stopLocked(sb);
+      if (sb.rec.disk === 'image') await disks.unmount(sb.dir);
+      sb.cgroup?.remove();
+      if (!sb.cgroup) cgroups.create(cgroupKey(sb))?.remove();
+      let entries: string[] = [];
+      try {
+        entries = readdirSync(sb.dir);
+      } catch {}
+      for (const e of entries) if (e !== 'sandbox.json') await removeTree(path.join(sb.dir, e), tools.chmod);
+      await removeTree(sb.dir, tools.chmod);
+    } finally {
+      if (sb.rec.slot !== undefined) destroying.delete(sb.rec.slot);
+    }
+  }
+
   async function stopLocked(sb: Sandbox): Promise<void> {
     await sb.sessions.clear();
     closeListener(sb);
@@ -554,6 +582,7 @@ export function createSandboxesService(deps: ServiceDeps) {
 
   return {
     async load(): Promise<void> {
+      const unfinished: Sandbox[] = [];
       let tenants: string[] = [];
       try {
         tenants = readdirSync(tenantsDir);
@@ -569,6 +598,13 @@ export function createSandboxesService(deps: ServiceDeps) {
               readFileSync(path.join(tenantsDir, tenant, 'sandboxes', name, 'sandbox.json'), 'utf8'),
             ) as SandboxRecord;
             const sb = newSandbox(rec, tenant);
+            if (rec.destroying) {
+              // A destroy a crash interrupted: finish it (the sandbox is gone for callers already).
+              sb.destroyed = true;
+              if (rec.slot !== undefined) destroying.add(rec.slot);
+              unfinished.push(sb);
+              continue;
+            }
             sandboxes.set(key(tenant, name), sb);
             // Detachable exec sessions outlive sandboxd under their shims (exec/sessions.ts).
             sb.sessions.load();
@@ -584,6 +620,29 @@ export function createSandboxesService(deps: ServiceDeps) {
           }
         }
       }
+      // Inits no record claims (spawned right before a crash, before they were recorded), and those of the
+      // destroys being finished: killed, their sandbox is not running for anyone.
+      const claimed = new Set<string>();
+      for (const sb of sandboxes.values())
+        if (sb.rec.init && isAlive(sb.rec.init)) claimed.add(`${sb.rec.init.pid}:${sb.rec.init.startTime}`);
+      for (const found of initsUnder(tenantsDir)) {
+        if (found.procs.some((p) => claimed.has(`${p.pid}:${p.startTime}`))) continue;
+        log.warn('killing a sandbox init no record claims', {
+          sandbox: path.basename(found.sandboxDir),
+          pids: found.procs.map((p) => p.pid),
+        });
+        for (const p of found.procs) {
+          try {
+            process.kill(p.pid, 'SIGKILL');
+          } catch {}
+        }
+      }
+      for (const sb of unfinished)
+        void tearDown(sb).then(
+          () => log.info('finished an interrupted sandbox destroy', { sandbox: sb.rec.name }),
+          (err: unknown) =>
+            log.warn('cannot finish an interrupted sandbox destroy', { sandbox: sb.rec.name, err }),
+        );
       log.info('state loaded', { sandboxes: sandboxes.size });
     },
 
@@ -654,15 +713,9 @@ export function createSandboxesService(deps: ServiceDeps) {
         sandboxes.delete(key(tenant, name));
         // Its ids stay taken until nothing of it is left.
         if (sb.rec.slot !== undefined) destroying.add(sb.rec.slot);
-        try {
-          await stopLocked(sb);
-          if (sb.rec.disk === 'image') await disks.unmount(sb.dir);
-          sb.cgroup?.remove();
-          if (!sb.cgroup) cgroups.create(cgroupKey(sb))?.remove();
-          await removeTree(sb.dir, tools.chmod);
-        } finally {
-          if (sb.rec.slot !== undefined) destroying.delete(sb.rec.slot);
-        }
+        sb.rec.destroying = true;
+        await writeJsonDurable(path.join(sb.dir, 'sandbox.json'), sb.rec, []);
+        await tearDown(sb);
       });
       log.info('sandbox destroyed', { sandbox: name });
     },

@@ -31,7 +31,7 @@
  *   it is found again from the pid and start time recorded on disk.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -147,8 +147,68 @@ export function processStartTime(pid: number): string | null {
   }
 }
 
+/** Whether the init still runs: the same process (pid and start time), not a zombie waiting to be reaped. */
 export function isAlive(h: InitHandle): boolean {
-  return processStartTime(h.pid) === h.startTime;
+  try {
+    const stat = readFileSync(`/proc/${h.pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return fields[0] !== 'Z' && fields[0] !== 'X' && fields[19] === h.startTime;
+  } catch {
+    return false;
+  }
+}
+
+/** A sandbox init found on the host: the `unshare` sandboxd spawned and the sandbox's pid 1 it forked. */
+export interface FoundInit {
+  /** pid and start time of each of its processes, the unshare first */
+  procs: { pid: number; startTime: string }[];
+  /** the sandbox's directory (its SBX_MERGED's parent) */
+  sandboxDir: string;
+}
+
+/**
+ * The running sandbox inits whose sandbox directory lies under `root`, found from the kernel (the
+ * `… sandbox-init` command line and the SBX_MERGED its environment keeps), not from sandboxd's records:
+ * a sandboxd killed between spawning an init and recording it leaves one no record names.
+ */
+export function initsUnder(root: string): FoundInit[] {
+  const prefix = root.endsWith('/') ? root : `${root}/`;
+  const procs = new Map<number, { ppid: number; startTime: string; sandboxDir: string }>();
+  let entries: string[] = [];
+  try {
+    entries = readdirSync('/proc');
+  } catch {}
+  for (const e of entries) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const argv = readFileSync(`/proc/${e}/cmdline`, 'utf8').split('\0');
+      if (argv.at(-1) === '') argv.pop();
+      if (argv.at(-1) !== 'sandbox-init' || argv.at(-2) !== 'eval "$SBX_INIT"') continue;
+      const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (fields[0] === 'Z' || fields[0] === 'X') continue;
+      const merged = readFileSync(`/proc/${e}/environ`, 'utf8')
+        .split('\0')
+        .find((kv) => kv.startsWith('SBX_MERGED='))
+        ?.slice('SBX_MERGED='.length);
+      if (!merged?.startsWith(prefix)) continue;
+      procs.set(Number(e), {
+        ppid: Number(fields[1]),
+        startTime: fields[19] ?? '',
+        sandboxDir: path.dirname(merged),
+      });
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  const found: FoundInit[] = [];
+  for (const [pid, p] of procs) {
+    if (procs.has(p.ppid)) continue; // the sandbox's pid 1: listed with its unshare
+    const group = [{ pid, startTime: p.startTime }];
+    for (const [c, cp] of procs) if (cp.ppid === pid) group.push({ pid: c, startTime: cp.startTime });
+    found.push({ procs: group, sandboxDir: p.sandboxDir });
+  }
+  return found;
 }
 
 /**
