@@ -87,17 +87,17 @@ describe('exec env never reaches the host (finding 1, finding 12 PATH)', () => {
 
   it('leaves sandbox processes no inherited file descriptor beyond stdio', async () => {
     for (const { label, o } of EXEC_MODES) {
-      // The fds of a program the exec'd shell starts in the background, once it runs (its comm is
-      // "sleep"): listing the shell's own fds through a pipeline would race with the pipe fds the shell
-      // holds while it sets it up, and before its exec the forked child briefly holds the /dev/null it
-      // makes its stdin from.
+      // The fds of a program the exec'd shell starts in the background, once it sleeps (its comm is
+      // "sleep" and its state S): listing the shell's own fds through a pipeline would race with the
+      // pipe fds the shell holds while it sets it up; before its exec the forked child briefly holds
+      // the /dev/null it makes its stdin from, and after it the dynamic loader the libraries it maps.
       const r = await exec(
         d,
         'sec-a',
         [
           '/bin/sh',
           '-c',
-          'sleep 30 & p=$!; until [ "$(cat /proc/$p/comm)" = sleep ]; do :; done; ls /proc/$p/fd | sort -n | tr "\\n" " "; kill $p',
+          'sleep 30 & p=$!; until [ "$(cat /proc/$p/comm)" = sleep ] && [ "$(cut -d" " -f3 /proc/$p/stat)" = S ]; do :; done; ls /proc/$p/fd | sort -n | tr "\\n" " "; kill $p',
         ],
         o,
       );
@@ -131,7 +131,7 @@ describe('exec env never reaches the host (finding 1, finding 12 PATH)', () => {
             [
               '/bin/sh',
               '-c',
-              'sleep 30 & p=$!; until [ "$(cat /proc/$p/comm)" = sleep ]; do :; done; ls -l /proc/$p/fd; kill $p',
+              'sleep 30 & p=$!; until [ "$(cat /proc/$p/comm)" = sleep ] && [ "$(cut -d" " -f3 /proc/$p/stat)" = S ]; do :; done; ls -l /proc/$p/fd; kill $p',
             ],
             o,
           );
