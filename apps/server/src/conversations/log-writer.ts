@@ -71,6 +71,12 @@ export interface LogWriterDeps {
   flushIntervalMs?: number;
   /** A batch is sent at once when this many output bytes wait (default 256 KiB). */
   maxBatchBytes?: number;
+  /**
+   * Most bytes one batch takes from a backlog (default 4 MiB): while a batch commits, output keeps
+   * queueing, and the next batch takes all of it up to this, so a flood costs few commits (each one
+   * a WAL flush) instead of one per maxBatchBytes.
+   */
+  maxStatementBytes?: number;
   /** Largest `data` of one row (default 32 KiB); readers page by rows. */
   maxRowBytes?: number;
 }
@@ -142,6 +148,7 @@ export function createLogWriter(
   const { lease, registry } = input;
   const intervalMs = deps.flushIntervalMs ?? 15;
   const maxBatchBytes = deps.maxBatchBytes ?? 256 * 1024;
+  const maxStatementBytes = Math.max(maxBatchBytes, deps.maxStatementBytes ?? 2 * 1024 * 1024);
   const maxRowBytes = deps.maxRowBytes ?? 32 * 1024;
   const budget = deps.outputBudgetMb > 0 ? deps.outputBudgetMb * 1024 * 1024 : Number.POSITIVE_INFINITY;
 
@@ -313,7 +320,7 @@ export function createLogWriter(
     while (take < queue.length && take < MAX_ROWS_PER_BATCH) {
       const item = queue[take]!;
       const size = item.kind === 'output' ? item.bytes : item.kind === 'event' ? item.data.length : 0;
-      if (take > 0 && bytes + size > maxBatchBytes) break;
+      if (take > 0 && bytes + size > maxStatementBytes) break;
       bytes += size;
       take++;
     }
