@@ -205,6 +205,36 @@ describe('claude adapter: reading stream-json', () => {
     assert.deepEqual(claudeAdapter.parseLine('  '), []);
   });
 
+  it('a retried model request is an error event per attempt (the CLI retries for minutes otherwise unseen)', () => {
+    // As the CLI printed it when its proxy refused the provider's host.
+    const line =
+      '{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":619,"error_status":null,"error":"unknown","session_id":"17914142-b3bb-416e-b5bd-db8e2925d18d","uuid":"b4616b28-f95b-497b-9160-ee35625f3f27"}';
+    assert.deepEqual(claudeAdapter.parseLine(line), [
+      {
+        kind: 'error',
+        message: 'the model API request failed (no answer); retrying in 0.6 s (attempt 1 of 10)',
+      },
+    ]);
+    const overloaded = JSON.stringify({
+      type: 'system',
+      subtype: 'api_retry',
+      attempt: 3,
+      max_retries: 10,
+      retry_delay_ms: 2331,
+      error_status: 529,
+      error: 'overloaded_error',
+    });
+    assert.deepEqual(claudeAdapter.parseLine(overloaded), [
+      {
+        kind: 'error',
+        message:
+          'the model API request failed (HTTP 529, overloaded_error); retrying in 2.3 s (attempt 3 of 10)',
+      },
+    ]);
+    // Other system lines (hooks, compaction notices) say nothing.
+    assert.deepEqual(claudeAdapter.parseLine('{"type":"system","subtype":"compact_boundary"}'), []);
+  });
+
   it('a result with an error subtype is an error event (max turns, execution errors)', () => {
     const line = JSON.stringify({
       type: 'result',

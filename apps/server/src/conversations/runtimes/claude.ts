@@ -13,7 +13,9 @@
 // - Resume: `--resume <session_id>` from the same working directory (/home/sandbox); the session
 //   transcripts live under ~/.claude/projects, which is what sessionPaths carries across sandboxes.
 //
-// stream-json lines → TurnEvents: system/init → session; assistant text → text, tool_use →
+// stream-json lines → TurnEvents: system/init → session; system/api_retry (the CLI retrying a
+// failed model request, up to minutes in all) → error, one per attempt, so a person watching sees
+// why nothing happens; assistant text → text, tool_use →
 // tool_call; user tool_result → tool_result; an assistant message flagged `error` (the CLI's own
 // "Not logged in", API errors) → error; result → session and usage (this turn's: `usage` is per
 // invocation, cost from model_usage_since_last_result since total_cost_usd is the session's), and
@@ -96,9 +98,9 @@ export const claudeAdapter: RuntimeAdapter = {
     if (!event) return [{ kind: 'raw', line }];
     switch (event['type']) {
       case 'system':
-        return event['subtype'] === 'init' && typeof event['session_id'] === 'string'
-          ? [{ kind: 'session', session_id: event['session_id'] }]
-          : [];
+        if (event['subtype'] === 'init' && typeof event['session_id'] === 'string')
+          return [{ kind: 'session', session_id: event['session_id'] }];
+        return event['subtype'] === 'api_retry' ? [retryEvent(event)] : [];
       case 'assistant':
         return assistantEvents(event);
       case 'user':
@@ -112,6 +114,19 @@ export const claudeAdapter: RuntimeAdapter = {
 };
 
 type Json = Record<string, unknown>;
+
+/** `{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":619,…}` */
+function retryEvent(event: Json): TurnEvent {
+  const attempt = num(event['attempt']);
+  const max = num(event['max_retries']);
+  const delay = num(event['retry_delay_ms']);
+  const status = num(event['error_status']);
+  const error = typeof event['error'] === 'string' && event['error'] !== 'unknown' ? event['error'] : '';
+  const why = status !== undefined ? `HTTP ${status}${error ? `, ${error}` : ''}` : error || 'no answer';
+  const when = delay !== undefined ? ` in ${(delay / 1000).toFixed(1)} s` : '';
+  const which = attempt !== undefined ? ` (attempt ${attempt}${max !== undefined ? ` of ${max}` : ''})` : '';
+  return { kind: 'error', message: `the model API request failed (${why}); retrying${when}${which}` };
+}
 
 function blocks(event: Json): Json[] {
   const message = (event['message'] ?? {}) as Json;
