@@ -13,6 +13,7 @@ const LABELS: Record<string, string> = {
   network: 'Network policy',
   clone: 'Clone repositories',
   setup: 'Setup script',
+  runtime: 'Agent CLI',
   turn: 'Turn',
   reattach: 'Reattach',
   sandbox: 'Sandbox reclaimed',
