@@ -304,7 +304,7 @@ async function build(
     await run(guard([npm, 'install', '--ignore-scripts', ...flags, pkg]), { cwd: partial, env, children });
     log.info('runtime layer: installed', { package: pkg, seconds: Math.round((Date.now() - t0) / 100) / 10 });
   }
-  input.onProgress?.({ step: steps - 1, steps, current: 'install scripts', started });
+  input.onProgress?.({ step: steps - 1, steps, current: 'running install scripts', started });
   if (spec.installScripts.length > 0) {
     const t0 = Date.now();
     await run(guard([npm, 'rebuild', '--ignore-scripts=false', ...flags, ...spec.installScripts]), {
@@ -317,7 +317,7 @@ async function build(
       seconds: Math.round((Date.now() - t0) / 100) / 10,
     });
   }
-  input.onProgress?.({ step: steps, steps, current: 'bin', started });
+  input.onProgress?.({ step: steps, steps, current: 'linking the commands', started });
   const bin = path.join(partial, 'bin');
   mkdirSync(bin, { mode: 0o755 });
   symlinkSync(

@@ -97,9 +97,10 @@ export async function ensureRuntime(input: {
           'runtime',
           `the sandbox backend's runtime layer did not finish installing within ${Math.round(t.waitMs / 60_000)} min`,
         );
-      const what = layer.progress
-        ? `installing ${layer.progress.current}, step ${layer.progress.step} of ${layer.progress.steps}`
-        : 'installing';
+      // `current` is a package (`name@version`) or what the step does (sandboxd's progress).
+      const current = layer.progress?.current ?? '';
+      const doing = /.@\d/.test(current) ? `installing ${current}` : current || 'installing';
+      const what = layer.progress ? `${doing}, step ${layer.progress.step} of ${layer.progress.steps}` : 'installing';
       if (what !== waiting) {
         waiting = what;
         await note(input.sink, `waiting for the runtime layer (${what})`);
