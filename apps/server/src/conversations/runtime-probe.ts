@@ -100,7 +100,9 @@ export async function ensureRuntime(input: {
       // `current` is a package (`name@version`) or what the step does (sandboxd's progress).
       const current = layer.progress?.current ?? '';
       const doing = /.@\d/.test(current) ? `installing ${current}` : current || 'installing';
-      const what = layer.progress ? `${doing}, step ${layer.progress.step} of ${layer.progress.steps}` : 'installing';
+      const what = layer.progress
+        ? `${doing}, step ${layer.progress.step} of ${layer.progress.steps}`
+        : 'installing';
       if (what !== waiting) {
         waiting = what;
         await note(input.sink, `waiting for the runtime layer (${what})`);
