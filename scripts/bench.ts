@@ -2,9 +2,13 @@
 // baseline measured in the same run (absolute numbers drift between machines).
 //   npm run bench              all
 //   npm run bench -- http      only the HTTP benchmark (names: http, sandbox, login, mail-oracle, redaction, conversations, flood, conversations-log, agents, web)
-import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { sessionShims, unmountUnder } from '../apps/sandboxd/test/harness.ts';
+import { detachLoopDevicesUnder, killSandboxInitsUnder } from '../apps/sandboxd/test/leftovers.ts';
+import { SHARED_ROOT } from '../apps/server/src/db/embedded.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const BENCHES: Record<string, string> = {
@@ -27,6 +31,100 @@ const firstOption = args.findIndex((a) => a.startsWith('-'));
 const wanted = firstOption === -1 ? args : args.slice(0, firstOption);
 const passed = firstOption === -1 ? [] : args.slice(firstOption);
 const names = wanted.length > 0 ? wanted : Object.keys(BENCHES);
+/**
+ * Each benchmark runs with a TMPDIR of its own, so what it leaves when it is killed or crashes (its
+ * sandboxd and PostgreSQL, their sandbox inits, shims, disk images and files) is found there and
+ * removed after it; a benchmark that ends normally has removed everything itself.
+ */
+function processesOf(dir: string): number[] {
+  const found: number[] = [];
+  for (const e of readdirSync('/proc')) {
+    if (!/^\d+$/.test(e) || Number(e) === process.pid) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${e}/cmdline`, 'utf8');
+      const environ = readFileSync(`/proc/${e}/environ`, 'utf8').split('\0');
+      if (environ.includes(`TMPDIR=${dir}`) || cmdline.includes(`${dir}/`)) found.push(Number(e));
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return found;
+}
+
+/**
+ * PostgreSQL clusters of data dirs under `dir` that root keeps in /var/lib/paddock/clusters (named in
+ * their `.owner` file, apps/server/src/db/embedded.ts): their servers are stopped and they are removed.
+ */
+async function removeClustersOf(dir: string): Promise<number> {
+  const clusters = join(SHARED_ROOT, 'clusters');
+  let owners: string[] = [];
+  try {
+    owners = readdirSync(clusters).filter((n) => n.endsWith('.owner'));
+  } catch {
+    return 0;
+  }
+  let removed = 0;
+  for (const file of owners) {
+    const cluster = join(clusters, file.slice(0, -'.owner'.length));
+    try {
+      if (!readFileSync(join(clusters, file), 'utf8').startsWith(`${dir}/`)) continue;
+    } catch {
+      continue;
+    }
+    try {
+      const pid = Number(readFileSync(join(cluster, 'postmaster.pid'), 'utf8').split('\n')[0]);
+      process.kill(pid, 'SIGQUIT'); // immediate shutdown
+      for (let i = 0; i < 50; i++) {
+        process.kill(pid, 0);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    } catch {
+      // not running (any more)
+    }
+    rmSync(cluster, { recursive: true, force: true });
+    rmSync(join(clusters, file), { force: true });
+    removed++;
+  }
+  return removed;
+}
+
+async function sweep(dir: string): Promise<string[]> {
+  const left: string[] = [];
+  for (let round = 0; round < 3; round++) {
+    const pids = [...processesOf(dir), ...sessionShims(dir)];
+    if (pids.length === 0) break;
+    if (round === 0) left.push(`${pids.length} processes`);
+    for (const pid of pids) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {}
+    }
+    await new Promise((r) => setTimeout(r, 300));
+  }
+  const clusters = await removeClustersOf(dir);
+  if (clusters > 0) left.push(`${clusters} PostgreSQL clusters`);
+  const inits = await killSandboxInitsUnder(dir);
+  if (inits.length > 0) left.push(`${inits.length} sandbox inits`);
+  unmountUnder(dir);
+  const loops = detachLoopDevicesUnder(dir);
+  if (loops.length > 0) left.push(`${loops.length} loop devices`);
+  try {
+    rmSync(dir, { recursive: true, force: true });
+  } catch {
+    // Overlay work dirs (mode 000, made by the kernel) must be made accessible first.
+    execFileSync('chmod', ['-R', 'u+rwx', '--', dir], { stdio: 'ignore' });
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return left;
+}
+
+// Ctrl-C reaches the benchmark too (same process group); this script waits for it, then sweeps.
+let interrupted = false;
+for (const signal of ['SIGINT', 'SIGTERM'] as const)
+  process.on(signal, () => {
+    interrupted = true;
+  });
+
 let failed = false;
 for (const name of names) {
   const file = BENCHES[name];
@@ -36,11 +134,26 @@ for (const name of names) {
     continue;
   }
   console.log(`\n== ${name} (${file})`);
-  const code = await new Promise<number>((r) =>
-    spawn(process.execPath, [join(ROOT, file), ...passed], { stdio: 'inherit', cwd: ROOT }).on('exit', (c) =>
-      r(c ?? 1),
-    ),
-  );
-  if (code !== 0) failed = true;
+  const tmp = mkdtempSync(join(tmpdir(), 'paddock-bench-'));
+  // Like /tmp: a root run's PostgreSQL runs as `postgres`, rootless pieces as other users.
+  chmodSync(tmp, 0o1777);
+  const child = spawn(process.execPath, [join(ROOT, file), ...passed], {
+    stdio: 'inherit',
+    cwd: ROOT,
+    env: { ...process.env, TMPDIR: tmp },
+  });
+  const forward = (signal: NodeJS.Signals) => child.kill(signal);
+  process.on('SIGTERM', forward);
+  const code = await new Promise<number>((r) => child.on('exit', (c) => r(c ?? 1)));
+  process.off('SIGTERM', forward);
+  const left = await sweep(tmp);
+  if (left.length > 0)
+    console.error(
+      `bench: ${name} left ${left.join(', ')} behind (${code === 0 ? 'a bug' : 'it ended early'}); removed`,
+    );
+  if (code !== 0) {
+    failed = true;
+    if (interrupted) break;
+  }
 }
 process.exit(failed ? 1 : 0);

@@ -250,7 +250,7 @@ function shimProcesses(): { pid: number; cwd: string; ppid: number }[] {
 }
 
 /** Unmounts what sandboxd mounted under the data dir (the sandboxes' disk images, root mode), deepest first. */
-function unmountUnder(dataDir: string): void {
+export function unmountUnder(dataDir: string): void {
   const points = readFileSync('/proc/self/mountinfo', 'utf8')
     .split('\n')
     .map((l) =>
