@@ -252,8 +252,11 @@ export function createRenderer(
     outIsTerminal?: boolean;
     /** Show turns through their turn events, skipping the turns' raw stdout (see the top). */
     events?: boolean;
+    /** The clock of the spinner's elapsed time (tests give a fixed one). */
+    now?: () => number;
   } = {},
 ): Renderer {
+  const now = options.now ?? Date.now;
   const showEvents = options.events === true;
   /** A turn's raw stdout, shown through its events instead. */
   const skipped = (e: LogEvent) => showEvents && e.stream === 'stdout' && e.turn_id !== null;
@@ -347,7 +350,7 @@ export function createRenderer(
     const top = open.at(-1);
     if (!top || !atLineStart) return;
     sink.err(
-      `\r\u001b[2K${FRAMES[frame++ % FRAMES.length]} ${top.stage} ${dim(formatDuration(Date.now() - top.since))}`,
+      `\r\u001b[2K${FRAMES[frame++ % FRAMES.length]} ${top.stage} ${dim(formatDuration(now() - top.since))}`,
     );
     spinnerShown = true;
   };
@@ -413,7 +416,7 @@ export function createRenderer(
       const stage = e.stage ?? 'stage';
       if (e.state === 'started') {
         // The turn's own output is its progress: no spinner over it.
-        if (stage !== 'turn') open.push({ stage, since: Date.now() });
+        if (stage !== 'turn') open.push({ stage, since: now() });
         syncTimer();
         drawSpinner();
         return;

@@ -86,13 +86,14 @@ describe('rendering the log', () => {
   });
 
   it('renders stages for a person: ✔ with the duration, ✖ with the failure message, no spinner left behind', () => {
-    const { err } = render('person', LOG, { color: false });
+    const { err } = render('person', LOG, { color: false, now: () => 0 });
     const lines = screen(err).split('\n');
     assert.ok(lines.includes('✔ provision 1.2s'), err);
     // the setup output ended without a newline: the stage line starts on a line of its own
     assert.ok(lines.includes('✔ setup 80ms'), err);
     assert.ok(lines.includes('✖ turn 1m 02s: exit code 3'), err);
     assert.ok(lines.includes('paddock: the server stopped'), err);
+    // With the clock standing still, a spinner over the turn would read exactly this.
     assert.ok(!err.includes('turn 0ms'), 'no spinner for the turn: its output is the progress');
     assert.ok(err.endsWith('\n'));
   });
@@ -102,7 +103,8 @@ describe('rendering the log', () => {
     assert.ok(coloured.includes(`${ESC}[32m✔`));
     assert.ok(coloured.includes(`${ESC}[31m✖`));
     assert.ok(!render('person', LOG, { color: false }).err.includes(`${ESC}[3`));
-    const { tty } = render('person', LOG, { color: false });
+    // A clock that stands still: the spinner's elapsed time is 0ms however slow the machine is.
+    const { tty } = render('person', LOG, { color: false, now: () => 0 });
     assert.ok(tty.includes(`⠙ setup 0ms\r${ESC}[2Kinstalling\n✔ setup 80ms\n`), JSON.stringify(tty));
   });
 

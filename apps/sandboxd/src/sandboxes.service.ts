@@ -714,7 +714,10 @@ export function createSandboxesService(deps: ServiceDeps) {
         // Its ids stay taken until nothing of it is left.
         if (sb.rec.slot !== undefined) destroying.add(sb.rec.slot);
         sb.rec.destroying = true;
-        await writeJsonDurable(path.join(sb.dir, 'sandbox.json'), sb.rec, []);
+        // Best effort: without the mark a crash mid-way is what it was before (the sandbox comes back).
+        await writeJsonDurable(path.join(sb.dir, 'sandbox.json'), sb.rec, []).catch((err: unknown) =>
+          log.warn('cannot mark the sandbox record as destroying', { sandbox: name, err }),
+        );
         await tearDown(sb);
       });
       log.info('sandbox destroyed', { sandbox: name });
