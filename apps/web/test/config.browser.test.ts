@@ -254,7 +254,11 @@ describe('admin pages', () => {
     await page.waitForURL(/\?q=target-/);
     const row = page.getByRole('row', { name: new RegExp(userEmail) });
     await row.waitFor();
-    assert.equal(await page.getByRole('row').count(), 2, 'the header and the one match');
+    // The unfiltered list stays on screen (the table aria-busy) until the search's answer replaces it.
+    await page.locator('table[aria-busy="false"]').waitFor();
+    const rows = page.getByRole('row');
+    for (let i = 0; i < 50 && (await rows.count()) !== 2; i++) await page.waitForTimeout(100);
+    assert.equal(await rows.count(), 2, 'the header and the one match');
     await c.axe(page, 'admin users');
 
     await row.getByRole('link', { name: userEmail }).click();

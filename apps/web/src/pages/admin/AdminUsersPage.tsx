@@ -88,7 +88,7 @@ export default function AdminUsersPage() {
       </search>
       <ErrorNotice error={first.error ?? error} />
       <div className="table-wrap">
-        <table className="data-table data-table-stack">
+        <table className="data-table data-table-stack" aria-busy={first.loading}>
           <thead>
             <tr>
               <th scope="col">Email</th>
