@@ -182,31 +182,23 @@ server.on('error', (err) => {
   process.exit(71);
 });
 
-// A piped process starts first (its start-up is what a session's first output byte waits for), then the
-// socket: the socket is bound at once and its callback runs on the next tick, so no exit or output event
-// of the process (I/O, later in the loop) comes before the socket is up; output meanwhile is kept for
-// replay. A TTY process starts once the socket is up, as before: node-pty's fork left an extra descriptor
-// in the session when it came first (security.host.test.ts "no inherited file descriptor").
+// The process starts first (its start-up is what a session's first output byte waits for), then the socket:
+// the socket is bound at once and its callback runs on the next tick, so no exit or output event of the
+// process (I/O, later in the loop) comes before the socket is up; output meanwhile is kept for replay.
 // The stdin FIFO stays linked while the process runs (procs.ts), in the sandbox init's FIFO directory, which a
 // restarted sandboxd leaves alone.
-const listen = async () => {
-  const dirFd = openSync(dir, 'r');
-  await new Promise<void>((resolve) => server.listen(socketPathVia(dirFd, 'shim.sock'), resolve));
-  closeSync(dirFd);
-};
 const fifos = [...spec.fifos];
-if (spec.tty) {
-  await listen();
-  proc = spawnTty(
-    (await import('@lydell/node-pty')).default,
-    { argv: spec.argv, env: spec.env, rows: spec.rows, cols: spec.cols },
-    onOutput,
-    onExit,
-  );
-} else {
-  proc = spawnPiped({ argv: spec.argv, env: spec.env, stdin: spec.stdin, fifos }, onOutput, onExit);
-  await listen();
-}
+proc = spec.tty
+  ? spawnTty(
+      (await import('@lydell/node-pty')).default,
+      { argv: spec.argv, env: spec.env, rows: spec.rows, cols: spec.cols },
+      onOutput,
+      onExit,
+    )
+  : spawnPiped({ argv: spec.argv, env: spec.env, stdin: spec.stdin, fifos }, onOutput, onExit);
+const dirFd = openSync(dir, 'r');
+await new Promise<void>((resolve) => server.listen(socketPathVia(dirFd, 'shim.sock'), resolve));
+closeSync(dirFd);
 const file: SessionFile = {
   id: spec.id,
   command: spec.command,
