@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
+import { existsSync, readdirSync } from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { startTestSandboxd, type TestSandboxd } from './harness.ts';
+import { sessionShims, startTestSandboxd, type TestSandboxd } from './harness.ts';
 import { api, attach, collect, exec, openExec, sh, waitFor } from './helpers.ts';
 
 let d: TestSandboxd;
@@ -192,6 +194,44 @@ describe('exec', () => {
       const list = await api(d, 'GET', `/v1/sandboxes/${SB}/exec`);
       return !(list.json['sessions'] as { command: string }[]).some((s) => s.command.includes('sleep 31'));
     }, 'killed session gone from the list');
+  });
+
+  it('kills a blocking TTY exec when its socket drops: listed while it runs, then no process, shim or directory left', async () => {
+    // A TTY exec runs under a session shim (sandboxd holds no pty), detached from sandboxd like a turn:
+    // dropping its socket must still end it as it ends a piped one.
+    const ws = openExec(d, SB, ['sh', '-c', 'echo started; sleep 32; touch /tmp/should-not-exist'], {
+      tty: true,
+    });
+    const c = collect(ws, true, 20_000);
+    let seen = '';
+    ws.on('message', (data: Buffer, isBinary: boolean) => {
+      if (isBinary) seen += data.toString();
+    });
+    await waitFor(() => seen.includes('started'), 'started');
+    const listed = (await api(d, 'GET', `/v1/sandboxes/${SB}/exec`)).json['sessions'] as {
+      id: string;
+      command: string;
+      tty: boolean;
+      detachable: boolean;
+      is_active: boolean;
+    }[];
+    const session = listed.find((s) => s.command.includes('sleep 32'));
+    assert.ok(session, 'listed while it runs');
+    assert.deepEqual([session.tty, session.detachable, session.is_active], [true, false, true]);
+    assert.equal(sessionShims(d.dataDir).length, 1, 'one shim serves it');
+    ws.terminate();
+    await c;
+    const count = 'ps -eo args= | grep -cx "sleep 32" || true';
+    await waitFor(async () => (await sh(d, SB, count)).stdout.trim() === '0', 'sleep killed');
+    await waitFor(async () => {
+      const list = await api(d, 'GET', `/v1/sandboxes/${SB}/exec`);
+      return !(list.json['sessions'] as { id: string }[]).some((s) => s.id === session.id);
+    }, 'killed session gone from the list');
+    await waitFor(() => sessionShims(d.dataDir).length === 0, 'its shim gone');
+    const tenant = readdirSync(path.join(d.dataDir, 'tenants'))[0]!;
+    const sessions = path.join(d.dataDir, 'tenants', tenant, 'sandboxes', SB, 'sessions');
+    await waitFor(() => !existsSync(path.join(sessions, session.id)), 'its session directory removed');
+    assert.equal((await sh(d, SB, 'test -e /tmp/should-not-exist && echo yes || echo no')).stdout, 'no\n');
   });
 
   it('answers 404 when attaching to an unknown session', async () => {
