@@ -18,6 +18,7 @@ import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { initsUnder } from '../src/runtime/namespaces.ts';
 import { hostBin } from './host-bin.ts';
 
 export interface SandboxInit {
@@ -51,46 +52,26 @@ function bootTime(): number {
   return Number(line?.split(' ')[1] ?? 0);
 }
 
-/** Running (not zombie) sandbox inits whose sandbox lies under `root`. */
+/**
+ * Running (not zombie) sandbox inits whose sandbox lies under `root` (or its real path), through the scan
+ * a restarted sandboxd uses to find inits no record claims (src/runtime/namespaces.ts initsUnder).
+ */
 export function sandboxInitsUnder(root: string): SandboxInit[] {
-  const under = prefixes(root);
   const btime = bootTime();
-  const procs = new Map<number, { ppid: number; sandboxDir: string; startedAt: Date }>();
-  for (const e of readdirSync('/proc')) {
-    if (!/^\d+$/.test(e)) continue;
-    try {
-      const argv = readFileSync(`/proc/${e}/cmdline`, 'utf8').split('\0');
-      if (argv.at(-1) === '') argv.pop();
-      if (argv.at(-1) !== 'sandbox-init' || argv.at(-2) !== 'eval "$SBX_INIT"') continue;
-      const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (fields[0] === 'Z') continue;
-      const merged = readFileSync(`/proc/${e}/environ`, 'utf8')
-        .split('\0')
-        .find((kv) => kv.startsWith('SBX_MERGED='))
-        ?.slice('SBX_MERGED='.length);
-      if (!merged || !under.some((p) => merged.startsWith(p))) continue;
-      procs.set(Number(e), {
-        ppid: Number(fields[1]),
-        sandboxDir: path.dirname(merged),
-        startedAt: new Date((btime + Number(fields[19]) / USER_HZ) * 1000),
+  const inits = new Map<number, SandboxInit>();
+  for (const prefix of prefixes(root)) {
+    for (const found of initsUnder(prefix)) {
+      const [unshare, child] = found.procs;
+      if (!unshare) continue;
+      inits.set(unshare.pid, {
+        pid: child?.pid ?? unshare.pid,
+        pids: found.procs.map((p) => p.pid),
+        sandboxDir: found.sandboxDir,
+        startedAt: new Date((btime + Number(unshare.startTime) / USER_HZ) * 1000),
       });
-    } catch {
-      // Gone meanwhile, or not ours to read.
     }
   }
-  const inits: SandboxInit[] = [];
-  for (const [pid, p] of procs) {
-    if (procs.has(p.ppid)) continue; // the child of an unshare listed here: reported with it
-    const child = [...procs].find(([, c]) => c.ppid === pid)?.[0];
-    inits.push({
-      pid: child ?? pid,
-      pids: child === undefined ? [pid] : [pid, child],
-      sandboxDir: p.sandboxDir,
-      startedAt: p.startedAt,
-    });
-  }
-  return inits;
+  return [...inits.values()];
 }
 
 function running(pid: number): boolean {
