@@ -7,8 +7,10 @@
 // (measured at a steady 1 MB/s, below saturation: at saturation latency is queueing by design).
 //
 //   node scripts/bench-conversations-log.ts [--runs 3] [--mb 16] [--json out.json]
-import http from 'node:http';
+//   BENCH_VIEWERS=0 (the writer alone), BENCH_DEBUG=1 (timings and CPU by thread per run)
+
 import type { AddressInfo } from 'node:net';
+import net from 'node:net';
 import { parseArgs } from 'node:util';
 import { isMainThread, parentPort, Worker } from 'node:worker_threads';
 import type { LogWriter } from '../apps/server/src/conversations/contracts.ts';
@@ -17,6 +19,7 @@ import { openDatabase } from '../apps/server/src/db/database.ts';
 import { insertConversation } from '../apps/server/test/helpers/conversation-rows.ts';
 import { createVerifiedUser } from '../apps/server/test/helpers/factories.ts';
 import { appOnDatabase, startScratchPostgres } from '../apps/server/test/helpers/scratch.ts';
+import { cpuDiff, cpuSnapshot } from './bench-cpu.ts';
 import { type Figure, median, writeReport } from './bench-report.ts';
 
 const { values } = parseArgs({
@@ -32,6 +35,8 @@ if (!Number.isInteger(runs) || runs < 1) throw new Error('--runs must be a posit
 if (!Number.isInteger(megabytes) || megabytes < 2) throw new Error('--mb must be an integer ≥ 2');
 
 const VIEWERS = Number(process.env['BENCH_VIEWERS'] ?? 10);
+/** BENCH_DEBUG=1: print each sustained run's timings and the CPU each thread spent in it. */
+const debug = Boolean(process.env['BENCH_DEBUG']);
 const SECRETS = 100;
 const CHUNK = 16 * 1024;
 const PACED_CHUNK = 4 * 1024;
@@ -97,43 +102,87 @@ interface Viewer {
   close(): void;
 }
 
-const EVENT_END = Buffer.from('\n\n');
-const ID_PREFIX = Buffer.from('id: ');
+const EVENT_START = Buffer.from('\nid: ');
 const SEQ_TAG = Buffer.from('#seq ');
 const SEQ_END = Buffer.from(' #');
+/** A chunk of the body that ends on whole events (each frame is written whole: one HTTP chunk). */
+const CHUNK_END = Buffer.from('\n\n\r\n');
+/** Longer than any pattern the viewer looks for (an event start with its id, a tag). */
+const SEAM = 48;
 
+/**
+ * A light SSE client: HTTP/1.1 over a plain socket that reads into one reused buffer (no buffer
+ * allocated per read, no HTTP parser, no decoding, no JSON.parse), looking in the bytes as
+ * received for event starts (`id: N` at the start of a line: inside `data:` JSON a newline is
+ * always escaped) and the bench's `#seq n #` tags. What a viewer costs is the viewer's, not the
+ * service's: in production viewers are other machines; here they share this machine's two cores.
+ */
 function openViewer(url: string, auth: Record<string, string>): Promise<Viewer> {
   return new Promise((resolve, reject) => {
-    const viewer: Viewer = { lastId: 0, seen: new Map(), close: () => request.destroy() };
-    const request = http.get(url, { headers: auth }, (response) => {
-      // A light client: events cut at their blank line, the id from its line and the tags found in
-      // the bytes as received (they hold no character JSON escapes), no decoding of the whole text
-      // and no JSON.parse of every event. What it costs is the viewer's, not the service's: in
-      // production viewers are other machines, here they share this machine's two cores.
-      let carry: Buffer = Buffer.alloc(0);
-      response.on('data', (chunk: Buffer) => {
-        const now = performance.timeOrigin + performance.now();
-        const bytes = carry.length > 0 ? Buffer.concat([carry, chunk]) : chunk;
-        let start = 0;
-        let cut = bytes.indexOf(EVENT_END, start);
-        while (cut >= 0) {
-          if (bytes.subarray(start, start + 4).equals(ID_PREFIX)) {
-            viewer.lastId = Number(bytes.toString('latin1', start + 4, bytes.indexOf(10, start)));
-          }
-          let tag = bytes.indexOf(SEQ_TAG, start);
-          while (tag >= 0 && tag < cut) {
-            const end = bytes.indexOf(SEQ_END, tag + SEQ_TAG.length);
-            viewer.seen.set(Number(bytes.toString('latin1', tag + SEQ_TAG.length, end)), now);
-            tag = bytes.indexOf(SEQ_TAG, end);
-          }
-          start = cut + 2;
-          cut = bytes.indexOf(EVENT_END, start);
+    const target = new URL(url);
+    // The newest event whose start was seen; it is whole once a later one starts or the body so
+    // far ends on a chunk that ends an event.
+    let started = 0;
+    let seam: Buffer = Buffer.alloc(0);
+    let headers = true;
+    const viewer: Viewer = { lastId: 0, seen: new Map(), close: () => socket.destroy() };
+    /** Finds event starts and tags in `bytes` (a match seen twice at a seam is idempotent). */
+    const scan = (bytes: Buffer, now: number): void => {
+      let at = bytes.indexOf(EVENT_START);
+      while (at >= 0) {
+        const digits = at + EVENT_START.length;
+        const newline = bytes.indexOf(10, digits);
+        if (newline < 0) break; // cut at the end: the seam sees it whole
+        const id = Number(bytes.toString('latin1', digits, newline));
+        if (id > started) {
+          viewer.lastId = Math.max(viewer.lastId, started);
+          started = id;
         }
-        carry = Buffer.from(bytes.subarray(start));
-      });
-      resolve(viewer);
+        at = bytes.indexOf(EVENT_START, newline);
+      }
+      let tag = bytes.indexOf(SEQ_TAG);
+      while (tag >= 0) {
+        const end = bytes.indexOf(SEQ_END, tag + SEQ_TAG.length);
+        if (end < 0) break;
+        const seq = Number(bytes.toString('latin1', tag + SEQ_TAG.length, end));
+        if (!viewer.seen.has(seq)) viewer.seen.set(seq, now);
+        tag = bytes.indexOf(SEQ_TAG, end);
+      }
+    };
+    const socket = net.connect({
+      host: target.hostname,
+      port: Number(target.port),
+      onread: {
+        buffer: Buffer.allocUnsafe(256 * 1024),
+        callback: (length: number, buffer: Uint8Array) => {
+          const now = performance.timeOrigin + performance.now();
+          const chunk = Buffer.from(buffer.buffer, buffer.byteOffset, length);
+          if (headers) {
+            if (!chunk.toString('latin1', 0, 16).startsWith('HTTP/1.1 200')) {
+              reject(new Error(`viewer: ${chunk.toString('latin1', 0, 200)}`));
+              return false;
+            }
+            headers = false;
+            resolve(viewer);
+          }
+          if (seam.length > 0) scan(Buffer.concat([seam, chunk.subarray(0, SEAM)]), now);
+          scan(chunk, now);
+          const edge = Buffer.concat([seam, chunk.subarray(Math.max(0, length - SEAM))]);
+          seam = Buffer.from(edge.subarray(Math.max(0, edge.length - SEAM)));
+          if (seam.subarray(-CHUNK_END.length).equals(CHUNK_END))
+            viewer.lastId = Math.max(viewer.lastId, started);
+          return true;
+        },
+      },
     });
-    request.on('error', reject);
+    socket.on('error', reject);
+    const lines = [
+      `GET ${target.pathname}${target.search} HTTP/1.1`,
+      `Host: ${target.host}`,
+      'Accept: text/event-stream',
+    ];
+    for (const [name, value] of Object.entries(auth)) lines.push(`${name}: ${value}`);
+    socket.write(`${lines.join('\r\n')}\r\n\r\n`);
   });
 }
 
@@ -231,16 +280,21 @@ if (!isMainThread) {
       // 1. Sustained: write as fast as output arrives from a busy agent, until persisted and delivered.
       const { conversation, writer } = await setup();
       const chunks = Array.from({ length: Math.ceil(total / CHUNK) }, (_, i) => chunkOf(i, CHUNK));
+      const cpu0 = debug ? cpuSnapshot() : null;
       const started = performance.timeOrigin + performance.now();
       for (let i = 0; i < chunks.length; i++) {
         writer.output('stdout', chunks[i]!);
         if (i % 16 === 15) await new Promise((r) => setImmediate(r)); // let batches and viewers run
       }
       await writer.close();
-      if (process.env['BENCH_DEBUG'])
-        console.error('persisted after', performance.timeOrigin + performance.now() - started);
+      const persisted = performance.timeOrigin + performance.now() - started;
       const last = await lastIdOf(conversation.id);
       const delivered = await ask<{ at: number }>(viewers, { cmd: 'wait', last });
+      if (cpu0)
+        console.error(
+          `sustained: persisted in ${Math.round(persisted)} ms, delivered in ${Math.round(delivered.at - started)} ms; ` +
+            `CPU by thread ${cpuDiff(cpu0, cpuSnapshot())}`,
+        );
       const seconds = (delivered.at - started) / 1000;
       const mbps = total / 1024 / 1024 / seconds;
       throughput.push(mbps);

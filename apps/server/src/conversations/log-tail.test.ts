@@ -26,7 +26,7 @@ before(async () => {
     db: database.handle.db,
     feed,
     logger,
-    frame: (row) => Buffer.from(`${row.id}:${row.data?.toString() ?? row.stage}\n`),
+    frame: (row) => `${row.id}:${row.data?.toString() ?? row.stage}\n`,
   });
   tenantId = (await createVerifiedUser(database.handle.db)).id;
 });
@@ -45,7 +45,7 @@ function writerFor(conversation: ConversationRow) {
   );
 }
 
-const text = (tail: LogTail): string => tail.after(0n, null, 1 << 20).frames.toString();
+const text = (tail: LogTail): string => Buffer.concat(tail.after(0n, null, 1 << 20).frames).toString();
 
 /** A row that is not in the database: a tail that shows it did not read it from there. */
 function phantom(id: bigint, data: string): LogEventRow {

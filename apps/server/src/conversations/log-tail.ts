@@ -10,10 +10,11 @@
 // 2. Bounded: at most MAX_BYTES of frames are kept; dropping the oldest raises `floor`. A viewer
 //    whose cursor is below `floor` reads from the database itself (stream.routes.ts).
 // 3. The tail lives while a viewer holds it; the last release stops its feed subscription.
-// 4. A frame is encoded once (a Buffer), and the viewers woken by the same rows at the same cursor
-//    share one page (after() answers them from a cache): N viewers cost N socket writes of the
-//    same bytes, not N JSON encodings, joins and UTF-8 encodings (design/performance.md: log
-//    throughput to viewers).
+// 4. A frame is encoded once: the frames of the rows added together are encoded into one buffer,
+//    and a page is views of such buffers (consecutive rows of one buffer: one view), never a copy;
+//    the viewers woken by the same rows at the same cursor share one page (after() answers them
+//    from a cache). N viewers cost N socket writes of the same bytes, not N JSON encodings, joins
+//    and UTF-8 encodings (design/performance.md: log throughput to viewers).
 // 5. Rows handed over by this process's log writer (FeedSignal.committed) are appended without a
 //    read only when they directly follow the rows held (their `after` is `last`) and no read is
 //    in flight; otherwise the tail reads the database as for any wake-up. One writer per
@@ -32,14 +33,17 @@ const PAGE_ROWS = 128;
 export interface TailEntry {
   id: bigint;
   stream: LogStream;
-  /** The complete SSE frame of the row, UTF-8. */
-  frame: Buffer;
+  /** The frames of the rows added with this one, UTF-8, in one buffer. */
+  group: Buffer;
+  /** Where the row's complete SSE frame is in `group`. */
+  offset: number;
+  length: number;
 }
 
 /** What a viewer writes next: one page (a single socket write). */
 export interface TailPage {
-  /** The frames of the rows after the cursor (empty when the streams filter left none). */
-  frames: Buffer;
+  /** The frames of the rows after the cursor, in order (empty when the streams filter left none). */
+  frames: readonly Buffer[];
   /** The id to resume after. */
   last: bigint;
   /** More rows wait after `last`. */
@@ -69,7 +73,8 @@ export function createLogTails(deps: {
   db: Db;
   feed: Feed;
   logger: Pick<Logger, 'warn'>;
-  frame: (row: LogEventRow) => Buffer;
+  /** The row's SSE frame (stream.routes.ts logEventFrame). */
+  frame: (row: LogEventRow) => string;
 }): LogTails {
   const tails = new Map<string, { tail: Promise<LogTail>; holders: number }>();
 
@@ -96,15 +101,22 @@ export function createLogTails(deps: {
     /** Appends rows that directly follow `last` (invariant 1), then wakes the viewers. */
     const add = (rows: readonly LogEventRow[]): void => {
       if (rows.length === 0) return;
-      for (const row of rows) {
-        const frame = deps.frame(row);
-        entries.push({ id: BigInt(row.id), stream: row.stream, frame });
-        bytes += frame.length;
+      // The rows' frames encoded into one buffer (invariant 4): a page is views of it.
+      const frames = rows.map(deps.frame);
+      const lengths = frames.map((frame) => Buffer.byteLength(frame));
+      const group = Buffer.allocUnsafe(lengths.reduce((sum, length) => sum + length, 0));
+      let offset = 0;
+      for (let k = 0; k < rows.length; k++) {
+        const row = rows[k]!;
+        group.write(frames[k]!, offset);
+        entries.push({ id: BigInt(row.id), stream: row.stream, length: lengths[k]!, group, offset });
+        offset += lengths[k]!;
       }
+      bytes += group.length;
       last = BigInt(rows.at(-1)!.id);
       while (bytes > MAX_BYTES && head < entries.length) {
         const dropped = entries[head++]!;
-        bytes -= dropped.frame.length;
+        bytes -= dropped.length;
         floor = dropped.id;
       }
       if (head > 1024) {
@@ -185,18 +197,26 @@ export function createLogTails(deps: {
           if (entries[mid]!.id <= cursor) lo = mid + 1;
           else hi = mid;
         }
+        // Consecutive frames of one group go out as one view of it.
+        let span: { group: Buffer; start: number; end: number } | null = null;
         let at = lo;
         for (; at < entries.length && taken < maxBytes; at++) {
           const entry = entries[at]!;
           resume = entry.id;
           if (streams && !streams.includes(entry.stream)) continue;
-          parts.push(entry.frame);
-          taken += entry.frame.length;
+          const end = entry.offset + entry.length;
+          if (span && span.group === entry.group && span.end === entry.offset) span.end = end;
+          else {
+            if (span) parts.push(span.group.subarray(span.start, span.end));
+            span = { group: entry.group, start: entry.offset, end };
+          }
+          taken += entry.length;
           if (entry.stream === 'stage') stage = true;
         }
+        if (span) parts.push(span.group.subarray(span.start, span.end));
         if (at >= entries.length && resume < last) resume = last;
         const page: TailPage = {
-          frames: parts.length === 1 ? parts[0]! : Buffer.concat(parts, taken),
+          frames: parts,
           last: resume,
           more: at < entries.length,
           stage,

@@ -42,10 +42,12 @@
 //    never cut: one that does not fit is dropped and brings the marker. Stage rows are always
 //    stored and not counted. Tests: "stores output up to the budget, then one marker, across
 //    writers", "counts turn events against the budget".
-// 7. Readers are woken only after a commit, once per batch: feed.publish(events, lastId), with
-//    the committed rows as stored (ids, created_at) for readers in this process (CommittedRows in
-//    contracts.ts: `after` chains a batch to this writer's previous one). Test: "hands the rows it
-//    committed to the feed, as stored" (log-writer.test.ts).
+// 7. Readers are woken only after a commit, once per batch, in commit order: feed.publish(events,
+//    lastId), with the committed rows as stored (ids, created_at) for readers in this process
+//    (CommittedRows in contracts.ts: `after` chains a batch to this writer's previous one). The
+//    wake-up (and the settling of the batch's stages) runs on the next turn of the event loop,
+//    after the next batch was sent; flush(), close() and a stage's promise resolve only after it.
+//    Test: "hands the rows it committed to the feed, as stored" (log-writer.test.ts).
 import type pg from 'pg';
 import type { Logger } from '../observability/logger.ts';
 import {
@@ -279,6 +281,7 @@ export function createLogWriter(
       } catch (err) {
         fail(err instanceof Error ? err : new Error(String(err)));
       }
+      await woken;
     })().finally(() => {
       running = null;
       if (queue.length > 0 && !failure) schedule();
@@ -427,16 +430,19 @@ export function createLogWriter(
     );
     if (res.rows[0]?.owned !== 1) throw new StaleOwnerError(lease.conversationId);
 
-    // Committed: advance the writer's state, settle the stages, wake the readers.
+    // Committed: advance the writer's state; settle the stages and wake the readers once the
+    // next batch is on its way (wakeSoon).
     logBytes += stored;
     truncated = nowTruncated;
     queue.splice(0, take);
+    const stages: Array<{ resolve: () => void }> = [];
     for (const item of items) {
       if (item.kind === 'output') queuedBytes -= item.bytes;
       else if (item.kind === 'event') queuedBytes -= item.data.length;
-      else item.settle.resolve();
+      else stages.push(item.settle);
     }
     const ids = res.rows[0].ids;
+    let signal: Parameters<Feed['publish']>[1] | null = null;
     if (ids && ids.length > 0) {
       const at = res.rows[0].at;
       const committed = rows.map((r, i) => ({
@@ -452,12 +458,36 @@ export function createLogWriter(
       }));
       const after = lastCommitted;
       lastCommitted = String(ids.at(-1));
-      deps.feed.publish(lease.conversationId, {
+      signal = {
         type: 'events',
         lastId: lastCommitted,
         ...(ids.length === rows.length ? { committed: { after, rows: committed } } : {}),
-      });
+      };
     }
+    wakeSoon(() => {
+      if (signal) deps.feed.publish(lease.conversationId, signal);
+      for (const stage of stages) stage.resolve();
+    });
+  };
+
+  /** Every batch committed so far has woken its readers and settled its stages. */
+  let woken: Promise<void> = Promise.resolve();
+  /**
+   * Runs `wake` (publish a committed batch, settle its stages) on the event loop's next turn, in
+   * commit order: by then the loop in kick() has sent the next batch's statement, so the readers'
+   * work on these rows (framing them for SSE viewers, writing to their sockets) overlaps that
+   * INSERT instead of holding it back (invariant 7; design/performance.md, log throughput).
+   */
+  const wakeSoon = (wake: () => void): void => {
+    woken = new Promise((resolve) =>
+      setImmediate(() => {
+        try {
+          wake();
+        } finally {
+          resolve();
+        }
+      }),
+    );
   };
 
   const drain = async (): Promise<void> => {

@@ -229,8 +229,7 @@ export function streamRoutes(deps: StreamRoutesDeps): FastifyPluginAsync {
   return async (root) => {
     const app = root.withTypeProvider<ZodTypeProvider>();
     const viewers = new Set<() => void>();
-    const logTails =
-      deps.logTails ?? createLogTails({ ...deps, frame: (row) => Buffer.from(logEventFrame(row)) });
+    const logTails = deps.logTails ?? createLogTails({ ...deps, frame: logEventFrame });
     // Open streams end when the server stops (clients resume elsewhere with Last-Event-ID).
     app.addHook('preClose', async () => {
       for (const stop of [...viewers]) stop();
@@ -382,6 +381,11 @@ function startViewer(input: ViewerInput): () => void {
     stop();
   };
   const write = (data: string | Buffer): boolean => !stopped && out.write(data);
+  const writeAll = (frames: readonly Buffer[]): boolean => {
+    let ok = true;
+    for (const frame of frames) ok = write(frame);
+    return ok;
+  };
   const drained = () =>
     new Promise<void>((resolve) => {
       const done = () => {
@@ -408,7 +412,7 @@ function startViewer(input: ViewerInput): () => void {
           const got = tail.after(cursor, input.streams, TAIL_WRITE_BYTES);
           cursor = got.last;
           if (got.more) dirty = true;
-          if (got.frames.length > 0 && !write(got.frames)) await drained();
+          if (got.frames.length > 0 && !writeAll(got.frames)) await drained();
           if (input.ownerReads && got.stage) await clearUnread(db, tenantId, conversationId);
           continue;
         }
