@@ -9,6 +9,7 @@ import { join, resolve } from 'node:path';
 import { sessionShims, unmountUnder } from '../apps/sandboxd/test/harness.ts';
 import { detachLoopDevicesUnder, killSandboxInitsUnder } from '../apps/sandboxd/test/leftovers.ts';
 import { SHARED_ROOT } from '../apps/server/src/db/embedded.ts';
+import { SERVER_NODE_FLAGS } from '../apps/server/src/node-flags.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const BENCHES: Record<string, string> = {
@@ -137,7 +138,8 @@ for (const name of names) {
   const tmp = mkdtempSync(join(tmpdir(), 'paddock-bench-'));
   // Like /tmp: a root run's PostgreSQL runs as `postgres`, rootless pieces as other users.
   chmodSync(tmp, 0o1777);
-  const child = spawn(process.execPath, [join(ROOT, file), ...passed], {
+  // The server's own Node flags: the benchmarks host it in their process.
+  const child = spawn(process.execPath, [...SERVER_NODE_FLAGS, join(ROOT, file), ...passed], {
     stdio: 'inherit',
     cwd: ROOT,
     env: { ...process.env, TMPDIR: tmp },

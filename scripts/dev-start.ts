@@ -13,6 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
+import { SERVER_NODE_FLAGS } from '../apps/server/src/node-flags.ts';
 import { ensureConsoleBuilt } from './build-web.ts';
 
 const root = resolve(import.meta.dirname, '..');
@@ -119,12 +120,16 @@ try {
   );
 }
 
-const server = spawn(process.execPath, [join(root, 'apps/server/src/main.ts'), 'serve'], {
-  cwd: root,
-  stdio: 'inherit',
-  detached: true,
-  env,
-});
+const server = spawn(
+  process.execPath,
+  [...SERVER_NODE_FLAGS, join(root, 'apps/server/src/main.ts'), 'serve'],
+  {
+    cwd: root,
+    stdio: 'inherit',
+    detached: true,
+    env,
+  },
+);
 children.unshift(server);
 
 let stopping = false;

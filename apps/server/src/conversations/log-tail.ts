@@ -27,7 +27,14 @@ import type { Feed } from './contracts.ts';
 import type { LogStream } from './conversations.tables.ts';
 import { type LogEventRow, listLogEvents } from './log-events.repo.ts';
 
-const MAX_BYTES = 4 * 1024 * 1024;
+/**
+ * Frames kept per conversation with viewers (shared by all of them): eight of the log writer's
+ * largest batches (2 MiB). A viewer that falls further behind reads the database itself, which
+ * costs PostgreSQL and this process far more per byte than the tail; with 4 MiB, a burst of
+ * output pushed slower viewers off the tail and the reads they then made slowed everyone
+ * (npm run bench -- conversations-log: runs at 0.2× next to runs at 0.5×).
+ */
+const MAX_BYTES = 16 * 1024 * 1024;
 const PAGE_ROWS = 128;
 
 export interface TailEntry {
