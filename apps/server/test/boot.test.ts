@@ -3,12 +3,16 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../src/db/embedded.ts';
+import { SERVER_NODE_FLAGS } from '../src/node-flags.ts';
 import { createTestDatabase, type TestDatabase } from './helpers/database.ts';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+const BIN = fileURLToPath(new URL('../bin/paddock-server.mjs', import.meta.url));
 
 interface RunResult {
   code: number | null;
@@ -53,6 +57,29 @@ const PROD = {
 };
 
 describe('paddock-server boot', () => {
+  it('runs from its bin with the server Node flags (the shebang repeats node-flags.ts)', async () => {
+    const shebang = readFileSync(BIN, 'utf8').split('\n')[0];
+    assert.equal(shebang, `#!/usr/bin/env -S node ${SERVER_NODE_FLAGS.join(' ')}`);
+    const result = await new Promise<RunResult>((resolve, reject) => {
+      // The bin finds `node` on PATH: this Node first.
+      const child = spawn(BIN, ['help'], {
+        env: { PATH: `${dirname(process.execPath)}:${process.env['PATH'] ?? ''}` },
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d) => {
+        stdout += d;
+      });
+      child.stderr.on('data', (d) => {
+        stderr += d;
+      });
+      child.on('error', reject);
+      child.on('exit', (code) => resolve({ code, stdout, stderr }));
+    });
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stdout, /^usage: paddock-server/);
+  });
+
   for (const variable of ['PUBLIC_URL', 'MASTER_SECRETS_KEY', 'EMAIL_DELIVERY', 'DATABASE_URL']) {
     it(`exits non-zero naming ${variable} when production lacks it`, async () => {
       const env: Record<string, string> = { ...PROD };
