@@ -1,5 +1,6 @@
 // The Node.js flags the server process runs with (scripts/dev-start.ts, bin/paddock-server.mjs's
-// shebang, and `npm run bench`, whose benchmarks host the server in their own process).
+// shebang, `npm run paddock-server` in package.json, and `npm run bench`, whose benchmarks host the
+// server in their own process).
 //
 // --max-semi-space-size=32 (MiB; Node's default grows to 16): a conversation's output passes
 // through the server as short-lived buffers and strings (a log batch, its SSE frames, the
