@@ -123,6 +123,7 @@ describe('registration closed, billing on, legal pages configured', () => {
     await closed.axe(page, 'registration closed');
     await page.goto(closed.url('/sign-in'));
     await page.getByRole('heading', { name: 'Sign in to Paddock' }).waitFor();
+    await page.locator('.auth-links[aria-busy="false"]').waitFor(); // the server answered
     assert.equal(await page.getByRole('link', { name: 'Create an account' }).count(), 0);
   });
 });

@@ -80,9 +80,12 @@ export default function SignInPage() {
           {busy ? 'Signing in…' : 'Sign in'}
         </button>
       </form>
-      <p className="auth-links">
+      {/* The sign-up link only once the server said registration is open: never one that then vanishes. */}
+      <p className="auth-links" aria-busy={providers.loading}>
         <Link href="/forgot-password">Forgot your password?</Link>
-        {providers.data?.registration_enabled !== false && <Link href="/sign-up">Create an account</Link>}
+        {(providers.data?.registration_enabled ?? (providers.error ? true : null)) && (
+          <Link href="/sign-up">Create an account</Link>
+        )}
       </p>
     </section>
   );
