@@ -18,6 +18,7 @@
  * session directory; the session's process starts in / (procs.ts), not in the shim's cwd; the shim never
  * outlives its process by more than a few seconds.
  */
+import { spawn } from 'node:child_process';
 import { closeSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -78,6 +79,29 @@ function startTime(pid: number): string {
     return '';
   }
 }
+
+/**
+ * While it waits for its session, a shim runs the paths a session takes once (a spawn whose output it reads,
+ * the framing of output): the first call of each makes V8 compile it, and a pooled shim's session would pay
+ * that between its process's first output byte and sandboxd (docs/performance.md, detachable exec). Nothing
+ * of any session is involved: a shell that prints a byte, and frames of it.
+ */
+function warmUp(): void {
+  try {
+    const child = spawn('/bin/sh', ['-c', 'echo .'], {
+      cwd: '/',
+      env: {},
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    child.on('error', () => {});
+    child.stdout.on('data', (d: Buffer) => {
+      const warm = new ReplayBuffer(1024);
+      warm.push(1, d);
+      new FrameDecoder(() => {}).push(frame(MSG.output, Buffer.concat([Buffer.from([1]), d])));
+    });
+  } catch {}
+}
+warmUp();
 
 const chunks: Buffer[] = [];
 for await (const c of process.stdin) chunks.push(c as Buffer);
