@@ -137,6 +137,13 @@ export function createConversationServer(
     const [agent] = await Promise.all([agentOf(conv), deps.gates.continuation(lease.tenantId)]);
     return agent;
   };
+  const gatedAgentById = async (agentId: string): Promise<AgentSnapshot> => {
+    const [agent] = await Promise.all([
+      deps.gates.agent(lease.tenantId, agentId),
+      deps.gates.continuation(lease.tenantId),
+    ]);
+    return agent;
+  };
 
   const end = async (crashed = false) => {
     if (stopped) return;
@@ -344,15 +351,20 @@ export function createConversationServer(
       publishStatus('idle');
   };
 
-  const runTurn = async (conv: Conversation, turn: Turn) => {
+  /**
+   * `early`: the agent and the continuation gates, read together with the conversation when the
+   * sandbox was warm (the loop below); null reads them now.
+   */
+  const runTurn = async (conv: Conversation, turn: Turn, early: Promise<AgentSnapshot> | null) => {
     let agent: AgentSnapshot;
     try {
-      agent = await gatedAgent(conv);
+      agent = await (early ?? gatedAgent(conv));
     } catch (err) {
       if (!(err instanceof AppError)) throw err;
       await failTurnEarly(turn, err.message);
       return;
     }
+    lastAgentId = agent.id;
     const adapter = deps.runtimes(agent.runtime);
     const io = turnIo(turn, adapter);
     const startedAt = Date.now();
@@ -446,9 +458,16 @@ export function createConversationServer(
     await finishTurn(turn, result, startedAt, adapter);
   };
 
+  /** The agent of the last turn that started: the next one reads it (and its gates) early. */
+  let lastAgentId: string | null = null;
   const loop = async () => {
     while (!stopped) {
-      // Three reads, overlapped (turn and sandbox are not needed when the conversation has ended).
+      // Three reads, overlapped (turn and sandbox are not needed when the conversation has ended),
+      // and, for a follow-up, the last turn's agent and the continuation gates with them: used only
+      // when the conversation still names that agent and its sandbox is warm (no provisioning in
+      // between: the gates are read at the turn's start, not minutes before it).
+      const early = lastAgentId === null ? null : gatedAgentById(lastAgentId);
+      early?.catch(() => {}); // handled by runTurn when used; dropped otherwise
       const [conv, turn, live] = await Promise.all([
         ownerLoadConversation(db, lease),
         ownerNextTurn(db, lease),
@@ -456,8 +475,9 @@ export function createConversationServer(
       ]);
       if (conv.status === 'terminated' || conv.status === 'failed') break;
       if (!turn) break;
+      const warm = live?.status === 'ready' && provisioned !== null && current?.id === live.id;
       if (!(await ensureSandbox(conv, live))) continue;
-      await runTurn(conv, turn);
+      await runTurn(conv, turn, early && warm && conv.agent_id === lastAgentId ? early : null);
     }
     const live = stopped ? undefined : await ownerLiveSandbox(db, lease);
     if (!stopped && !live) await end();

@@ -155,7 +155,11 @@ export async function insertSandbox(
   return id;
 }
 
-/** A queued turn with the next sequence number, and its images. */
+/**
+ * A queued turn with the next sequence number, and its images. `markRunning`: in the same
+ * statement, the conversation becomes `running` and its activity clock restarts (a follow-up
+ * prompt's admission, one round trip less on the way to the turn's first byte).
+ */
 export async function insertTurn(
   trx: Conn,
   row: {
@@ -163,21 +167,33 @@ export async function insertTurn(
     conversationId: string;
     prompt: string;
     images: { mediaType: string; data: Buffer }[];
+    markRunning?: boolean;
   },
 ) {
   const id = uuidv7();
-  const turn = await trx
-    .insertInto('turns')
-    .values({
-      id,
-      tenant_id: row.tenantId,
-      conversation_id: row.conversationId,
-      seq: sql<number>`(SELECT COALESCE(max(seq), 0) + 1 FROM turns WHERE conversation_id = ${row.conversationId})`,
-      prompt: row.prompt,
-      status: 'queued',
-    })
-    .returningAll()
-    .executeTakeFirstOrThrow();
+  const values = {
+    id,
+    tenant_id: row.tenantId,
+    conversation_id: row.conversationId,
+    seq: sql<number>`(SELECT COALESCE(max(seq), 0) + 1 FROM turns WHERE conversation_id = ${row.conversationId})`,
+    prompt: row.prompt,
+    status: 'queued' as const,
+  };
+  const turn = row.markRunning
+    ? await trx
+        .with('running', (db) =>
+          db
+            .updateTable('conversations')
+            .set({ status: 'running', updated_at: sql<Date>`now()`, last_activity_at: sql<Date>`now()` })
+            .where('tenant_id', '=', row.tenantId)
+            .where('id', '=', row.conversationId)
+            .returning('id'),
+        )
+        .insertInto('turns')
+        .values(values)
+        .returningAll()
+        .executeTakeFirstOrThrow()
+    : await trx.insertInto('turns').values(values).returningAll().executeTakeFirstOrThrow();
   if (row.images.length > 0) {
     await trx
       .insertInto('turn_images')

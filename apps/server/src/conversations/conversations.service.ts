@@ -293,12 +293,12 @@ export function createConversationsService(deps: {
     },
 
     async prompt(tenantId, id, input) {
-      await mustFind(tenantId, id);
-      await gates.subscription(tenantId);
-      const images = decodeImages(input.images);
       const turn = await db.transaction().execute(async (trx) => {
-        const conv = await lockConversation(trx, tenantId, id);
+        // The lock is the existence check too (404 first, then the gates in their order).
+        const conv = isUuid(id) ? await lockConversation(trx, tenantId, id) : undefined;
         if (!conv) throw AppError.notFound('conversation');
+        await gates.subscription(tenantId);
+        const images = decodeImages(input.images);
         if (conv.status === 'terminated') throw terminated();
         if (conv.status === 'failed') throw failed();
         if (conv.status === 'pending') throw provisioning();
@@ -309,9 +309,13 @@ export function createConversationsService(deps: {
         const live = await findLiveSandbox(trx, tenantId, id);
         await gates.admit(trx, tenantId, { newSandbox: live === undefined });
         if (!live) await insertSandbox(trx, { tenantId, conversationId: id, name: sandboxName(tenantId) });
-        const row = await insertTurn(trx, { tenantId, conversationId: id, prompt: input.prompt, images });
-        await setConversationStatus(trx, tenantId, id, 'running', { touchActivity: true });
-        return row;
+        return await insertTurn(trx, {
+          tenantId,
+          conversationId: id,
+          prompt: input.prompt,
+          images,
+          markRunning: true,
+        });
       });
       kick({ type: 'prompt', tenantId, conversationId: id });
       return turnView(turn);
