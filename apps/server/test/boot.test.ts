@@ -20,15 +20,15 @@ interface RunResult {
   stderr: string;
 }
 
-function runServer(
+/** Runs a program to its exit (killed after timeoutMs), with exactly the environment given. */
+function runProcess(
+  file: string,
+  args: string[],
   env: Record<string, string>,
-  args: string[] = ['serve'],
   timeoutMs = 30_000,
 ): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [MAIN, ...args], {
-      env: { PATH: process.env['PATH'] ?? '', ...env },
-    });
+    const child = spawn(file, args, { env });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => {
@@ -39,13 +39,30 @@ function runServer(
     });
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new Error(`server did not exit within ${timeoutMs} ms: ${stderr}`));
+      reject(new Error(`${file} did not exit within ${timeoutMs} ms: ${stderr}`));
     }, timeoutMs);
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
     child.on('exit', (code) => {
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
     });
   });
+}
+
+function runServer(
+  env: Record<string, string>,
+  args: string[] = ['serve'],
+  timeoutMs = 30_000,
+): Promise<RunResult> {
+  return runProcess(
+    process.execPath,
+    [MAIN, ...args],
+    { PATH: process.env['PATH'] ?? '', ...env },
+    timeoutMs,
+  );
 }
 
 const PROD = {
@@ -60,21 +77,9 @@ describe('paddock-server boot', () => {
   it('runs from its bin with the server Node flags (the shebang repeats node-flags.ts)', async () => {
     const shebang = readFileSync(BIN, 'utf8').split('\n')[0];
     assert.equal(shebang, `#!/usr/bin/env -S node ${SERVER_NODE_FLAGS.join(' ')}`);
-    const result = await new Promise<RunResult>((resolve, reject) => {
-      // The bin finds `node` on PATH: this Node first.
-      const child = spawn(BIN, ['help'], {
-        env: { PATH: `${dirname(process.execPath)}:${process.env['PATH'] ?? ''}` },
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d) => {
-        stdout += d;
-      });
-      child.stderr.on('data', (d) => {
-        stderr += d;
-      });
-      child.on('error', reject);
-      child.on('exit', (code) => resolve({ code, stdout, stderr }));
+    // The bin finds `node` on PATH: this Node first.
+    const result = await runProcess(BIN, ['help'], {
+      PATH: `${dirname(process.execPath)}:${process.env['PATH'] ?? ''}`,
     });
     assert.equal(result.code, 0, result.stderr);
     assert.match(result.stdout, /^usage: paddock-server/);
