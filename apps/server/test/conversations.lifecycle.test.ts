@@ -90,8 +90,9 @@ describe('the transition table (States and transitions)', () => {
             prompt: `echo ${statuses.length + 2}`,
           });
           statuses.push(next.status);
+          if (next.status !== 202) break; // no turn follows a refused prompt: fail now, not at the timeout
         }
-        if (statuses.length === 4) break;
+        if (statuses.length === 4 || statuses.some((s) => s !== 202)) break;
       }
     } finally {
       controller.abort();

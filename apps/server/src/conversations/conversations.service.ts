@@ -3,7 +3,9 @@
 // conversation row, then a command to the conversation's owner (commands.ts).
 //
 // What must hold (conversations.lifecycle.test.ts, conversations.routes.test.ts):
-// - A prompt while a turn runs is 409 conversation_busy; to a terminated conversation 410
+// - A prompt while a turn is queued or runs is 409 conversation_busy (one that comes after the
+//   turn's end was streamed but before the owner marked the conversation idle is taken: test
+//   "a client that sees a turn end on the stream may prompt at once"); to a terminated conversation 410
 //   conversation_terminated; to a failed one 409 conversation_failed; while the conversation
 //   provisions 503 conversation_provisioning with Retry-After (interrupt and terminate too);
 //   DELETE always executes.
@@ -302,7 +304,11 @@ export function createConversationsService(deps: {
         if (conv.status === 'terminated') throw terminated();
         if (conv.status === 'failed') throw failed();
         if (conv.status === 'pending') throw provisioning();
-        if (conv.status === 'running')
+        // Busy is a turn still queued or running. The owner marks the conversation idle just
+        // after the turn's end is on the stream, so a client that saw it end may prompt at once:
+        // `running` with every turn ended is that moment, and the prompt is taken (the owner
+        // runs it next). Read after the lock: a turn queued by a prompt that held it is seen.
+        if (conv.status === 'running' && (await findRunningTurn(trx, tenantId, id)))
           throw new AppError('conversation_busy', 'a turn is running; wait for it to end');
         if (conv.agent_id === null)
           throw AppError.validation({ agent_id: ['the agent of this conversation was deleted'] });
