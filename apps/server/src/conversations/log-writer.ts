@@ -465,7 +465,15 @@ export function createLogWriter(
       };
     }
     wakeSoon(() => {
-      if (signal) deps.feed.publish(lease.conversationId, signal);
+      try {
+        if (signal) deps.feed.publish(lease.conversationId, signal);
+      } catch (err) {
+        // The rows are stored: readers catch up on their next wake-up or heartbeat.
+        deps.logger.warn(
+          { conversationId: lease.conversationId, err: err instanceof Error ? err.message : String(err) },
+          'log writer: waking the readers failed',
+        );
+      }
       for (const stage of stages) stage.resolve();
     });
   };
