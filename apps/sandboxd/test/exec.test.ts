@@ -3,7 +3,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sessionShims, startTestSandboxd, type TestSandboxd } from './harness.ts';
-import { api, attach, collect, exec, openExec, sh, waitFor } from './helpers.ts';
+import { api, attach, collect, exec, listSessions, openExec, sh, waitFor } from './helpers.ts';
 
 let d: TestSandboxd;
 const SB = 'exec-tests';
@@ -145,8 +145,7 @@ describe('exec', () => {
     await first;
 
     const listed = await waitFor(async () => {
-      const l = await api(d, 'GET', `/v1/sandboxes/${SB}/exec`);
-      const s = (l.json['sessions'] as { id: string; is_active: boolean }[]).find((x) => x.id === id);
+      const s = (await listSessions(d, SB)).find((x) => x.id === id);
       return s && !s.is_active ? s : null;
     }, 'detached session listed as inactive');
     assert.equal(listed.is_active, false);
@@ -160,11 +159,7 @@ describe('exec', () => {
     const a = attach(d, SB, id);
     const replay = collect(a, false, 20_000);
     await new Promise((r) => a.once('open', r));
-    const active = await api(d, 'GET', `/v1/sandboxes/${SB}/exec`);
-    assert.equal(
-      (active.json['sessions'] as { id: string; is_active: boolean }[]).find((x) => x.id === id)?.is_active,
-      true,
-    );
+    assert.equal((await listSessions(d, SB)).find((x) => x.id === id)?.is_active, true);
     await sh(d, SB, 'touch /tmp/go');
     const r = await replay;
     assert.equal(r.stdout, 'first\nsecond\n');
@@ -190,10 +185,10 @@ describe('exec', () => {
     await c;
     const count = 'ps -eo args= | grep -cx "sleep 31" || true';
     await waitFor(async () => (await sh(d, SB, count)).stdout.trim() === '0', 'sleep killed');
-    await waitFor(async () => {
-      const list = await api(d, 'GET', `/v1/sandboxes/${SB}/exec`);
-      return !(list.json['sessions'] as { command: string }[]).some((s) => s.command.includes('sleep 31'));
-    }, 'killed session gone from the list');
+    await waitFor(
+      async () => !(await listSessions(d, SB)).some((s) => s.command.includes('sleep 31')),
+      'killed session gone from the list',
+    );
   });
 
   it('kills a blocking TTY exec when its socket drops: listed while it runs, then no process, shim or directory left', async () => {
@@ -208,14 +203,7 @@ describe('exec', () => {
       if (isBinary) seen += data.toString();
     });
     await waitFor(() => seen.includes('started'), 'started');
-    const listed = (await api(d, 'GET', `/v1/sandboxes/${SB}/exec`)).json['sessions'] as {
-      id: string;
-      command: string;
-      tty: boolean;
-      detachable: boolean;
-      is_active: boolean;
-    }[];
-    const session = listed.find((s) => s.command.includes('sleep 32'));
+    const session = (await listSessions(d, SB)).find((s) => s.command.includes('sleep 32'));
     assert.ok(session, 'listed while it runs');
     assert.deepEqual([session.tty, session.detachable, session.is_active], [true, false, true]);
     assert.equal(sessionShims(d.dataDir).length, 1, 'one shim serves it');
@@ -223,10 +211,10 @@ describe('exec', () => {
     await c;
     const count = 'ps -eo args= | grep -cx "sleep 32" || true';
     await waitFor(async () => (await sh(d, SB, count)).stdout.trim() === '0', 'sleep killed');
-    await waitFor(async () => {
-      const list = await api(d, 'GET', `/v1/sandboxes/${SB}/exec`);
-      return !(list.json['sessions'] as { id: string }[]).some((s) => s.id === session.id);
-    }, 'killed session gone from the list');
+    await waitFor(
+      async () => !(await listSessions(d, SB)).some((s) => s.id === session.id),
+      'killed session gone from the list',
+    );
     await waitFor(() => sessionShims(d.dataDir).length === 0, 'its shim gone');
     const tenant = readdirSync(path.join(d.dataDir, 'tenants'))[0]!;
     const sessions = path.join(d.dataDir, 'tenants', tenant, 'sandboxes', SB, 'sessions');

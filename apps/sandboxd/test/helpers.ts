@@ -30,6 +30,24 @@ export async function api(
   return { status: res.status, json: json as Record<string, unknown> & { [k: string]: unknown }, text };
 }
 
+/** An exec session as `GET /v1/sandboxes/:name/exec` lists it. */
+export interface ListedSession {
+  id: string;
+  command: string;
+  created: string;
+  last_activity: string;
+  is_active: boolean;
+  tty: boolean;
+  detachable: boolean;
+  exited: boolean;
+  exit_code: number | null;
+}
+
+/** The exec sessions of sandbox `name`. */
+export async function listSessions(a: Api, name: string): Promise<ListedSession[]> {
+  return (await api(a, 'GET', `/v1/sandboxes/${name}/exec`)).json['sessions'] as ListedSession[];
+}
+
 export function ndjsonLines(text: string): Record<string, unknown>[] {
   return text
     .split('\n')

@@ -6,29 +6,19 @@ import { after, before, describe, it } from 'node:test';
 import type { WebSocket } from 'ws';
 import { SHIM_POOL_SIZE } from '../src/exec/shim-pool.ts';
 import { idleShims, processAlive, sessionShims, startTestSandboxd, type TestSandboxd } from './harness.ts';
-import { api, attach, collect, openExec, sh, waitFor } from './helpers.ts';
+import { api, attach, collect, type ListedSession, listSessions, openExec, sh, waitFor } from './helpers.ts';
 
 let d: TestSandboxd;
 let dataDir = '';
 const SB = 'restart-sessions';
-
-interface Listed {
-  id: string;
-  is_active: boolean;
-  exited: boolean;
-  exit_code: number | null;
-  detachable: boolean;
-  command: string;
-}
 
 async function restart(): Promise<void> {
   await d.stop({ keepData: true });
   d = await startTestSandboxd({ dataDir, token: d.token });
 }
 
-async function listed(id: string): Promise<Listed | undefined> {
-  const l = await api(d, 'GET', `/v1/sandboxes/${SB}/exec`);
-  return (l.json['sessions'] as Listed[]).find((s) => s.id === id);
+async function listed(id: string): Promise<ListedSession | undefined> {
+  return (await listSessions(d, SB)).find((s) => s.id === id);
 }
 
 /** Starts a detachable session, waits for `marker` in its output, and drops the socket. */
