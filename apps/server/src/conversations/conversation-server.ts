@@ -128,21 +128,17 @@ export function createConversationServer(
       publishStatus('idle');
   };
 
-  const agentOf = async (conv: Conversation): Promise<AgentSnapshot> => {
-    if (!conv.agent_id) throw new AppError('not_found', 'the agent of this conversation was deleted');
-    return await deps.gates.agent(lease.tenantId, conv.agent_id);
-  };
   /** The agent as it is now, once the continuation gates passed (two independent reads, overlapped). */
-  const gatedAgent = async (conv: Conversation): Promise<AgentSnapshot> => {
-    const [agent] = await Promise.all([agentOf(conv), deps.gates.continuation(lease.tenantId)]);
-    return agent;
-  };
   const gatedAgentById = async (agentId: string): Promise<AgentSnapshot> => {
     const [agent] = await Promise.all([
       deps.gates.agent(lease.tenantId, agentId),
       deps.gates.continuation(lease.tenantId),
     ]);
     return agent;
+  };
+  const gatedAgent = async (conv: Conversation): Promise<AgentSnapshot> => {
+    if (!conv.agent_id) throw new AppError('not_found', 'the agent of this conversation was deleted');
+    return await gatedAgentById(conv.agent_id);
   };
 
   const end = async (crashed = false) => {
@@ -461,12 +457,15 @@ export function createConversationServer(
   /** The agent of the last turn that started: the next one reads it (and its gates) early. */
   let lastAgentId: string | null = null;
   const loop = async () => {
+    // A loop starts on a command (a follow-up prompt); the rounds after a turn mostly find none.
+    let kicked = true;
     while (!stopped) {
       // Three reads, overlapped (turn and sandbox are not needed when the conversation has ended),
-      // and, for a follow-up, the last turn's agent and the continuation gates with them: used only
-      // when the conversation still names that agent and its sandbox is warm (no provisioning in
-      // between: the gates are read at the turn's start, not minutes before it).
-      const early = lastAgentId === null ? null : gatedAgentById(lastAgentId);
+      // and, in the round a prompt started, the last turn's agent and the continuation gates with
+      // them: used only when the conversation still names that agent and its sandbox is warm (no
+      // provisioning in between: the gates are read at the turn's start, not minutes before it).
+      const early = kicked && lastAgentId !== null ? gatedAgentById(lastAgentId) : null;
+      kicked = false;
       early?.catch(() => {}); // handled by runTurn when used; dropped otherwise
       const [conv, turn, live] = await Promise.all([
         ownerLoadConversation(db, lease),
