@@ -114,6 +114,29 @@ describe('the transition table (States and transitions)', () => {
     assert.equal(await h.stdout(conv.id, turn.id), 'one\n');
   });
 
+  it('accepting a follow-up prompt resets the idle clock, before its turn ends', async () => {
+    const conv = await h.start(user, { agent_id: agent, prompt: 'true' });
+    await h.waitFor(user, conv.id, idle);
+    const longAgo = new Date(Date.now() - 30 * 60_000);
+    await h.deps.db
+      .updateTable('conversations')
+      .set({ last_activity_at: longAgo })
+      .where('id', '=', conv.id)
+      .execute();
+    const before = Date.now();
+    const res = await h.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'sleep 2' });
+    assert.equal(res.status, 202);
+    const row = await h.deps.db
+      .selectFrom('conversations')
+      .select(['last_activity_at', 'status'])
+      .where('id', '=', conv.id)
+      .executeTakeFirstOrThrow();
+    assert.equal(row.status, 'running');
+    // Clocks of the database and this process may differ by a little: a second of slack.
+    assert.ok(row.last_activity_at.getTime() >= before - 1000, `${row.last_activity_at.toISOString()}`);
+    await h.waitForTurn(user, conv.id, 2);
+  });
+
   it('running → idle with the turn failed when a spawn never starts (the sandbox vanished under the owner)', async () => {
     const conv = await h.start(user, { agent_id: agent, prompt: 'true' });
     const warm = await h.waitFor(user, conv.id, idle);
