@@ -16,6 +16,9 @@ export default function SignInPage() {
   const { search } = useLocation();
   const { refresh } = useSession();
   const providers = useProviders();
+  // The sign-up link once the server said registration is open (never one that then vanishes);
+  // when it could not be asked, the sign-up page says what holds.
+  const registrationOpen = providers.data ? providers.data.registration_enabled : Boolean(providers.error);
   const [email, setEmail] = useState('');
   const [password, setPassword] = useState('');
   const [busy, setBusy] = useState(false);
@@ -80,12 +83,9 @@ export default function SignInPage() {
           {busy ? 'Signing in…' : 'Sign in'}
         </button>
       </form>
-      {/* The sign-up link only once the server said registration is open: never one that then vanishes. */}
       <p className="auth-links" aria-busy={providers.loading}>
         <Link href="/forgot-password">Forgot your password?</Link>
-        {(providers.data?.registration_enabled ?? (providers.error ? true : null)) && (
-          <Link href="/sign-up">Create an account</Link>
-        )}
+        {registrationOpen && <Link href="/sign-up">Create an account</Link>}
       </p>
     </section>
   );
