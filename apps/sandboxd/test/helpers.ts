@@ -1,5 +1,6 @@
 /** Small wire-level clients for the tests (independent of packages/sandbox-client). */
 import { WebSocket } from 'ws';
+import type { SessionJson } from '../src/exec/sessions.ts';
 
 export interface Api {
   url: string;
@@ -30,18 +31,8 @@ export async function api(
   return { status: res.status, json: json as Record<string, unknown> & { [k: string]: unknown }, text };
 }
 
-/** An exec session as `GET /v1/sandboxes/:name/exec` lists it. */
-export interface ListedSession {
-  id: string;
-  command: string;
-  created: string;
-  last_activity: string;
-  is_active: boolean;
-  tty: boolean;
-  detachable: boolean;
-  exited: boolean;
-  exit_code: number | null;
-}
+/** An exec session as `GET /v1/sandboxes/:name/exec` lists it (the daemon's own shape). */
+export type ListedSession = SessionJson;
 
 /** The exec sessions of sandbox `name`. */
 export async function listSessions(a: Api, name: string): Promise<ListedSession[]> {
