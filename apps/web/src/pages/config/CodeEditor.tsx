@@ -32,18 +32,20 @@ export default function CodeEditor({
       return;
     }
     e.preventDefault();
+    // Edited in place (text and caret at once), then reported: React finds the value it renders
+    // already there and leaves the caret alone. Setting the value through state and the caret a
+    // frame later let a key typed in between land at the end of the text.
     const el = e.currentTarget;
-    const { selectionStart: start, selectionEnd: end } = el;
+    const { selectionStart: start } = el;
     if (e.shiftKey) {
       const lineStart = value.lastIndexOf('\n', start - 1) + 1;
       const strip = value.startsWith('  ', lineStart) ? 2 : value.startsWith(' ', lineStart) ? 1 : 0;
       if (!strip) return;
-      onChange(value.slice(0, lineStart) + value.slice(lineStart + strip));
-      requestAnimationFrame(() => el.setSelectionRange(start - strip, end - strip));
-      return;
+      el.setRangeText('', lineStart, lineStart + strip, 'preserve');
+    } else {
+      el.setRangeText('  ', start, el.selectionEnd, 'end');
     }
-    onChange(`${value.slice(0, start)}  ${value.slice(end)}`);
-    requestAnimationFrame(() => el.setSelectionRange(start + 2, start + 2));
+    onChange(el.value);
   };
   return (
     <div className="field">
