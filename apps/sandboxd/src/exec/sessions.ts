@@ -139,7 +139,8 @@ export class Session {
   private proc: Proc | null = null;
   /** detachable sessions: the shim */
   private shim: { pid: number; start: string } | null = null;
-  private shimSocket: net.Socket | null = null;
+  /** the link to the shim (its stdio, or a connection to its socket) */
+  private shimLink: { from: net.Socket; destroy(): void } | null = null;
   /** sandboxd is stopping (detachAll) or the session was disposed: ignore the shim connection closing */
   private letGo = false;
   /** output paused for a slow client (see OUTPUT_HIGH_WATER) */
@@ -217,19 +218,11 @@ export class Session {
       fifos,
     };
     const child = this.ctx.shims.take();
-    child.stdin!.end(JSON.stringify(spec));
+    // The session line; the shim answers on its stdout with HELLO, output and the exit: the first link.
+    child.stdin!.write(`${JSON.stringify(spec)}\n`);
     try {
-      this.childPid = await new Promise<number>((resolve, reject) => {
-        let out = '';
+      await new Promise<void>((resolve, reject) => {
         const timer = setTimeout(() => reject(new Error('session shim did not start in 10 s')), 10_000);
-        child.stdout!.on('data', (d: Buffer) => {
-          out += d.toString();
-          const m = /ready (\d+)\n/.exec(out);
-          if (m) {
-            clearTimeout(timer);
-            resolve(Number(m[1]));
-          }
-        });
         child.on('error', (err) => {
           clearTimeout(timer);
           reject(err);
@@ -242,8 +235,14 @@ export class Session {
           } catch {}
           reject(new Error(`session shim exited (${code}) before it was ready${why ? `: ${why}` : ''}`));
         });
+        this.link(child.stdout as net.Socket, child.stdin as net.Socket, () => {
+          clearTimeout(timer);
+          resolve();
+        });
       });
     } catch (err) {
+      this.shimLink?.destroy();
+      this.shimLink = null;
       try {
         child.kill('SIGKILL');
       } catch {}
@@ -251,11 +250,11 @@ export class Session {
       throw err;
     } finally {
       child.removeAllListeners('exit');
-      child.stdout!.destroy();
+      child.removeAllListeners('error');
+      child.on('error', () => {});
       child.unref();
     }
     this.shim = { pid: child.pid ?? 0, start: processStartTime(child.pid ?? 0) ?? '' };
-    this.connectShim();
   }
 
   /** A session found on disk after a restart: running under a live shim, or finished. */
@@ -270,7 +269,7 @@ export class Session {
     return this.shim !== null && this.shim.pid > 0 && processStartTime(this.shim.pid) === this.shim.start;
   }
 
-  /** Connects to the shim: hello, the shim's whole kept output, then live output and the exit. */
+  /** Connects to the shim's socket (after a restart, or when the first link broke while the shim lives). */
   private connectShim(attempt = 0): void {
     let dirFd: number;
     try {
@@ -285,7 +284,25 @@ export class Session {
       if (fdOpen) closeSync(dirFd);
       fdOpen = false;
     };
-    this.shimSocket = sock;
+    sock.on('connect', closeFd);
+    sock.on('close', closeFd);
+    this.link(sock, sock, undefined, attempt);
+  }
+
+  /**
+   * Mirrors the shim over one link: `from` brings HELLO, the shim's whole kept output, then live output and
+   * the exit; `to` takes input frames (a socket connection, or the shim's stdout and stdin). `onHello` runs
+   * at the HELLO.
+   */
+  private link(from: net.Socket, to: net.Socket, onHello?: () => void, attempt = 0): void {
+    const link = {
+      from,
+      destroy: () => {
+        from.destroy();
+        if (to !== from) to.destroy();
+      },
+    };
+    this.shimLink = link;
     let hello = false;
     let exited = false;
     const decoder = new FrameDecoder((type, payload) => {
@@ -296,6 +313,7 @@ export class Session {
         this.replay.dropped.stdout = h.dropped.stdout;
         this.replay.dropped.stderr = h.dropped.stderr;
         this.lastActivity = new Date(h.last_activity);
+        onHello?.();
       } else if (type === MSG.output && payload.length > 0) {
         this.output(payload[0]!, Buffer.from(payload.subarray(1)));
       } else if (type === MSG.exit) {
@@ -303,19 +321,21 @@ export class Session {
         this.finish((JSON.parse(payload.toString('utf8')) as { exit_code: number }).exit_code);
       }
     });
-    if (this.outputPaused) sock.pause();
-    sock.on('connect', closeFd);
-    sock.on('data', (d: Buffer) => decoder.push(d));
-    sock.on('error', () => {});
-    sock.on('close', () => {
-      closeFd();
-      if (this.shimSocket === sock) this.shimSocket = null;
-      if (!exited && !this.letGo) this.shimGone(hello, attempt);
+    if (this.outputPaused) from.pause();
+    from.on('data', (d: Buffer) => decoder.push(d));
+    from.on('error', () => {});
+    if (to !== from) to.on('error', () => {});
+    from.on('close', () => {
+      if (to !== from) to.destroy();
+      if (this.shimLink === link) this.shimLink = null;
+      // Before HELLO, the start (startShim) decides; afterwards a link that ends without the exit is the
+      // shim finished meanwhile, or gone.
+      if (!exited && !this.letGo && (hello || !onHello)) this.shimGone(hello, attempt);
     });
     this.input = {
-      write: (d) => sock.write(frame(MSG.stdin, d)),
-      endInput: () => sock.write(frame(MSG.stdinEof)),
-      resize: (rows, cols) => sock.write(frame(MSG.resize, JSON.stringify({ rows, cols }))),
+      write: (d) => to.write(frame(MSG.stdin, d)),
+      endInput: () => to.write(frame(MSG.stdinEof)),
+      resize: (rows, cols) => to.write(frame(MSG.resize, JSON.stringify({ rows, cols }))),
     };
   }
 
@@ -374,7 +394,7 @@ export class Session {
     if (!this.outputPaused && ws.bufferedAmount > OUTPUT_HIGH_WATER) {
       this.outputPaused = true;
       if (this.proc) this.proc.pause();
-      else this.shimSocket?.pause();
+      else this.shimLink?.from.pause();
     }
   }
 
@@ -384,7 +404,7 @@ export class Session {
     for (const ws of this.clients) if (ws.bufferedAmount > OUTPUT_LOW_WATER) return;
     this.outputPaused = false;
     if (this.proc) this.proc.resume();
-    else this.shimSocket?.resume();
+    else this.shimLink?.from.resume();
   };
 
   private finish(code: number, retentionMs = FINISHED_RETENTION_MS): void {
@@ -489,7 +509,7 @@ export class Session {
     this.letGo = true;
     if (this.retention) clearTimeout(this.retention);
     this.kill();
-    this.shimSocket?.destroy();
+    this.shimLink?.destroy();
     for (const ws of this.clients) ws.close(1001, 'sandbox stopped');
     this.clients.clear();
     if (this.shim && this.shimAlive()) {
@@ -505,7 +525,7 @@ export class Session {
     if (this.shim && this.spec.detachable) {
       this.letGo = true;
       if (this.retention) clearTimeout(this.retention);
-      this.shimSocket?.destroy();
+      this.shimLink?.destroy();
       for (const ws of this.clients) ws.close(1001, 'sandboxd stopping');
       this.clients.clear();
     } else {

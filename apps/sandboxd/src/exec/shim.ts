@@ -3,20 +3,22 @@
  * sandboxd, and sandboxd itself never holds a pty (node-pty opens its master without close-on-exec: every
  * process sandboxd spawned while a TTY session was open, in any sandbox, would inherit it).
  *
- *   node shim.ts paddock-sandboxd-shim      (ShimSpec JSON on stdin, then EOF; prints "ready <pid>")
+ *   node shim.ts paddock-sandboxd-shim      (ShimSpec JSON and a newline on stdin, then socket frames)
  *
  * sandboxd starts it detached (own session and process group; reparented when sandboxd exits), usually
- * ahead of time (shim-pool.ts): it loads, then waits for its session on stdin; a stdin that ends empty
- * means sandboxd let it go unused, and it exits. Given a session, it moves into the session directory
- * (its cwd: that is how an operator or a test tells which session a shim serves), owns the session's
- * process (its pipes or pty) and its replay buffer, and serves `<session dir>/shim.sock` (protocol in
- * shim-protocol.ts) to whichever sandboxd connects: a restarted sandboxd finds it again from session.json.
- * When the process has exited it writes output.bin and result.json, sends the exit to the connected
- * sandboxd and exits: a finished session needs no process.
+ * ahead of time (shim-pool.ts): it loads, then waits for its session on stdin; a stdin that ends before a
+ * whole session line means sandboxd let it go unused, and it exits. Given a session, it moves into the
+ * session directory (its cwd: that is how an operator or a test tells which session a shim serves), starts
+ * the session's process (its pipes or pty) and keeps its replay buffer. Its stdio with sandboxd is then the
+ * first connection (shim-protocol.ts: HELLO at once, output as it comes, the exit), so the first output byte
+ * waits for no socket; then it serves `<session dir>/shim.sock` to whichever sandboxd connects later: a
+ * restarted sandboxd finds it again from session.json. When the process has exited it writes output.bin
+ * and result.json, sends the exit to the connected sandboxd and exits: a finished session needs no process.
  *
  * Invariants: the environment (secrets) is never written to disk; everything the shim creates lives in the
  * session directory; the session's process starts in / (procs.ts), not in the shim's cwd; the shim never
- * outlives its process by more than a few seconds.
+ * outlives its process by more than a few seconds; sandboxd exiting (its end of the stdio gone) is a
+ * connection closing, never the session's end.
  */
 import { spawn } from 'node:child_process';
 import { closeSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
@@ -103,11 +105,27 @@ function warmUp(): void {
 }
 warmUp();
 
-const chunks: Buffer[] = [];
-for await (const c of process.stdin) chunks.push(c as Buffer);
+// stdin and stdout are socketpairs with sandboxd (node's `stdio: 'pipe'`): wrapped here rather than through
+// process.stdin/stdout, whose writes to a pipe block on Linux (a slow sandboxd must pause the process, not
+// the shim: OUTPUT_HIGH_WATER).
+const fromSandboxd = new net.Socket({ fd: 0, readable: true, writable: false });
+fromSandboxd.on('error', () => {});
+/** The session line, and the frames sandboxd sent right after it (read before the decoder exists). */
+const { line, rest } = await new Promise<{ line: Buffer | null; rest: Buffer }>((resolve) => {
+  let got: Buffer = Buffer.alloc(0);
+  const onData = (d: Buffer) => {
+    got = got.length === 0 ? d : Buffer.concat([got, d]);
+    const newline = got.indexOf(10);
+    if (newline < 0) return;
+    fromSandboxd.off('data', onData).off('end', onEnd).pause();
+    resolve({ line: got.subarray(0, newline), rest: got.subarray(newline + 1) });
+  };
+  const onEnd = () => resolve({ line: null, rest: Buffer.alloc(0) });
+  fromSandboxd.on('data', onData).on('end', onEnd);
+});
 // An idle pooled shim let go (sandboxd stopped, or closed its pool): nothing to supervise.
-if (chunks.length === 0) process.exit(0);
-const spec = JSON.parse(Buffer.concat(chunks).toString('utf8')) as ShimSpec;
+if (line === null) process.exit(0);
+const spec = JSON.parse(line.toString('utf8')) as ShimSpec;
 if (!path.isAbsolute(spec.dir)) process.exit(2);
 dir = spec.dir;
 process.chdir(dir);
@@ -168,16 +186,21 @@ function onExit(code: number): void {
 }
 
 let proc: Proc | null = null;
-const server = net.createServer((c) => {
+
+/**
+ * Serves one sandboxd connection: `out` gets HELLO, the kept output and then live output and the exit;
+ * `input` (the same socket, or the stdin pair) carries sandboxd's frames, `head` the first of them.
+ */
+function serve(out: net.Socket, input: net.Socket, head?: Buffer): void {
   if (exited) {
-    c.destroy();
+    out.destroy();
     return;
   }
-  conns.add(c);
-  c.on('error', () => {});
-  c.on('drain', flowCheck);
-  c.on('close', () => {
-    conns.delete(c);
+  conns.add(out);
+  out.on('error', () => {});
+  out.on('drain', flowCheck);
+  out.on('close', () => {
+    conns.delete(out);
     flowCheck();
     if (exited && conns.size === 0) process.exit(0);
   });
@@ -189,7 +212,7 @@ const server = net.createServer((c) => {
   const parts = [frame(MSG.hello, JSON.stringify(hello))];
   for (const ch of replay.chunks)
     parts.push(frame(MSG.output, Buffer.concat([Buffer.from([ch.stream]), ch.data])));
-  send(c, Buffer.concat(parts));
+  send(out, Buffer.concat(parts));
   const decoder = new FrameDecoder((type, payload) => {
     if (type === MSG.stdin) proc?.write(payload);
     else if (type === MSG.stdinEof) proc?.endInput();
@@ -198,18 +221,25 @@ const server = net.createServer((c) => {
       proc?.resize(rows, cols);
     }
   });
-  c.on('data', (d: Buffer) => decoder.push(d));
-});
+  if (head && head.length > 0) decoder.push(head);
+  input.on('data', (d: Buffer) => decoder.push(d));
+  if (input !== out) {
+    // The stdin pair ending is sandboxd gone: the same as its connection closing.
+    input.on('error', () => {});
+    input.on('end', () => out.destroy());
+    input.resume();
+  }
+}
+
+const server = net.createServer((c) => serve(c, c));
 server.on('error', (err) => {
   logError('socket server', err);
   proc?.kill();
   process.exit(71);
 });
 
-// The process starts first (its start-up is what a session's first output byte waits for), then the socket:
-// the socket is bound at once and its callback runs on the next tick, so no exit or output event of the
-// process (I/O, later in the loop) comes before the socket is up; output meanwhile is kept for replay.
-// The stdin FIFO stays linked while the process runs (procs.ts), in the sandbox init's FIFO directory, which a
+// The process starts first (its start-up is what a session's first output byte waits for), then the
+// connections. The stdin FIFO stays linked while the process runs (procs.ts), in the sandbox init's FIFO directory, which a
 // restarted sandboxd leaves alone.
 const fifos = [...spec.fifos];
 proc = spec.tty
@@ -220,6 +250,10 @@ proc = spec.tty
       onExit,
     )
   : spawnPiped({ argv: spec.argv, env: spec.env, stdin: spec.stdin, fifos }, onOutput, onExit);
+// sandboxd's first connection: its stdio, at once (HELLO carries the process's pid; sandboxd answers the exec
+// on it). Then the socket, for later connections: bound at once, its callback on the next tick, so no exit
+// or output event of the process (I/O, later in the loop) comes before it is up.
+serve(new net.Socket({ fd: 1, readable: false, writable: true }), fromSandboxd, rest);
 const dirFd = openSync(dir, 'r');
 await new Promise<void>((resolve) => server.listen(socketPathVia(dirFd, 'shim.sock'), resolve));
 closeSync(dirFd);
@@ -237,7 +271,3 @@ const file: SessionFile = {
   child_pid: proc.pid,
 };
 writeAtomic('session.json', `${JSON.stringify(file)}\n`);
-process.stdout.write(`ready ${proc.pid}\n`, () => {
-  // Nothing more goes to sandboxd's pipes: they break when it exits.
-  process.stdout.destroy();
-});
