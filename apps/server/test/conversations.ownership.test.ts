@@ -115,14 +115,21 @@ describe('commands across processes (commands.ts)', () => {
     const conv = await h.start(user, { agent_id: agent, prompt: 'echo kept > /home/sandbox/f' });
     await h.waitFor(user, conv.id, idle);
     const b = await h.secondInstance();
+    // Seen as it happens: right after it, any process (this one on a fresh connection, too) may
+    // adopt the orphan again, so polling holds() for a false could miss the moment.
+    const lost = new Promise<void>((resolve) => h.deps.ownership.onLost(resolve));
     // Cut the first instance's dedicated connection (the one holding the lock).
     await h.database.handle.pool.query(
       `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted
          AND objid = (hashtextextended('paddock:conversation:' || $1::text, 0) & 4294967295)::oid`,
       [conv.id],
     );
-    await until(async () => !h.deps.ownership.holds(conv.id));
-    // The other process's sweep adopts the warm sandbox (or the prompt does): the turn runs.
+    let noticed = false;
+    void lost.then(() => {
+      noticed = true;
+    });
+    await until(async () => noticed);
+    // A process's sweep adopts the warm sandbox (or the prompt does): the turn runs.
     const res = await b.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, {
       prompt: 'cat /home/sandbox/f',
     });
