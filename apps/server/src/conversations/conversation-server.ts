@@ -389,11 +389,15 @@ export function createConversationServer(
         return;
       }
       // The images, the turn's `running` row and the conversation's are independent round trips:
-      // overlapped.
+      // overlapped. A follow-up prompt marked the conversation `running` already (read above; a
+      // successful provisioning does not change it): no write, and no read to tell a status that
+      // did not match from a lost lease, for which the fenced turn row answers.
       const [imageRows, , nowRunning] = await Promise.all([
         turnImages(db, lease.tenantId, turn.id),
         ownerStartTurn(db, lease, turn.id, current?.id ?? ''),
-        ownerSetConversation(db, lease, { status: 'running' }, { onlyIf: ['pending', 'idle'] }),
+        conv.status === 'running'
+          ? false
+          : ownerSetConversation(db, lease, { status: 'running' }, { onlyIf: ['pending', 'idle'] }),
       ]);
       if (nowRunning) publishStatus('running');
       const images = imageRows.map((i) => ({ mediaType: i.media_type, data: i.data }));

@@ -94,19 +94,32 @@ export async function listConversations(
  * transaction ends, so two admissions of one user are serialized: the quota check and the
  * insert are atomic per user (test: "admits exactly 5 of 20 parallel starts").
  */
-export async function lockForAdmission(trx: Transaction<DatabaseSchema>, tenantId: string) {
+/**
+ * Takes the user row FOR UPDATE (admissions of one user run one after another), then, with
+ * `countLive`, counts the user's live sandboxes in a statement of its own: one that starts after
+ * the lock was granted sees every sandbox an admission committed before it (a count in the
+ * locking statement would read the snapshot taken before waiting). Without `countLive` (no new
+ * sandbox, no quota to check) liveSandboxes is 0.
+ */
+export async function lockForAdmission(
+  trx: Transaction<DatabaseSchema>,
+  tenantId: string,
+  options: { countLive: boolean },
+) {
   const user = await trx
     .selectFrom('users')
     .select(['suspended_at'])
     .where('id', '=', tenantId)
     .forUpdate()
     .executeTakeFirst();
-  const live = await trx
-    .selectFrom('sandboxes')
-    .select((eb) => eb.fn.countAll<string>().as('n'))
-    .where('tenant_id', '=', tenantId)
-    .where('status', 'in', LIVE_SANDBOX_STATUSES)
-    .executeTakeFirstOrThrow();
+  const live = options.countLive
+    ? await trx
+        .selectFrom('sandboxes')
+        .select((eb) => eb.fn.countAll<string>().as('n'))
+        .where('tenant_id', '=', tenantId)
+        .where('status', 'in', LIVE_SANDBOX_STATUSES)
+        .executeTakeFirstOrThrow()
+    : { n: '0' };
   return { exists: user !== undefined, suspended: user?.suspended_at != null, liveSandboxes: Number(live.n) };
 }
 
@@ -214,13 +227,24 @@ export async function insertTurn(
 export type TurnRow = Awaited<ReturnType<typeof insertTurn>>;
 
 /** Locks the conversation row for a state change decided by the caller. */
+/**
+ * Locks the conversation row (FOR UPDATE) and reads, in the same statement, whether its user is
+ * suspended (the user row is not locked: lockForAdmission does that when a sandbox is admitted).
+ */
 export async function lockConversation(trx: Transaction<DatabaseSchema>, tenantId: string, id: string) {
   return await trx
     .selectFrom('conversations')
-    .select(['id', 'status', 'agent_id', 'vault_id'])
-    .where('tenant_id', '=', tenantId)
-    .where('id', '=', id)
-    .forUpdate()
+    .leftJoin('users', 'users.id', 'conversations.tenant_id')
+    .select([
+      'conversations.id',
+      'conversations.status',
+      'conversations.agent_id',
+      'conversations.vault_id',
+      'users.suspended_at',
+    ])
+    .where('conversations.tenant_id', '=', tenantId)
+    .where('conversations.id', '=', id)
+    .forUpdate('conversations')
     .executeTakeFirst();
 }
 

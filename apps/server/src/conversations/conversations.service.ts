@@ -313,7 +313,10 @@ export function createConversationsService(deps: {
         if (conv.agent_id === null)
           throw AppError.validation({ agent_id: ['the agent of this conversation was deleted'] });
         const live = await findLiveSandbox(trx, tenantId, id);
-        await gates.admit(trx, tenantId, { newSandbox: live === undefined });
+        await gates.admit(trx, tenantId, {
+          newSandbox: live === undefined,
+          suspended: conv.suspended_at !== null,
+        });
         if (!live) await insertSandbox(trx, { tenantId, conversationId: id, name: sandboxName(tenantId) });
         return await insertTurn(trx, {
           tenantId,

@@ -41,7 +41,18 @@ export interface Gates {
    * Gates 4 and 5 inside the admitting transaction: takes the per-user lock, then refuses with
    * 429 sandbox_quota_exceeded (when a new sandbox is needed) or 403 account_suspended.
    */
-  admit(trx: Transaction<Database>, tenantId: string, options: { newSandbox: boolean }): Promise<void>;
+  admit(
+    trx: Transaction<Database>,
+    tenantId: string,
+    options: {
+      newSandbox: boolean;
+      /**
+       * Whether the user is suspended, when the caller read it already in this transaction (a
+       * prompt, with the conversation's lock); with no new sandbox nothing else is needed.
+       */
+      suspended?: boolean;
+    },
+  ): Promise<void>;
   /** Gates 3 and 5 again, before a turn runs and on reattach (no lock: nothing is inserted). */
   continuation(tenantId: string): Promise<void>;
 }
@@ -95,7 +106,11 @@ export function createGates(deps: {
     subscription,
 
     async admit(trx, tenantId, options) {
-      const state = await lockForAdmission(trx, tenantId);
+      if (!options.newSandbox && options.suspended !== undefined) {
+        if (options.suspended) throw suspended();
+        return;
+      }
+      const state = await lockForAdmission(trx, tenantId, { countLive: options.newSandbox });
       if (options.newSandbox && state.liveSandboxes >= deps.maxSandboxesPerUser) {
         throw new AppError(
           'sandbox_quota_exceeded',

@@ -37,14 +37,26 @@ export function pidFile(turnId: string): string {
   return `${PADDOCK_DIR}/turn-${turnId}.pid`;
 }
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
 /**
  * The runtime's argv under the pid-recording session wrapper (invariant 1). Shell builtins only, but
  * for a mkdir the first turn of a sandbox needs: every process started here is on the path to the
- * turn's first output byte (docs/performance.md).
+ * turn's first output byte (docs/performance.md). A runtime command that is itself a shell script
+ * (`sh -c script [name args…]`, as every adapter's is) gets the pid-recording lines in front of its
+ * script, in the same shell: one exec fewer per turn. The pid recorded is that shell's, which the
+ * script's `exec` keeps, as the separate wrapper's `exec` did.
  */
 export function wrapTurn(argv: string[], turnId: string): string[] {
-  const script = '{ [ -d "$2" ] || mkdir -p -- "$2"; } && echo $$ > "$1" && shift 2 && exec "$@"';
-  return ['setsid', '-w', 'sh', '-c', script, 'paddock-turn', pidFile(turnId), PADDOCK_DIR, ...argv];
+  const [program, flag, script] = argv;
+  if (program === 'sh' && flag === '-c' && script !== undefined && UUID.test(turnId)) {
+    // Fixed paths (a UUID has no character the shell treats specially): no positional parameter
+    // of the runtime's script moves.
+    const record = `{ [ -d ${PADDOCK_DIR} ] || mkdir -p -- ${PADDOCK_DIR}; } && echo $$ > ${pidFile(turnId)} || exit`;
+    return ['setsid', '-w', 'sh', '-c', `${record}\n${script}`, ...argv.slice(3)];
+  }
+  const wrapper = '{ [ -d "$2" ] || mkdir -p -- "$2"; } && echo $$ > "$1" && shift 2 && exec "$@"';
+  return ['setsid', '-w', 'sh', '-c', wrapper, 'paddock-turn', pidFile(turnId), PADDOCK_DIR, ...argv];
 }
 
 export type TurnEnd =
