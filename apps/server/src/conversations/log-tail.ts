@@ -80,8 +80,8 @@ export function createLogTails(deps: {
   db: Db;
   feed: Feed;
   logger: Pick<Logger, 'warn'>;
-  /** The row's SSE frame (stream.routes.ts logEventFrame). */
-  frame: (row: LogEventRow) => string;
+  /** The row's SSE frame, whole or in parts written one after another (stream.routes.ts logEventFrameParts). */
+  frame: (row: LogEventRow) => string | readonly string[];
 }): LogTails {
   const tails = new Map<string, { tail: Promise<LogTail>; holders: number }>();
 
@@ -109,13 +109,23 @@ export function createLogTails(deps: {
     const add = (rows: readonly LogEventRow[]): void => {
       if (rows.length === 0) return;
       // The rows' frames encoded into one buffer (invariant 4): a page is views of it.
+      // A frame in parts is never joined into one string first (a copy of each row's text).
       const frames = rows.map(deps.frame);
-      const lengths = frames.map((frame) => Buffer.byteLength(frame));
+      const lengths = frames.map((frame) =>
+        typeof frame === 'string'
+          ? Buffer.byteLength(frame)
+          : frame.reduce((sum, part) => sum + Buffer.byteLength(part), 0),
+      );
       const group = Buffer.allocUnsafe(lengths.reduce((sum, length) => sum + length, 0));
       let offset = 0;
       for (let k = 0; k < rows.length; k++) {
         const row = rows[k]!;
-        group.write(frames[k]!, offset);
+        const frame = frames[k]!;
+        if (typeof frame === 'string') group.write(frame, offset);
+        else {
+          let at = offset;
+          for (const part of frame) at += group.write(part, at);
+        }
         entries.push({ id: BigInt(row.id), stream: row.stream, length: lengths[k]!, group, offset });
         offset += lengths[k]!;
       }

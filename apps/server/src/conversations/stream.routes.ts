@@ -229,7 +229,7 @@ export function streamRoutes(deps: StreamRoutesDeps): FastifyPluginAsync {
   return async (root) => {
     const app = root.withTypeProvider<ZodTypeProvider>();
     const viewers = new Set<() => void>();
-    const logTails = deps.logTails ?? createLogTails({ ...deps, frame: logEventFrame });
+    const logTails = deps.logTails ?? createLogTails({ ...deps, frame: logEventFrameParts });
     // Open streams end when the server stops (clients resume elsewhere with Last-Event-ID).
     app.addHook('preClose', async () => {
       for (const stop of [...viewers]) stop();
@@ -336,6 +336,23 @@ export function streamRoutes(deps: StreamRoutesDeps): FastifyPluginAsync {
 
 export function logEventFrame(row: LogEventRow): string {
   return sseEvent(row.stream, logEventView(row), String(row.id));
+}
+
+/**
+ * logEventFrame's bytes in parts: an output row's text as its own JSON string between the rest of
+ * the event (the same keys in the same order), so that the shared tail encodes it without first
+ * joining the parts into one string (log-tail.ts).
+ */
+export function logEventFrameParts(row: LogEventRow): string | readonly string[] {
+  if (row.stream !== 'stdout' && row.stream !== 'stderr') return logEventFrame(row);
+  const view = logEventView(row) as { text: string };
+  const { text, ...rest } = view;
+  const head = JSON.stringify(rest);
+  return [
+    `id: ${row.id}\nevent: ${row.stream}\ndata: ${head.slice(0, -1)},"text":`,
+    JSON.stringify(text),
+    '}\n\n',
+  ];
 }
 
 interface ViewerInput extends StreamRoutesDeps {
