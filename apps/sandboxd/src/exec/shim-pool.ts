@@ -17,11 +17,8 @@
  * - Taking never waits for a pooled shim to finish starting: a shim still starting is at least as far
  *   along as one spawned now. An empty pool spawns a fresh shim (the pool is an accelerator, never a
  *   limit on concurrent sessions).
- * - Refills wait for a quiet spell: REFILL_DELAY_MS after the last exec start (a take, or any exec of any
- *   sandbox: warm()), so starting a node process (a fork of sandboxd, then its loading) does not compete for
- *   the CPU with sessions being started (their first output bytes are what is being waited for), and at most
- *   REFILL_MAX_DELAY_MS after the pool first missed a shim. An empty pool, with no refill pending, is filled
- *   at once when an exec starts.
+ * - Refills start REFILL_DELAY_MS after a take, so a new node process does not compete for the CPU with
+ *   the session that was just started (its first output byte is what is being waited for).
  * - With `lowPriority` (sandboxd as root), a pooled shim starts at nice 19, so its start-up (~150 ms of
  *   CPU) only takes what sessions leave idle, and it is back at nice 0 (every thread) before it is handed
  *   a session: the session's processes, forked by the shim, run at normal priority. Without the privilege
@@ -45,7 +42,6 @@ const SHIM_SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'shi
  */
 export const SHIM_POOL_SIZE = 2;
 const REFILL_DELAY_MS = 250;
-const REFILL_MAX_DELAY_MS = 2000;
 /** The nice value of a pooled shim while it waits (lowPriority). */
 const IDLE_NICE = 19;
 
@@ -72,9 +68,6 @@ export class ShimPool {
   private readonly log: Logger;
   private readonly lowPriority: boolean;
   private refill: NodeJS.Timeout | null = null;
-  /** When the pending refill runs, and since when the pool misses a shim (performance.now()). */
-  private refillAt = 0;
-  private missingSince: number | null = null;
   private closed = false;
 
   constructor(o: { size?: number; compileCache: string; log: Logger; lowPriority?: boolean }) {
@@ -99,36 +92,17 @@ export class ShimPool {
     } else {
       child = this.spawnShim();
     }
-    this.defer(REFILL_DELAY_MS);
+    this.warm(REFILL_DELAY_MS);
     return child;
   }
 
-  /**
-   * An exec is starting (sandboxd calls it for every exec): an empty pool with no refill pending is
-   * filled at once; otherwise a pending refill waits for the quiet spell (see the invariants).
-   */
-  warm(): void {
-    if (this.idle.size === 0 && !this.refill) this.defer(0);
-    else if (this.idle.size > 0) this.defer(REFILL_DELAY_MS);
-  }
-
-  /** Runs the refill `delayMs` from now, or later when it is already due later; never past the cap. */
-  private defer(delayMs: number): void {
-    if (this.closed || this.idle.size >= this.size) return;
-    const now = performance.now();
-    this.missingSince ??= now;
-    let at = Math.min(now + delayMs, this.missingSince + REFILL_MAX_DELAY_MS);
-    if (this.refill) {
-      if (this.refillAt >= at) return;
-      clearTimeout(this.refill);
-    }
-    at = Math.max(at, now);
-    this.refillAt = at;
+  /** Fills the pool after `delayMs` (idempotent; sandboxd calls it when a sandbox starts execs). */
+  warm(delayMs = 0): void {
+    if (this.closed || this.refill || this.idle.size >= this.size) return;
     this.refill = setTimeout(() => {
       this.refill = null;
-      this.missingSince = null;
       while (!this.closed && this.idle.size < this.size) this.addIdle();
-    }, at - now);
+    }, delayMs);
     this.refill.unref();
   }
 
