@@ -246,6 +246,29 @@ describe('the transition table (States and transitions)', () => {
     await h.waitFor(user, conv.id, idle);
   });
 
+  it('answers 503 conversation_provisioning to a prompt while a wake provisions a new sandbox (not busy)', async () => {
+    const environment = await h.environment(user, { setup_script: 'sleep 3' });
+    const slow = await h.agent(user, { environment_id: environment });
+    const conv = await h.start(user, { agent_id: slow, prompt: 'echo first' });
+    await h.waitFor(user, conv.id, idle, 60_000);
+    await h.deps.db
+      .updateTable('conversations')
+      .set({ last_activity_at: new Date(Date.now() - 61 * 60_000) })
+      .where('id', '=', conv.id)
+      .execute();
+    await h.waitFor(user, conv.id, (c) => c.sandbox?.status === 'terminated');
+    const woke = await h.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'echo again' });
+    assert.equal(woke.status, 202);
+    // The wake runs the setup script (3 s): the conversation is running, its turn queued.
+    const refused = await h.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'true' });
+    assert.equal(refused.status, 503);
+    assert.equal(refused.body.error, 'conversation_provisioning');
+    assert.equal(refused.headers.get('retry-after'), '5');
+    const turn = await h.waitForTurn(user, conv.id, 2, 60_000);
+    assert.equal(turn.status, 'succeeded');
+    assert.equal((await h.turns(user, conv.id)).length, 2, 'the refused prompt queued nothing');
+  });
+
   it('answers 503 conversation_provisioning with Retry-After while pending; DELETE still executes', async () => {
     const conv = await h.start(user, { agent_id: agent, prompt: 'true' });
     for (const path of ['prompts', 'interrupt', 'terminate']) {

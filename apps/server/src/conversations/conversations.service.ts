@@ -304,6 +304,12 @@ export function createConversationsService(deps: {
         if (conv.status === 'terminated') throw terminated();
         if (conv.status === 'failed') throw failed();
         if (conv.status === 'pending') throw provisioning();
+        // A wake (a prompt after the sandbox was reclaimed) provisions a new sandbox with the
+        // conversation `running`: while its row is not ready the owner is blocked in
+        // provisioning, and the answer is 503 as for the first provisioning (before busy, which
+        // the waiting turn would always make it).
+        const live = await findLiveSandbox(trx, tenantId, id);
+        if (live && live.status !== 'ready') throw provisioning();
         // Busy is a turn still queued or running. The owner marks the conversation idle just
         // after the turn's end is on the stream, so a client that saw it end may prompt at once:
         // `running` with every turn ended is that moment, and the prompt is taken (the owner
@@ -312,7 +318,6 @@ export function createConversationsService(deps: {
           throw new AppError('conversation_busy', 'a turn is running; wait for it to end');
         if (conv.agent_id === null)
           throw AppError.validation({ agent_id: ['the agent of this conversation was deleted'] });
-        const live = await findLiveSandbox(trx, tenantId, id);
         await gates.admit(trx, tenantId, {
           newSandbox: live === undefined,
           suspended: conv.suspended_at !== null,
