@@ -94,32 +94,21 @@ export async function listConversations(
  * transaction ends, so two admissions of one user are serialized: the quota check and the
  * insert are atomic per user (test: "admits exactly 5 of 20 parallel starts").
  */
-/**
- * Takes the user row FOR UPDATE (admissions of one user run one after another), then, with
- * `countLive`, counts the user's live sandboxes in a statement of its own: one that starts after
- * the lock was granted sees every sandbox an admission committed before it (a count in the
- * locking statement would read the snapshot taken before waiting). Without `countLive` (no new
- * sandbox, no quota to check) liveSandboxes is 0.
- */
-export async function lockForAdmission(
-  trx: Transaction<DatabaseSchema>,
-  tenantId: string,
-  options: { countLive: boolean },
-) {
+export async function lockForAdmission(trx: Transaction<DatabaseSchema>, tenantId: string) {
   const user = await trx
     .selectFrom('users')
     .select(['suspended_at'])
     .where('id', '=', tenantId)
     .forUpdate()
     .executeTakeFirst();
-  const live = options.countLive
-    ? await trx
-        .selectFrom('sandboxes')
-        .select((eb) => eb.fn.countAll<string>().as('n'))
-        .where('tenant_id', '=', tenantId)
-        .where('status', 'in', LIVE_SANDBOX_STATUSES)
-        .executeTakeFirstOrThrow()
-    : { n: '0' };
+  // A statement of its own: one that starts after the lock was granted sees every sandbox an
+  // admission committed before it (in the locking statement, the snapshot before the wait).
+  const live = await trx
+    .selectFrom('sandboxes')
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .where('tenant_id', '=', tenantId)
+    .where('status', 'in', LIVE_SANDBOX_STATUSES)
+    .executeTakeFirstOrThrow();
   return { exists: user !== undefined, suspended: user?.suspended_at != null, liveSandboxes: Number(live.n) };
 }
 
@@ -226,9 +215,8 @@ export async function insertTurn(
 
 export type TurnRow = Awaited<ReturnType<typeof insertTurn>>;
 
-/** Locks the conversation row for a state change decided by the caller. */
 /**
- * Locks the conversation row (FOR UPDATE) and reads, in the same statement, whether its user is
+ * Locks the conversation row for a state change decided by the caller (FOR UPDATE) and reads, in the same statement, whether its user is
  * suspended (the user row is not locked: lockForAdmission does that when a sandbox is admitted).
  */
 export async function lockConversation(trx: Transaction<DatabaseSchema>, tenantId: string, id: string) {

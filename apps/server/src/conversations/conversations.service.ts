@@ -204,6 +204,13 @@ const provisioning = () =>
   new AppError('conversation_provisioning', 'the conversation is provisioning its sandbox; retry shortly', {
     headers: { 'retry-after': String(PROVISIONING_RETRY_AFTER_SECONDS) },
   });
+/**
+ * The owner is blocked in provisioning while the conversation's live sandbox is not ready: the
+ * first provisioning (the conversation `pending`) or a wake after the sandbox was reclaimed (the
+ * conversation `running`, its turn queued).
+ */
+const blockedInProvisioning = (live: { status: string } | undefined): boolean =>
+  live !== undefined && live.status !== 'ready';
 const terminated = () => new AppError('conversation_terminated', 'the conversation is terminated');
 const failed = () => new AppError('conversation_failed', 'the conversation failed; start a new one');
 
@@ -236,11 +243,8 @@ export function createConversationsService(deps: {
     return row;
   };
 
-  const isProvisioning = async (tenantId: string, id: string, status: string) => {
-    if (status === 'pending') return true;
-    const live = await findLiveSandbox(db, tenantId, id);
-    return live !== undefined && live.status !== 'ready';
-  };
+  const isProvisioning = async (tenantId: string, id: string, status: string) =>
+    status === 'pending' || blockedInProvisioning(await findLiveSandbox(db, tenantId, id));
 
   return {
     async create(caller, input) {
@@ -304,12 +308,9 @@ export function createConversationsService(deps: {
         if (conv.status === 'terminated') throw terminated();
         if (conv.status === 'failed') throw failed();
         if (conv.status === 'pending') throw provisioning();
-        // A wake (a prompt after the sandbox was reclaimed) provisions a new sandbox with the
-        // conversation `running`: while its row is not ready the owner is blocked in
-        // provisioning, and the answer is 503 as for the first provisioning (before busy, which
-        // the waiting turn would always make it).
+        // Before busy, which a wake's waiting turn would always make it.
         const live = await findLiveSandbox(trx, tenantId, id);
-        if (live && live.status !== 'ready') throw provisioning();
+        if (blockedInProvisioning(live)) throw provisioning();
         // Busy is a turn still queued or running. The owner marks the conversation idle just
         // after the turn's end is on the stream, so a client that saw it end may prompt at once:
         // `running` with every turn ended is that moment, and the prompt is taken (the owner

@@ -110,7 +110,7 @@ export function createGates(deps: {
         if (options.suspended) throw suspended();
         return;
       }
-      const state = await lockForAdmission(trx, tenantId, { countLive: options.newSandbox });
+      const state = await lockForAdmission(trx, tenantId);
       if (options.newSandbox && state.liveSandboxes >= deps.maxSandboxesPerUser) {
         throw new AppError(
           'sandbox_quota_exceeded',
