@@ -3,7 +3,28 @@
 // needs multi-line data and a field can never smuggle in a second event.
 
 export function sseEvent(event: string, data: unknown, id?: string): string {
-  return `${id === undefined ? '' : `id: ${id}\n`}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+  return `${sseHead(event, id)}${JSON.stringify(data)}\n\n`;
+}
+
+const sseHead = (event: string, id: string | undefined): string =>
+  `${id === undefined ? '' : `id: ${id}\n`}event: ${event}\ndata: `;
+
+/**
+ * sseEvent(event, {...data, [key]: text}, id) in parts, the text's JSON string on its own: a
+ * caller that encodes the parts one after another never joins a long text into one string.
+ */
+export function sseEventParts(
+  event: string,
+  data: Record<string, unknown>,
+  key: string,
+  text: string,
+  id?: string,
+): readonly string[] {
+  return [
+    `${sseHead(event, id)}${JSON.stringify(data).slice(0, -1)},${JSON.stringify(key)}:`,
+    JSON.stringify(text),
+    '}\n\n',
+  ];
 }
 
 /** A comment line: keeps proxies and clients from timing out an idle stream. */

@@ -37,7 +37,7 @@ import type { Feed, OwnershipProbe } from './contracts.ts';
 import type { LogStream } from './conversations.tables.ts';
 import { clearUnread, findConversationRef, type LogEventRow, listLogEvents } from './log-events.repo.ts';
 import { createLogTails, type LogTail, type LogTails } from './log-tail.ts';
-import { SSE_HEADERS, SSE_PING, SSE_RETRY, sseEvent } from './sse.ts';
+import { SSE_HEADERS, SSE_PING, SSE_RETRY, sseEvent, sseEventParts } from './sse.ts';
 import { readStoredEvent } from './turn-events.ts';
 
 const TAG = 'Conversations';
@@ -345,14 +345,8 @@ export function logEventFrame(row: LogEventRow): string {
  */
 export function logEventFrameParts(row: LogEventRow): string | readonly string[] {
   if (row.stream !== 'stdout' && row.stream !== 'stderr') return logEventFrame(row);
-  const view = logEventView(row) as { text: string };
-  const { text, ...rest } = view;
-  const head = JSON.stringify(rest);
-  return [
-    `id: ${row.id}\nevent: ${row.stream}\ndata: ${head.slice(0, -1)},"text":`,
-    JSON.stringify(text),
-    '}\n\n',
-  ];
+  const { text, ...rest } = logEventView(row) as { text: string };
+  return sseEventParts(row.stream, rest, 'text', text, String(row.id));
 }
 
 interface ViewerInput extends StreamRoutesDeps {

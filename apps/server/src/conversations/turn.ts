@@ -26,6 +26,7 @@
 //    previous owner wrote them with those bytes), though their session id and usage count.
 //    Test: conversations.kill9.test.ts "a line cut by the kill is one event after reattach".
 import type { ExecHandle, SandboxClient } from '@paddock/sandbox-client';
+import { isUuid } from '../secrets/fields.ts';
 import type { LogWriter, RuntimeAdapter, TurnEvent } from './contracts.ts';
 import type { TurnUsage } from './conversations.tables.ts';
 
@@ -37,26 +38,23 @@ export function pidFile(turnId: string): string {
   return `${PADDOCK_DIR}/turn-${turnId}.pid`;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-
 /**
  * The runtime's argv under the pid-recording session wrapper (invariant 1). Shell builtins only, but
  * for a mkdir the first turn of a sandbox needs: every process started here is on the path to the
- * turn's first output byte (docs/performance.md). A runtime command that is itself a shell script
- * (`sh -c script [name args…]`, as every adapter's is) gets the pid-recording lines in front of its
- * script, in the same shell: one exec fewer per turn. The pid recorded is that shell's, which the
- * script's `exec` keeps, as the separate wrapper's `exec` did.
+ * turn's first output byte (docs/performance.md). The pid-recording lines go in front of the
+ * runtime's own script when its command is one (`sh -c script [name args…]`, as every adapter's
+ * is), in the same shell: one exec fewer per turn; any other command is exec'd by them. The pid
+ * recorded is that shell's, which an `exec` keeps.
  */
 export function wrapTurn(argv: string[], turnId: string): string[] {
-  const [program, flag, script] = argv;
-  if (program === 'sh' && flag === '-c' && script !== undefined && UUID.test(turnId)) {
-    // Fixed paths (a UUID has no character the shell treats specially): no positional parameter
-    // of the runtime's script moves.
-    const record = `{ [ -d ${PADDOCK_DIR} ] || mkdir -p -- ${PADDOCK_DIR}; } && echo $$ > ${pidFile(turnId)} || exit`;
-    return ['setsid', '-w', 'sh', '-c', `${record}\n${script}`, ...argv.slice(3)];
-  }
-  const wrapper = '{ [ -d "$2" ] || mkdir -p -- "$2"; } && echo $$ > "$1" && shift 2 && exec "$@"';
-  return ['setsid', '-w', 'sh', '-c', wrapper, 'paddock-turn', pidFile(turnId), PADDOCK_DIR, ...argv];
+  // Fixed paths in the script (a UUID has no character the shell treats specially): no positional
+  // parameter of the runtime's script moves.
+  if (!isUuid(turnId)) throw new Error('a turn id is a UUID');
+  const record = `{ [ -d ${PADDOCK_DIR} ] || mkdir -p -- ${PADDOCK_DIR}; } && echo $$ > ${pidFile(turnId)} || exit`;
+  const [program, flag, script, ...args] = argv;
+  if (program === 'sh' && flag === '-c' && script !== undefined)
+    return ['setsid', '-w', 'sh', '-c', `${record}\n${script}`, ...args];
+  return ['setsid', '-w', 'sh', '-c', `${record}\nexec "$@"`, 'paddock-turn', ...argv];
 }
 
 export type TurnEnd =
