@@ -23,6 +23,15 @@ after(async () => {
 
 const idle = (c: { status: string }) => c.status === 'idle';
 
+/** Ages a conversation past SANDBOX_IDLE_TIMEOUT_MINUTES (60): the lifecycle clock reclaims its sandbox. */
+async function idleFor61Minutes(conversationId: string): Promise<void> {
+  await h.deps.db
+    .updateTable('conversations')
+    .set({ last_activity_at: new Date(Date.now() - 61 * 60_000) })
+    .where('id', '=', conversationId)
+    .execute();
+}
+
 describe('the transition table (States and transitions)', () => {
   it('(new) → pending: POST /api/conversations creates the conversation and a pending sandbox row', async () => {
     const conv = await h.start(user, { agent_id: agent, prompt: 'echo hi' });
@@ -160,11 +169,7 @@ describe('the transition table (States and transitions)', () => {
   it('idle → idle when the sandbox is reclaimed for idle timeout: stage sandbox, sandbox terminated, resumable', async () => {
     const conv = await h.start(user, { agent_id: agent, prompt: 'echo first' });
     const warm = await h.waitFor(user, conv.id, idle);
-    await h.deps.db
-      .updateTable('conversations')
-      .set({ last_activity_at: new Date(Date.now() - 61 * 60_000) })
-      .where('id', '=', conv.id)
-      .execute();
+    await idleFor61Minutes(conv.id);
     const reclaimed = await h.waitFor(user, conv.id, (c) => c.sandbox?.status === 'terminated');
     assert.equal(reclaimed.status, 'idle');
     assert.match(reclaimed.sandbox?.reason ?? '', /idle for 60 minutes/);
@@ -251,11 +256,7 @@ describe('the transition table (States and transitions)', () => {
     const slow = await h.agent(user, { environment_id: environment });
     const conv = await h.start(user, { agent_id: slow, prompt: 'echo first' });
     await h.waitFor(user, conv.id, idle, 60_000);
-    await h.deps.db
-      .updateTable('conversations')
-      .set({ last_activity_at: new Date(Date.now() - 61 * 60_000) })
-      .where('id', '=', conv.id)
-      .execute();
+    await idleFor61Minutes(conv.id);
     await h.waitFor(user, conv.id, (c) => c.sandbox?.status === 'terminated');
     const woke = await h.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'echo again' });
     assert.equal(woke.status, 202);
@@ -264,6 +265,12 @@ describe('the transition table (States and transitions)', () => {
     assert.equal(refused.status, 503);
     assert.equal(refused.body.error, 'conversation_provisioning');
     assert.equal(refused.headers.get('retry-after'), '5');
+    // Interrupt and terminate too (spec, Errors: 503 for all three while blocked in provisioning).
+    for (const path of ['interrupt', 'terminate']) {
+      const res = await h.api(user, 'POST', `/api/conversations/${conv.id}/${path}`);
+      assert.equal(res.status, 503, path);
+      assert.equal(res.body.error, 'conversation_provisioning');
+    }
     const turn = await h.waitForTurn(user, conv.id, 2, 60_000);
     assert.equal(turn.status, 'succeeded');
     assert.equal((await h.turns(user, conv.id)).length, 2, 'the refused prompt queued nothing');
@@ -341,11 +348,7 @@ describe('when the sandbox backend goes down', () => {
   it('a failed wake marks the sandbox failed and leaves the conversation resumable', async () => {
     const conv = await h.start(user, { agent_id: agent, prompt: 'true' });
     await h.waitFor(user, conv.id, idle);
-    await h.deps.db
-      .updateTable('conversations')
-      .set({ last_activity_at: new Date(Date.now() - 61 * 60_000) })
-      .where('id', '=', conv.id)
-      .execute();
+    await idleFor61Minutes(conv.id);
     await h.waitFor(user, conv.id, (c) => c.sandbox?.status === 'terminated');
     await h.stopSandboxd();
     try {

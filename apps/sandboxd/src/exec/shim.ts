@@ -239,8 +239,8 @@ server.on('error', (err) => {
 });
 
 // The process starts first (its start-up is what a session's first output byte waits for), then the
-// connections. The stdin FIFO stays linked while the process runs (procs.ts), in the sandbox init's FIFO directory, which a
-// restarted sandboxd leaves alone.
+// connections. The stdin FIFO stays linked while the process runs (procs.ts), in the sandbox init's FIFO
+// directory, which a restarted sandboxd leaves alone.
 const fifos = [...spec.fifos];
 proc = spec.tty
   ? spawnTty(
