@@ -116,7 +116,8 @@ type Item = OutputItem | StageItem | EventItem;
 interface Row {
   turnId: string | null;
   stream: OutputStream | 'stage' | 'events';
-  data: Buffer | null;
+  /** The row's bytes, whole or as pieces in order (an output item's redacted views). */
+  data: Buffer | readonly Buffer[] | null;
   stage: string | null;
   state: string | null;
   durationMs: number | null;
@@ -124,6 +125,30 @@ interface Row {
 }
 
 const MAX_ROWS_PER_BATCH = 1000;
+
+/**
+ * One batch (invariant 2): the fence, the rows (their data cut from one bytea by offset and
+ * length, in the order given: WITH ORDINALITY), the turns' raw byte counters. One constant text,
+ * prepared once per connection. The ids come back in insertion order with now(), every row's
+ * created_at (the column's default: the transaction's start), so the rows handed to readers are
+ * as stored.
+ */
+const BATCH_STATEMENT = `WITH fence AS (
+    UPDATE conversations SET log_bytes = log_bytes + $3::bigint, log_truncated = log_truncated OR $4::boolean
+    WHERE id = $1::uuid AND owner_epoch = $2::bigint RETURNING tenant_id, id),
+  ins AS (
+    INSERT INTO log_events (tenant_id, conversation_id, turn_id, stream, data, stage, state, duration_ms, message)
+    SELECT f.tenant_id, f.id, v.turn_id, v.stream,
+      CASE WHEN v.len IS NULL THEN NULL ELSE substring($16::bytea FROM v.off + 1 FOR v.len) END,
+      v.stage, v.state, v.duration_ms, v.message
+    FROM fence f CROSS JOIN unnest($5::uuid[], $6::text[], $7::int[], $8::int[], $9::text[], $10::text[], $11::int[], $12::text[])
+      WITH ORDINALITY AS v(turn_id, stream, off, len, stage, state, duration_ms, message, ord)
+    ORDER BY v.ord RETURNING id),
+  turn_bytes AS (
+    UPDATE turns t SET stdout_raw_bytes = t.stdout_raw_bytes + u.o, stderr_raw_bytes = t.stderr_raw_bytes + u.e
+    FROM fence f, unnest($13::uuid[], $14::bigint[], $15::bigint[]) AS u(id, o, e)
+    WHERE t.id = u.id AND t.conversation_id = f.id)
+  SELECT (SELECT count(*) FROM fence)::int AS owned, (SELECT array_agg(id ORDER BY id) FROM ins) AS ids, now() AS at`;
 const MAX_MESSAGE_CHARS = 4000;
 
 /** The longest prefix of `buf` of at most `limit` bytes that does not end inside a UTF-8 character. */
@@ -179,35 +204,52 @@ export function createLogWriter(
   let logBytes = 0;
   let truncated = false;
 
-  /** Queues redacted output and the raw bytes it represents (may be empty when a marker grew). */
-  const append = (stream: OutputStream, out: Buffer): void => {
+  /**
+   * Queues redacted output, as views of the pieces handed in (each valid UTF-8 when the output
+   * is: rows are cut inside a piece, invariant 5), and the raw bytes it represents (may be empty
+   * when a marker grew).
+   */
+  const append = (stream: OutputStream, parts: readonly Buffer[]): void => {
     const s = streams[stream];
     const raw = s.redactor.emitted - s.counted;
     s.counted = s.redactor.emitted;
-    if (out.length === 0 && raw === 0) return;
+    if (raw === 0 && parts.every((part) => part.length === 0)) return;
     const tail = queue[queue.length - 1];
     let last =
       tail?.kind === 'output' && !tail.sealed && tail.stream === stream && tail.turnId === s.turnId
         ? tail
         : undefined;
-    let offset = 0;
-    while (offset < out.length || !last) {
-      if (!last || last.bytes >= maxRowBytes) {
-        last = { kind: 'output', stream, turnId: s.turnId, pieces: [], bytes: 0, raw: 0, sealed: false };
-        queue.push(last);
+    const newRow = (): OutputItem => {
+      const item: OutputItem = {
+        kind: 'output',
+        stream,
+        turnId: s.turnId,
+        pieces: [],
+        bytes: 0,
+        raw: 0,
+        sealed: false,
+      };
+      queue.push(item);
+      return item;
+    };
+    for (const out of parts) {
+      let offset = 0;
+      while (offset < out.length) {
+        if (!last || last.bytes >= maxRowBytes) last = newRow();
+        const rest = out.subarray(offset);
+        const room = maxRowBytes - last.bytes;
+        const take = rest.length <= room ? rest.length : utf8Prefix(rest, room);
+        if (take === 0) {
+          last = undefined; // the next character does not fit: it starts the next row
+          continue;
+        }
+        last.pieces.push(rest.subarray(0, take));
+        last.bytes += take;
+        offset += take;
+        queuedBytes += take;
       }
-      const rest = out.subarray(offset);
-      const room = maxRowBytes - last.bytes;
-      const take = rest.length <= room ? rest.length : utf8Prefix(rest, room);
-      if (take === 0) {
-        last = undefined; // the next character does not fit: it starts the next row
-        continue;
-      }
-      last.pieces.push(rest.subarray(0, take));
-      last.bytes += take;
-      offset += take;
-      queuedBytes += take;
     }
+    last ??= newRow();
     last.raw += raw;
   };
 
@@ -226,7 +268,7 @@ export function createLogWriter(
   };
 
   const endHoldBack = (): void => {
-    for (const stream of ['stdout', 'stderr'] as const) append(stream, streams[stream].redactor.flush());
+    for (const stream of ['stdout', 'stderr'] as const) append(stream, [streams[stream].redactor.flush()]);
     endText();
   };
 
@@ -372,13 +414,17 @@ export function createLogWriter(
         raw.set(item.turnId, counts);
       }
       if (item.bytes === 0 || nowTruncated) continue;
-      let data = item.pieces.length === 1 ? item.pieces[0]! : Buffer.concat(item.pieces, item.bytes);
+      // The pieces stay views until the batch's one copy (batchData); only a cut joins them.
+      let data: Buffer | readonly Buffer[] = item.pieces;
+      let size = item.bytes;
       const room = budget - logBytes - stored;
-      if (data.length > room) {
-        data = data.subarray(0, utf8Prefix(data, room));
+      if (size > room) {
+        const whole = Buffer.concat(item.pieces, item.bytes);
+        data = whole.subarray(0, utf8Prefix(whole, room));
+        size = data.length;
         nowTruncated = true;
       }
-      if (data.length > 0) {
+      if (size > 0) {
         rows.push({
           turnId: item.turnId,
           stream: item.stream,
@@ -388,46 +434,56 @@ export function createLogWriter(
           durationMs: null,
           message: null,
         });
-        stored += data.length;
+        stored += size;
       }
       if (nowTruncated) rows.push(budgetMarker(item.turnId));
     }
 
-    const params: unknown[] = [lease.conversationId, lease.epoch, stored, nowTruncated];
-    const p = (value: unknown): string => {
-      params.push(value);
-      return `$${params.length}`;
-    };
-    const ctes = [
-      `fence AS (UPDATE conversations SET log_bytes = log_bytes + $3::bigint, log_truncated = log_truncated OR $4::boolean
-         WHERE id = $1::uuid AND owner_epoch = $2::bigint RETURNING tenant_id, id)`,
-    ];
-    if (rows.length > 0) {
-      const values = rows.map((r, i) =>
-        i === 0
-          ? `(${p(r.turnId)}::uuid, ${p(r.stream)}::text, ${p(r.data)}::bytea, ${p(r.stage)}::text, ${p(r.state)}::text, ${p(r.durationMs)}::integer, ${p(r.message)}::text, 0)`
-          : `(${p(r.turnId)}, ${p(r.stream)}, ${p(r.data)}, ${p(r.stage)}, ${p(r.state)}, ${p(r.durationMs)}, ${p(r.message)}, ${i})`,
-      );
-      ctes.push(`ins AS (INSERT INTO log_events (tenant_id, conversation_id, turn_id, stream, data, stage, state, duration_ms, message)
-         SELECT f.tenant_id, f.id, v.turn_id, v.stream, v.data, v.stage, v.state, v.duration_ms, v.message
-         FROM fence f CROSS JOIN (VALUES ${values.join(', ')}) AS v(turn_id, stream, data, stage, state, duration_ms, message, ord)
-         ORDER BY v.ord RETURNING id)`);
+    // Every row's data in one bytea (the rows cut it by offset and length): one copy of the
+    // batch's bytes, into one buffer that the driver copies once more into its message, instead
+    // of a parameter per row that its message buffer copies again each time it grows
+    // (docs/performance.md, log throughput).
+    const parts: Buffer[] = [];
+    const offsets: (number | null)[] = [];
+    const lengths: (number | null)[] = [];
+    let dataBytes = 0;
+    for (const row of rows) {
+      if (row.data === null) {
+        offsets.push(null);
+        lengths.push(null);
+        continue;
+      }
+      const pieces = Buffer.isBuffer(row.data) ? [row.data] : row.data;
+      const length = pieces.reduce((sum, piece) => sum + piece.length, 0);
+      offsets.push(dataBytes);
+      lengths.push(length);
+      parts.push(...pieces);
+      dataBytes += length;
     }
-    if (raw.size > 0) {
-      const ids = [...raw.keys()];
-      ctes.push(`turn_bytes AS (UPDATE turns t SET stdout_raw_bytes = t.stdout_raw_bytes + u.o, stderr_raw_bytes = t.stderr_raw_bytes + u.e
-         FROM fence f, unnest(${p(ids)}::uuid[], ${p(ids.map((id) => raw.get(id)!.stdout))}::bigint[], ${p(ids.map((id) => raw.get(id)!.stderr))}::bigint[]) AS u(id, o, e)
-         WHERE t.id = u.id AND t.conversation_id = f.id)`);
-    }
-    // The ids in insertion order (ORDER BY v.ord above) and now(), which is every row's created_at
-    // (the column's default: the transaction's start), so the rows handed to readers are as stored.
-    const text = `WITH ${ctes.join(', ')} SELECT (SELECT count(*) FROM fence)::int AS owned, ${
-      rows.length > 0 ? '(SELECT array_agg(id ORDER BY id) FROM ins)' : 'NULL::bigint[]'
-    } AS ids, now() AS at`;
-    const res = await deps.pool.query<{ owned: number; ids: (number | string)[] | null; at: Date }>(
-      text,
-      params,
-    );
+    const batchData = parts.length === 1 ? parts[0]! : Buffer.concat(parts, dataBytes);
+    const turnIds = [...raw.keys()];
+    const res = await deps.pool.query<{ owned: number; ids: (number | string)[] | null; at: Date }>({
+      name: 'paddock-log-batch',
+      text: BATCH_STATEMENT,
+      values: [
+        lease.conversationId,
+        lease.epoch,
+        stored,
+        nowTruncated,
+        rows.map((r) => r.turnId),
+        rows.map((r) => r.stream),
+        offsets,
+        lengths,
+        rows.map((r) => r.stage),
+        rows.map((r) => r.state),
+        rows.map((r) => r.durationMs),
+        rows.map((r) => r.message),
+        turnIds,
+        turnIds.map((id) => raw.get(id)!.stdout),
+        turnIds.map((id) => raw.get(id)!.stderr),
+        batchData, // last: the driver's message buffer then grows once, to fit it
+      ],
+    });
     if (res.rows[0]?.owned !== 1) throw new StaleOwnerError(lease.conversationId);
 
     // Committed: advance the writer's state; settle the stages and wake the readers once the
@@ -449,7 +505,7 @@ export function createLogWriter(
         id: String(ids[i]),
         turn_id: r.turnId,
         stream: r.stream,
-        data: r.data,
+        data: r.data === null ? null : batchData.subarray(offsets[i]!, offsets[i]! + lengths[i]!),
         stage: r.stage,
         state: r.state,
         duration_ms: r.durationMs,
@@ -516,10 +572,10 @@ export function createLogWriter(
       const owner = turnId ?? null;
       if (s.turnId !== owner) {
         // The previous command's held-back bytes belong to it (end of its output).
-        append(stream, s.redactor.flush());
+        append(stream, [s.redactor.flush()]);
         s.turnId = owner;
       }
-      append(stream, s.redactor.write(chunk));
+      append(stream, s.redactor.writeParts(chunk));
       schedule();
     },
     event(turnId, event) {

@@ -30,9 +30,14 @@ function registryOf(...values: string[]): SecretRegistry {
   return registry;
 }
 
-/** Writes every chunk, then flushes; returns every output piece and their concatenation. */
+/**
+ * Writes every chunk, alternately through write() and writeParts() (each of whose parts counts
+ * as a piece), then flushes; returns every output piece and their concatenation.
+ */
 function pass(stream: StreamRedactor, chunks: Uint8Array[]): { pieces: Buffer[]; all: Buffer } {
-  const pieces = chunks.map((chunk) => stream.write(chunk));
+  const pieces = chunks.flatMap((chunk, k) =>
+    k % 2 === 0 ? [stream.write(chunk)] : stream.writeParts(chunk),
+  );
   pieces.push(stream.flush());
   return { pieces, all: Buffer.concat(pieces) };
 }
@@ -382,6 +387,32 @@ describe('redactor', () => {
       const untouched = pass(registry.stream(), splitAt(plain, cuts(plain))).all;
       assert.ok(untouched.equals(plain), `round ${round}: text without secrets changed`);
     }
+  });
+
+  it('writeParts() hands out what write() would, as views of the chunk, each part whole UTF-8', () => {
+    const secret = 'pässwörd-€-🔑-0123456789';
+    const registry = registryOf(secret);
+    const input = Buffer.from(`→ 日本語 ${secret}✓🔑 é ${'ünïcödé 🔑 '.repeat(40)}${secret}🔑 tail`);
+    for (let i = 1; i < input.length; i += 3) {
+      for (const j of [i + 1, i + 5, i + 97]) {
+        const chunks = splitAt(input, [i, Math.min(j, input.length)]);
+        const whole = registry.stream();
+        const parted = registry.stream();
+        for (const chunk of chunks) {
+          const parts = parted.writeParts(chunk);
+          assert.ok(Buffer.concat(parts).equals(whole.write(chunk)), `split at ${i},${j}`);
+          for (const part of parts) assert.doesNotThrow(() => utf8.decode(part), `split at ${i},${j}`);
+        }
+        assert.ok(parted.flush().equals(whole.flush()));
+      }
+    }
+    // Output without a secret is not copied: the chunk's bytes go out as a view of the chunk.
+    const stream = registry.stream();
+    stream.write(Buffer.from('first line\n'));
+    const chunk = Buffer.from('x'.repeat(16 * 1024));
+    const parts = stream.writeParts(chunk);
+    const largest = parts.reduce((a, b) => (b.length > a.length ? b : a));
+    assert.ok(largest.length > 16 * 1024 - 64 && largest.buffer === chunk.buffer);
   });
 
   it('passes invalid UTF-8 and binary output through unchanged except for secrets', () => {

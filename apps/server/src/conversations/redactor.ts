@@ -38,6 +38,9 @@ export { MIN_SECRET_BYTES };
 /** What replaces each redacted region. */
 export const REDACTION_MARKER = '[REDACTED]';
 const MARKER = Buffer.from(REDACTION_MARKER);
+/** The bytes as a Buffer, without a copy. */
+const view = (bytes: Uint8Array): Buffer =>
+  Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
 export interface SecretRegistry {
   /**
@@ -65,6 +68,12 @@ export interface StreamRedactor {
    * modify a chunk after writing it.
    */
   write(chunk: Uint8Array): Buffer;
+  /**
+   * write() as the pieces it joins, in order, never copied: views of `chunk`, of bytes held
+   * back from earlier chunks and of the marker (do not modify them). Each piece is valid UTF-8
+   * when the input is (invariant 4), so a piece can be stored on its own.
+   */
+  writeParts(chunk: Uint8Array): readonly Buffer[];
   /** Emits everything held back (end of a turn, end of the stream). */
   flush(): Buffer;
   /**
@@ -201,17 +210,28 @@ export function createStreamRedactor(registry: Pick<SecretRegistry, 'matcher'>):
     found.length = 0;
   };
 
-  /** Emits what is decided (everything when `final`) from held ++ chunk, then re-holds the rest. */
-  const drain = (chunk: Uint8Array, final: boolean): Buffer => {
+  /**
+   * Emits what is decided (everything when `final`) from held ++ chunk, then re-holds the rest.
+   * The pieces are views of held, chunk and the marker, each ending on a character boundary when
+   * the input is valid UTF-8 (a character cut by the chunk boundary is joined in a small piece).
+   */
+  const drain = (chunk: Uint8Array, final: boolean): Buffer[] => {
     const chunkStart = position - chunk.length;
     const byteAt = (offset: number): number =>
       offset >= chunkStart ? chunk[offset - chunkStart]! : held[offset - heldStart]!;
-    const pieces: Uint8Array[] = [];
+    const pieces: Buffer[] = [];
     const emit = (from: number, to: number): void => {
-      if (from < chunkStart)
-        pieces.push(held.subarray(from - heldStart, Math.min(to, chunkStart) - heldStart));
-      if (to > chunkStart)
-        pieces.push(chunk.subarray(Math.max(from, chunkStart) - chunkStart, to - chunkStart));
+      let at = Math.max(from, chunkStart) - chunkStart; // where the chunk's piece starts
+      if (from < chunkStart) {
+        const head = held.subarray(from - heldStart, Math.min(to, chunkStart) - heldStart);
+        // The continuation bytes that finish a character begun in held go with it.
+        const end = to - chunkStart;
+        let k = 0;
+        while (k < 3 && k < end && (chunk[k]! & 0xc0) === 0x80) k++;
+        pieces.push(k === 0 ? head : Buffer.concat([head, chunk.subarray(0, k)]));
+        at = k;
+      }
+      if (to - chunkStart > at) pieces.push(view(chunk.subarray(at, to - chunkStart)));
     };
     const safe = position - automaton.lookback(state);
     let resolved = 0;
@@ -235,13 +255,12 @@ export function createStreamRedactor(registry: Pick<SecretRegistry, 'matcher'>):
     kept.push(chunk.subarray(Math.max(keepFrom, chunkStart) - chunkStart));
     held = Buffer.concat(kept);
     heldStart = keepFrom;
-    // One piece (the common case): a view of the chunk, no copy (see StreamRedactor.write).
-    if (pieces.length === 1 && pieces[0] !== MARKER) {
-      const only = pieces[0]!;
-      return Buffer.from(only.buffer, only.byteOffset, only.byteLength);
-    }
-    return Buffer.concat(pieces);
+    return pieces;
   };
+
+  /** The pieces as one buffer: the only piece as it is (a view, no copy), else joined. */
+  const joined = (pieces: Buffer[]): Buffer =>
+    pieces.length === 1 && pieces[0] !== MARKER ? pieces[0]! : Buffer.concat(pieces);
 
   /** Invariant 5: a new matcher rescans, from its start state, the bytes still held. */
   const sync = (): void => {
@@ -253,18 +272,21 @@ export function createStreamRedactor(registry: Pick<SecretRegistry, 'matcher'>):
     recordFound();
   };
 
+  const writeParts = (chunk: Uint8Array): Buffer[] => {
+    sync();
+    state = automaton.scan(chunk, 0, chunk.length, state, position, found);
+    position += chunk.length;
+    recordFound();
+    return drain(chunk, false);
+  };
+
   const empty = new Uint8Array(0);
   return {
-    write(chunk) {
-      sync();
-      state = automaton.scan(chunk, 0, chunk.length, state, position, found);
-      position += chunk.length;
-      recordFound();
-      return drain(chunk, false);
-    },
+    write: (chunk) => joined(writeParts(chunk)),
+    writeParts,
     flush() {
       sync();
-      return drain(empty, true);
+      return joined(drain(empty, true));
     },
     get emitted() {
       return emitted;
