@@ -13,11 +13,13 @@
 //    same). Test: "never stores a secret split across streamed text events". Errors are logged by code and message only, never
 //    with row content. Tests: "never stores a secret printed whole, split at every offset or
 //    base64-encoded at each alignment", and the SSE test of stream.routes.test.ts.
-// 2. One batch = one SQL statement (atomic on its own): it advances conversations.log_bytes
-//    `WHERE id = $1 AND owner_epoch = $2`, inserts the batch's rows in one multi-row INSERT and
-//    advances the turns' raw byte counters, all joined to that fenced UPDATE. No row from the
-//    fence means another process owns the conversation: nothing is written, `failed` resolves
-//    with StaleOwnerError and the writer stops. Test: "is fenced off once the epoch moves on".
+// 2. One batch = one SQL statement (atomic on its own, BATCH_STATEMENT): it advances
+//    conversations.log_bytes `WHERE id = $1 AND owner_epoch = $2`, inserts the batch's rows in
+//    one INSERT (their data cut from one bytea parameter by offset and length, in the order
+//    given) and advances the turns' raw byte counters, all joined to that fenced UPDATE. No row
+//    from the fence means another process owns the conversation: nothing is written, `failed`
+//    resolves with StaleOwnerError and the writer stops. Test: "is fenced off once the epoch
+//    moves on".
 // 3. turns.stdout_raw_bytes / stderr_raw_bytes advance, in the same statement, by exactly the
 //    raw (pre-redaction) bytes whose redacted output the batch stores or deliberately drops
 //    (budget): bytes a redactor still holds back are not counted (StreamRedactor.emitted), so
