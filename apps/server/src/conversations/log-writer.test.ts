@@ -253,6 +253,41 @@ describe('the log writer', () => {
     assert.equal(duration.duration_ms, 13);
   });
 
+  it('stores stage messages and binary output as given, whatever bytes they hold', async () => {
+    const conversation = await insertConversation(database.handle.db, tenantId);
+    const writer = writerFor(conversation, createSecretRegistry(), { flushIntervalMs: 1000 });
+    const message = 'NULL, {a,"b"} \\ back\\slash\nnew line \'quote\' 日本語 🔑';
+    // Every byte value; a final newline so that nothing is held back as a possible character.
+    const binary = Buffer.from([...Array.from({ length: 512 }, (_, k) => k % 256), 10]);
+    writer.output('stdout', binary);
+    writer.output('stderr', Buffer.from('x'));
+    const stage = writer.stage({ stage: 'setup', state: 'failed', message });
+    writer.output('stdout', Buffer.from('after'));
+    await stage;
+    await writer.close();
+    const rows = await database.handle.db
+      .selectFrom('log_events')
+      .select(['stream', 'data', 'stage', 'message', 'turn_id'])
+      .where('conversation_id', '=', conversation.id)
+      .orderBy('id')
+      .execute();
+    assert.deepEqual(
+      rows.map((r) => [
+        r.stream,
+        r.data === null ? null : Buffer.from(r.data).toString('hex'),
+        r.stage,
+        r.message,
+      ]),
+      [
+        ['stdout', binary.toString('hex'), null, null],
+        ['stderr', Buffer.from('x').toString('hex'), null, null],
+        ['stage', null, 'setup', message],
+        ['stdout', Buffer.from('after').toString('hex'), null, null],
+      ],
+    );
+    assert.ok(rows.every((r) => r.turn_id === null));
+  });
+
   it('stores turn events in order with the output, redacted', async () => {
     const secret = 'evt"se\\cret-4471-zz';
     const registry = createSecretRegistry();

@@ -444,7 +444,7 @@ export function createLogWriter(
     // Every row's data in one bytea (the rows cut it by offset and length): one copy of the
     // batch's bytes, into one buffer that the driver copies once more into its message, instead
     // of a parameter per row that its message buffer copies again each time it grows
-    // (docs/performance.md, log throughput).
+    // (docs/performance.md, "Seventh pass").
     const parts: Buffer[] = [];
     const offsets: (number | null)[] = [];
     const lengths: (number | null)[] = [];
