@@ -106,7 +106,11 @@ describe('sandboxd restarted after a crash', () => {
     assert.ok(!listed.some((s) => s.name === 'half'), 'not listed');
     await waitFor(() => !existsSync(dir), 'the sandbox directory to be removed');
     assert.deepEqual(initsOf('half'), [], 'no init of it runs');
-    assert.ok(d.logs().some((l) => l.includes('finished an interrupted sandbox destroy')));
+    // The line is written once the teardown has resolved, which can be a moment after the directory went.
+    await waitFor(
+      () => d.logs().some((l) => l.includes('finished an interrupted sandbox destroy')),
+      'the finished destroy to be logged',
+    );
     // The name is free, and the new sandbox starts empty.
     assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: 'half' })).status, 201);
     assert.equal((await sh(d, 'half', 'ls old.txt 2>&1 || echo gone')).stdout.trim().endsWith('gone'), true);
