@@ -471,6 +471,13 @@ export function createSandboxesService(deps: ServiceDeps) {
    * running. Each queued sandbox counts in sb.starting until its turn is over.
    */
   const setupQueue: Sandbox[] = [];
+  /**
+   * How long a created sandbox waits before its background setup starts. A checkpoint restore right after
+   * the create (a warm start) then finds it not started: otherwise it waits for the whole start (~130 ms
+   * here) under the sandbox lock, only to stop the sandbox and start it again on the restored files. An exec
+   * or a write does not wait for this (ensureRunning starts the sandbox at once).
+   */
+  const SETUP_DELAY_MS = 50;
   const setupWorkers = availableParallelism();
   let setupsRunning = 0;
   function drainSetups(): void {
@@ -677,8 +684,10 @@ export function createSandboxesService(deps: ServiceDeps) {
         throw err;
       }
       setupQueue.push(sb);
-      // Once the response is out: spawning from here would delay it.
-      setImmediate(drainSetups);
+      // Not before the response is out (spawning from here would delay it), and not at once: a restore
+      // that follows the create finds the sandbox not started yet and need not wait for a start it would
+      // undo (SETUP_DELAY_MS).
+      setTimeout(drainSetups, SETUP_DELAY_MS).unref();
       return view(sb);
     },
 

@@ -160,6 +160,7 @@ export function createConversationServer(
     provisioning = true;
     try {
       const agent = await gatedAgent(conv);
+      wokenWith = agent;
       const adapter = deps.runtimes(agent.runtime);
       provisioned = await deps.provisioner.provision({
         lease,
@@ -234,6 +235,7 @@ export function createConversationServer(
         return 'gone';
       }
       const agent = await gatedAgent(conv);
+      wokenWith = agent;
       provisioned = await deps.provisioner.refreshEnv({
         lease,
         sandboxId: row.id,
@@ -460,6 +462,11 @@ export function createConversationServer(
 
   /** The agent of the last turn that started: the next one reads it (and its gates) early. */
   let lastAgentId: string | null = null;
+  /**
+   * The agent as the gates passed it when this round provisioned or re-joined the sandbox (they
+   * ran at the wake's start): the round's turn starts with it instead of reading them again.
+   */
+  let wokenWith: AgentSnapshot | null = null;
   const loop = async () => {
     // A loop starts on a command (a follow-up prompt); the rounds after a turn mostly find none.
     let kicked = true;
@@ -479,8 +486,19 @@ export function createConversationServer(
       if (conv.status === 'terminated' || conv.status === 'failed') break;
       if (!turn) break;
       const warm = live?.status === 'ready' && provisioned !== null && current?.id === live.id;
+      wokenWith = null;
       if (!(await ensureSandbox(conv, live))) continue;
-      await runTurn(conv, turn, early && warm && conv.agent_id === lastAgentId ? early : null);
+      const woken = wokenWith as AgentSnapshot | null; // set by ensureSandbox (TypeScript sees only the null)
+      wokenWith = null;
+      await runTurn(
+        conv,
+        turn,
+        early && warm && conv.agent_id === lastAgentId
+          ? early
+          : woken && !warm && woken.id === conv.agent_id
+            ? Promise.resolve(woken)
+            : null,
+      );
     }
     const live = stopped ? undefined : await ownerLiveSandbox(db, lease);
     if (!stopped && !live) await end();

@@ -123,7 +123,9 @@ export async function runStage<T>(
     const result = await work();
     await startedRow;
     if (signal?.aborted) throw new ProvisionError(stage, 'provisioning was cancelled');
-    await sink.stage({ stage, state: 'done', durationMs: Math.round(performance.now() - started) });
+    // Queued, not awaited: the next step need not wait for this row's commit (the sink keeps the
+    // order). A sink that failed stays failed: its next row, or the owner's next fenced write, raises it.
+    sink.stage({ stage, state: 'done', durationMs: Math.round(performance.now() - started) }).catch(() => {});
     return result;
   } catch (err) {
     const cancelled = signal?.aborted === true;
