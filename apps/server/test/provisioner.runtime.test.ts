@@ -61,6 +61,28 @@ describe('runtime stage on the backend’s runtime layer', () => {
     assert.equal((await sandboxRow(h, c.input.sandboxId))?.status, 'ready');
   });
 
+  test('a later provisioning does not start a CLI of the layer again: the answer it gave before is noted', async () => {
+    const p = provisionerFor(h);
+    const first = await newConversation(h);
+    await p.provision({ ...first.input, adapter: withCli(pinnedCli('claude')) });
+    assert.doesNotMatch(first.writer.text(), /verified before/);
+    const second = await newConversation(h);
+    await p.provision({ ...second.input, adapter: withCli(pinnedCli('claude')) });
+    assert.deepEqual(stagesOf(second.writer.rows), [
+      'provision:started',
+      'provision:done',
+      'runtime:started',
+      'runtime:done',
+    ]);
+    const version = pinnedCli('claude').version.replaceAll('.', '\\.');
+    assert.match(
+      second.writer.text(),
+      new RegExp(
+        `^paddock: .*${version}.* \\(/opt/paddock/[^/]+/bin/claude, verified before on this runtime layer\\)\n$`,
+      ),
+    );
+  });
+
   test('an adapter without a CLI (a test double) has no runtime stage', async () => {
     const c = await newConversation(h);
     await provisionerFor(h).provision(c.input);
@@ -90,7 +112,8 @@ describe('runtime stage while the backend’s layer is installing', () => {
   test('waits with a message in the log, then passes once the layer is ready', async () => {
     const c = await newConversation(h);
     const cli = { package: 'paddock-test-cli', version: '1.0.0', bin: 'paddock-test-cli' };
-    const provisioning = provisionerFor(h, { runtimeTimeouts: { pollMs: 100 } }).provision({
+    const p = provisionerFor(h, { runtimeTimeouts: { pollMs: 100 } });
+    const provisioning = p.provision({
       ...c.input,
       adapter: withCli(cli),
     });
@@ -98,14 +121,26 @@ describe('runtime stage while the backend’s layer is installing', () => {
     assert.ok(!stagesOf(c.writer.rows).includes('runtime:done'));
     // The installer finishes: a layer with the CLI, renamed into place.
     mkdirSync(path.join(partial(), 'bin'));
-    writeFileSync(path.join(partial(), 'bin', cli.bin), '#!/bin/sh\necho "paddock-test-cli 1.0.0"\n', {
-      mode: 0o755,
-    });
+    // Each run answers with a fresh nonce: a second run would show a second one.
+    writeFileSync(
+      path.join(partial(), 'bin', cli.bin),
+      '#!/bin/sh\necho "paddock-test-cli 1.0.0 run $(cat /proc/sys/kernel/random/uuid)"\n',
+      { mode: 0o755 },
+    );
     rmSync(path.join(partial(), 'owner.json'));
     renameSync(partial(), path.join(layers, sharedLayerHash()));
     await provisioning;
     assert.deepEqual(stagesOf(c.writer.rows).slice(-2), ['runtime:started', 'runtime:done']);
-    assert.match(c.writer.text(), /paddock-test-cli 1\.0\.0/);
+    const answer = /paddock-test-cli 1\.0\.0 run [0-9a-f-]{36}/.exec(c.writer.text())?.[0];
+    assert.ok(answer, c.writer.text());
+    // The same provisioner again: the CLI is not started, its first answer is noted.
+    const again = await newConversation(h);
+    await p.provision({ ...again.input, adapter: withCli(cli) });
+    assert.deepEqual(stagesOf(again.writer.rows).slice(-2), ['runtime:started', 'runtime:done']);
+    assert.equal(
+      again.writer.text(),
+      `paddock: ${answer} (/opt/paddock/${sharedLayerHash()}/bin/${cli.bin}, verified before on this runtime layer)\n`,
+    );
   });
 });
 

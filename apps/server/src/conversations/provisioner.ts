@@ -45,7 +45,7 @@ import type { SandboxStatus, StageName } from './conversations.tables.ts';
 import { assembleEnv, ENV_FILE_PATH, renderEnvFile } from './env-file.ts';
 import { networkPolicyFor, providerHostsFor } from './network.ts';
 import { cloneRepo, repoDirName } from './repos.ts';
-import { ensureRuntime, type RuntimeProbeTimeouts } from './runtime-probe.ts';
+import { ensureRuntime, type LayerCliCache, type RuntimeProbeTimeouts } from './runtime-probe.ts';
 import { runStreaming } from './sandbox-commands.ts';
 import { createSessionStateStore } from './session-state.ts';
 import { mountSkills } from './skills.ts';
@@ -164,6 +164,8 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
   const { db, sandbox, logger } = deps;
   const timeouts: StageTimeouts = { ...DEFAULT_STAGE_TIMEOUTS, ...deps.timeouts };
   const sessions = createSessionStateStore({ db, sandbox, secrets: deps.secrets });
+  /** The runtime layer's CLIs that answered `--version` already (runtime-probe.ts). */
+  const layerCache: LayerCliCache = new Map();
 
   async function loadEnvironment(tenantId: string, id: string | null): Promise<EnvironmentRow | null> {
     if (!id) return null;
@@ -517,6 +519,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
                 env: assembled.env,
                 sink: input.writer,
                 signal: input.signal,
+                layerCache,
                 ...(deps.runtimeTimeouts ? { timeouts: deps.runtimeTimeouts } : {}),
               }),
             logger,

@@ -2,6 +2,9 @@
 // before a turn runs (spec: Sandbox interface rule 2, the runtime probe, 30–120 s).
 //
 //   probe ok                              → done
+//   CLI on the backend's runtime layer,   → done without running it again: the layer is read-only
+//   a path that answered before             and content-addressed (/opt/paddock/<hash>), so the same
+//                                           path is the same files in every sandbox (LayerCliCache)
 //   CLI missing, backend layer installing → "waiting for the runtime layer (installing …)" in the
 //                                           log, probe again (bounded by the provisioning deadline)
 //   CLI missing, backend without a layer  → npm install -g <pinned package> as the sandbox user
@@ -48,8 +51,58 @@ export const DEFAULT_RUNTIME_PROBE_TIMEOUTS: RuntimeProbeTimeouts = {
   pollMs: 2_000,
 };
 
-/** `sh` prints nothing and exits 127 when the CLI is not on PATH; otherwise the CLI's own answer. */
-const PROBE = 'command -v "$1" >/dev/null 2>&1 || exit 127; exec "$1" --version </dev/null';
+/**
+ * Exits 127 when the CLI is not on PATH. Otherwise prints the path it resolves to as its first line
+ * (taken out of the log by ensureRuntime), then exits 0 at once when that path is one of the
+ * arguments after the CLI's name (answered before), else runs `<path> --version`.
+ */
+const PROBE = [
+  'p=$(command -v "$1" 2>/dev/null) || exit 127',
+  'shift',
+  'printf "%s\\n" "$p"',
+  'for v do [ "$p" != "$v" ] || exit 0; done',
+  'exec "$p" --version </dev/null',
+].join('\n');
+
+/** Where a sandbox sees the backend's runtime layers: read-only, one directory per content hash. */
+const LAYER_PREFIX = '/opt/paddock/';
+
+/**
+ * The CLIs on a backend's runtime layer that answered `--version` in this process, by the path they
+ * resolved to, with that answer. A later probe of the same path skips the CLI's start-up (1–2 s for
+ * the node-based CLIs on 2 cores, on every conversation start otherwise). A CLI anywhere else (an
+ * in-sandbox install, a hosted backend) is probed every time.
+ */
+export type LayerCliCache = Map<string, string>;
+
+/** Passes every chunk on, except the probe's first stdout line (the resolved path), which it keeps. */
+function pathTaker(sink: StageSink) {
+  let head: Buffer | null = Buffer.alloc(0);
+  let path = '';
+  let rest = '';
+  const out: StageSink = {
+    output(stream, chunk) {
+      if (stream !== 'stdout' || head === null) {
+        if (stream === 'stdout' && rest.length < 512) rest += chunk.toString('utf8');
+        sink.output(stream, chunk);
+        return;
+      }
+      head = Buffer.concat([head, chunk]);
+      const newline = head.indexOf(10);
+      if (newline === -1) return;
+      path = head.subarray(0, newline).toString('utf8');
+      const after = head.subarray(newline + 1);
+      head = null;
+      if (after.length > 0) out.output('stdout', after);
+    },
+    stage: (event) => sink.stage(event),
+  };
+  return {
+    sink: out,
+    /** The resolved path ('' before the line came) and the first output after it. */
+    taken: () => ({ path, answer: (rest.trim().split('\n')[0] ?? '').slice(0, 200) }),
+  };
+}
 
 const note = (sink: StageSink, text: string) => sink.output('stdout', Buffer.from(`paddock: ${text}\n`));
 
@@ -61,6 +114,8 @@ export async function ensureRuntime(input: {
   sink: StageSink;
   signal?: AbortSignal;
   timeouts?: Partial<RuntimeProbeTimeouts>;
+  /** Shared by the provisionings of one server process (see LayerCliCache). */
+  layerCache?: LayerCliCache;
 }): Promise<void> {
   const t: RuntimeProbeTimeouts = { ...DEFAULT_RUNTIME_PROBE_TIMEOUTS, ...input.timeouts };
   const { cli } = input;
@@ -68,12 +123,19 @@ export async function ensureRuntime(input: {
   let installed = false;
   let waiting = '';
   let sawReady = false;
+  const cache = input.layerCache;
   for (;;) {
+    const answered = cache ? [...cache.keys()].filter((p) => p.endsWith(`/${cli.bin}`)) : [];
+    const taker = pathTaker(input.sink);
     const probe = await runStreaming(
       input.sandbox,
       input.name,
-      { argv: ['sh', '-c', PROBE, 'paddock-probe', cli.bin], env: input.env, timeoutMs: t.probeMs },
-      input.sink,
+      {
+        argv: ['sh', '-c', PROBE, 'paddock-probe', cli.bin, ...answered],
+        env: input.env,
+        timeoutMs: t.probeMs,
+      },
+      taker.sink,
       input.signal,
     );
     if ('timedOut' in probe)
@@ -81,7 +143,14 @@ export async function ensureRuntime(input: {
         'runtime',
         `${cli.bin} --version did not answer within ${Math.round(t.probeMs / 1000)} s`,
       );
-    if (probe.exitCode === 0) return;
+    if (probe.exitCode === 0) {
+      const { path, answer } = taker.taken();
+      const before = cache?.get(path);
+      if (before !== undefined)
+        await note(input.sink, `${before} (${path}, verified before on this runtime layer)`);
+      else if (cache && path.startsWith(LAYER_PREFIX) && !path.includes('/../')) cache.set(path, answer);
+      return;
+    }
     if (probe.exitCode !== 127 || installed)
       throw new ProvisionError(
         'runtime',
