@@ -21,9 +21,15 @@ import { type Io, json, type OutputFormat, table, withProgress } from './output.
 import { promptHidden, promptLine, readAllStdin } from './prompt.ts';
 import { findOne, type Row, resourceType, UUID } from './resources.ts';
 
+/** The CLI's version (apps/cli/package.json), for `paddock --version`. */
+const VERSION = (
+  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+).version;
+
 export async function main(argv: string[], env: Env, io: Io): Promise<number> {
   const program = new Command('paddock')
     .description('Paddock: run AI coding agents in sandboxes')
+    .version(VERSION, '-V, --version', 'print the version of paddock')
     .addOption(
       new Option('-o, --output <format>', 'output format').choices(['table', 'json']).default('table'),
     )

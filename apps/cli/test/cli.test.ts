@@ -77,6 +77,20 @@ const SECRET_ENV = {
   ANTHROPIC_API_KEY: 'sk-ant-cli-test-value-456',
 };
 
+describe('paddock --version', () => {
+  it('prints the version of the CLI package and exits 0, needing no server or config', async () => {
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'apps', 'cli', 'package.json'), 'utf8')) as {
+      version: string;
+    };
+    for (const flag of ['--version', '-V']) {
+      const run = await paddock([flag], { PADDOCK_URL: undefined, PADDOCK_API_KEY: undefined });
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(run.stdout, `${version}\n`);
+      assert.equal(run.stderr, '');
+    }
+  });
+});
+
 describe('paddock apply', () => {
   it('creates the quickstart resources, then reports every resource unchanged on a second run', async () => {
     const first = await paddock(['apply', '-f', QUICKSTART], SECRET_ENV);
