@@ -165,7 +165,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
   const timeouts: StageTimeouts = { ...DEFAULT_STAGE_TIMEOUTS, ...deps.timeouts };
   const sessions = createSessionStateStore({ db, sandbox, secrets: deps.secrets });
   /** The runtime layer's CLIs that answered `--version` already (runtime-probe.ts). */
-  const layerCache: LayerCliCache = new Map();
+  const layerCache: LayerCliCache = new Set();
 
   async function loadEnvironment(tenantId: string, id: string | null): Promise<EnvironmentRow | null> {
     if (!id) return null;

@@ -68,22 +68,21 @@ const PROBE = [
 const LAYER_PREFIX = '/opt/paddock/';
 
 /**
- * The CLIs on a backend's runtime layer that answered `--version` in this process, by the path they
- * resolved to, with that answer. A later probe of the same path skips the CLI's start-up (1–2 s for
- * the node-based CLIs on 2 cores, on every conversation start otherwise). A CLI anywhere else (an
- * in-sandbox install, a hosted backend) is probed every time.
+ * The paths of the CLIs on a backend's runtime layer that answered `--version` in this process. A
+ * later probe of the same path skips the CLI's start-up (1–3 s for gemini and opencode on 2 cores, on
+ * every conversation start otherwise). A CLI anywhere else (an in-sandbox install, a hosted backend)
+ * is probed every time. Only paths are kept, never what a CLI printed: that ran with one
+ * conversation's env and files, and the next conversation may be another tenant's.
  */
-export type LayerCliCache = Map<string, string>;
+export type LayerCliCache = Set<string>;
 
 /** Passes every chunk on, except the probe's first stdout line (the resolved path), which it keeps. */
 function pathTaker(sink: StageSink) {
   let head: Buffer | null = Buffer.alloc(0);
   let path = '';
-  let rest = '';
   const out: StageSink = {
     output(stream, chunk) {
       if (stream !== 'stdout' || head === null) {
-        if (stream === 'stdout' && rest.length < 512) rest += chunk.toString('utf8');
         sink.output(stream, chunk);
         return;
       }
@@ -99,8 +98,8 @@ function pathTaker(sink: StageSink) {
   };
   return {
     sink: out,
-    /** The resolved path ('' before the line came) and the first output after it. */
-    taken: () => ({ path, answer: (rest.trim().split('\n')[0] ?? '').slice(0, 200) }),
+    /** The path the CLI resolved to ('' before that line came). */
+    path: () => path,
   };
 }
 
@@ -125,7 +124,7 @@ export async function ensureRuntime(input: {
   let sawReady = false;
   const cache = input.layerCache;
   for (;;) {
-    const answered = cache ? [...cache.keys()].filter((p) => p.endsWith(`/${cli.bin}`)) : [];
+    const answered = cache ? [...cache].filter((p) => p.endsWith(`/${cli.bin}`)) : [];
     const taker = pathTaker(input.sink);
     const probe = await runStreaming(
       input.sandbox,
@@ -144,11 +143,10 @@ export async function ensureRuntime(input: {
         `${cli.bin} --version did not answer within ${Math.round(t.probeMs / 1000)} s`,
       );
     if (probe.exitCode === 0) {
-      const { path, answer } = taker.taken();
-      const before = cache?.get(path);
-      if (before !== undefined)
-        await note(input.sink, `${before} (${path}, verified before on this runtime layer)`);
-      else if (cache && path.startsWith(LAYER_PREFIX) && !path.includes('/../')) cache.set(path, answer);
+      const path = taker.path();
+      if (answered.includes(path))
+        await note(input.sink, `${cli.bin} answered --version before on this runtime layer (${path})`);
+      else if (cache && path.startsWith(LAYER_PREFIX) && !path.includes('/../')) cache.add(path);
       return;
     }
     if (probe.exitCode !== 127 || installed)
