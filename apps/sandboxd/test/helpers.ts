@@ -118,6 +118,19 @@ export function collect(ws: WebSocket, tty: boolean, timeoutMs: number): Promise
       clearTimeout(timer);
       reject(err);
     });
+    // A refused upgrade fails with sandboxd's answer (status and body, e.g. a 503's reason), not
+    // only ws's "Unexpected server response".
+    ws.on('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (chunk: Buffer) => {
+        if (body.length < 2000) body += chunk.toString();
+      });
+      res.on('end', () => {
+        clearTimeout(timer);
+        reject(new Error(`exec refused: ${res.statusCode} ${body}`));
+      });
+      res.on('error', () => {});
+    });
   });
 }
 
