@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -88,6 +88,17 @@ describe('paddock --version', () => {
       assert.equal(run.stdout, `${version}\n`);
       assert.equal(run.stderr, '');
     }
+  });
+});
+
+describe('start-up', () => {
+  it("keeps V8's compile cache in the user's cache directory (XDG_CACHE_HOME when set)", async () => {
+    const home = tempDir('paddock-cli-home-');
+    assert.equal((await paddock(['--version'], { HOME: home })).code, 0);
+    assert.ok(readdirSync(join(home, '.cache', 'paddock', 'compile-cache')).length > 0);
+    const xdg = tempDir('paddock-cli-cache-');
+    assert.equal((await paddock(['--version'], { HOME: home, XDG_CACHE_HOME: xdg })).code, 0);
+    assert.ok(readdirSync(join(xdg, 'paddock', 'compile-cache')).length > 0);
   });
 });
 
