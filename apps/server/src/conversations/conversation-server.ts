@@ -371,7 +371,8 @@ export function createConversationServer(
         await failTurnEarly(turn, "the turn's process could not be found after its server restarted");
         return;
       }
-      const dedup = replayDeduplicator(await turnRawBytes(db, lease, turn.id));
+      const stored = await turnRawBytes(db, lease, turn.id);
+      const dedup = replayDeduplicator(stored);
       try {
         run = await attachTurn(
           io,
@@ -379,6 +380,7 @@ export function createConversationServer(
           dedup.wrap,
           dedup.onInfo,
           () => dedup.remaining().stdout,
+          stored.events,
         );
       } catch {
         await failTurnEarly(turn, "the turn's process could not be re-joined");

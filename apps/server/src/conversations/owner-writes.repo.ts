@@ -211,9 +211,24 @@ export async function ownerFailOpenTurns(
 export async function turnRawBytes(db: Db, lease: OwnerLease, turnId: string) {
   const row = await db
     .selectFrom('turns')
-    .select(['stdout_raw_bytes', 'stderr_raw_bytes'])
+    .select((eb) => [
+      'stdout_raw_bytes',
+      'stderr_raw_bytes',
+      // The turn's events in the log (turn.ts invariant 5).
+      eb
+        .selectFrom('log_events')
+        .select((c) => c.fn.countAll<string>().as('n'))
+        .where('log_events.conversation_id', '=', lease.conversationId)
+        .whereRef('log_events.turn_id', '=', 'turns.id')
+        .where('log_events.stream', '=', 'events')
+        .as('events'),
+    ])
     .where('tenant_id', '=', lease.tenantId)
     .where('id', '=', turnId)
     .executeTakeFirstOrThrow();
-  return { stdout: Number(row.stdout_raw_bytes), stderr: Number(row.stderr_raw_bytes) };
+  return {
+    stdout: Number(row.stdout_raw_bytes),
+    stderr: Number(row.stderr_raw_bytes),
+    events: Number(row.events ?? 0),
+  };
 }

@@ -22,9 +22,15 @@
 //    next owner to reattach; the run then ends as `detached` and nothing is written.
 // 5. Reattach: the parser reads the whole replay, also the head whose bytes are already
 //    persisted (the writer gets only the rest), so a line cut by the persisted boundary is read
-//    whole; events of lines that end inside the persisted head are not written again (the
-//    previous owner wrote them with those bytes), though their session id and usage count.
-//    Test: conversations.kill9.test.ts "a line cut by the kill is one event after reattach".
+//    whole. The events the previous owner stored are not written again, though their session id
+//    and usage count: they are the first N the parser finds, N counted in the log when
+//    re-joining (the events of a line follow its bytes in the writer, but a kill can fall between
+//    the batch with a line's bytes and the one with its events, so the byte boundary alone would
+//    lose those events). When the backend no longer keeps the head of the replay, the byte
+//    boundary decides: events of lines that end inside the persisted head count as stored.
+//    Tests: conversations.kill9.test.ts "a line cut by the kill is one event after reattach";
+//    turn.test.ts "writes exactly the events the previous owner did not store, whatever the
+//    chunks".
 import type { ExecHandle, SandboxClient } from '@paddock/sandbox-client';
 import { isUuid } from '../secrets/fields.ts';
 import type { LogWriter, RuntimeAdapter, TurnEvent } from './contracts.ts';
@@ -73,22 +79,38 @@ export interface TurnRun {
   detach(): void;
 }
 
-/** Feeds stdout line by line to the adapter and keeps what it reported. */
-class LineParser {
+/** Feeds stdout line by line to the adapter and keeps what it reported. Exported for its tests. */
+export class LineParser {
   private pending: Buffer[] = [];
   private size = 0;
   sessionId: string | undefined;
   usage: TurnUsage | undefined;
-  private readonly adapter: RuntimeAdapter;
+  private readonly adapter: Pick<RuntimeAdapter, 'parseLine'>;
   private readonly writer: Pick<LogWriter, 'event'>;
   private readonly turnId: string;
-  constructor(adapter: RuntimeAdapter, writer: Pick<LogWriter, 'event'>, turnId: string) {
+  /** Re-joining: how many of the events still to come were stored already; null: the byte rule. */
+  private storedEvents: number | null;
+  constructor(
+    adapter: Pick<RuntimeAdapter, 'parseLine'>,
+    writer: Pick<LogWriter, 'event'>,
+    turnId: string,
+    storedEvents: number | null = null,
+  ) {
     this.adapter = adapter;
     this.writer = writer;
     this.turnId = turnId;
+    this.storedEvents = storedEvents;
   }
 
-  /** `persisted`: how many leading bytes of `chunk` a previous owner already stored (invariant 5). */
+  /** The replay lacks its head (the backend dropped it): counting events from the start is off. */
+  useByteRule(): void {
+    this.storedEvents = null;
+  }
+
+  /**
+   * `persisted`: how many leading bytes of `chunk` a previous owner already stored (invariant 5;
+   * decides only under the byte rule).
+   */
   push(chunk: Buffer, persisted = 0): void {
     let start = 0;
     for (let i = chunk.indexOf(10); i !== -1; i = chunk.indexOf(10, start)) {
@@ -118,7 +140,12 @@ class LineParser {
       events = text.trim() === '' ? [] : [{ kind: 'raw', line: text }];
     }
     for (const event of events) {
-      if (!stored) this.writer.event(this.turnId, event);
+      let already = stored;
+      if (this.storedEvents !== null) {
+        already = this.storedEvents > 0;
+        if (already) this.storedEvents--;
+      }
+      if (!already) this.writer.event(this.turnId, event);
       if (event.kind === 'session') this.sessionId = event.session_id;
       else if (event.kind === 'usage') this.usage = addUsage(this.usage, event.usage);
     }
@@ -199,7 +226,8 @@ export async function startTurn(
 
 /**
  * Re-joins a running turn's session; `wrap` lets reattach drop the replayed head, `persisted`
- * says how many replayed stdout bytes it still drops (reattach.ts).
+ * says how many replayed stdout bytes it still drops (reattach.ts), `storedEvents` how many of the
+ * turn's events the log holds already (invariant 5).
  */
 export async function attachTurn(
   io: TurnIo,
@@ -207,8 +235,14 @@ export async function attachTurn(
   wrap: (sink: OutputSink) => OutputSink,
   onInfo: (message: Record<string, unknown>) => void,
   persisted: () => number,
+  storedEvents: number,
 ): Promise<TurnRun> {
-  const parser = new LineParser(io.adapter, io.writer, io.turnId);
+  const parser = new LineParser(io.adapter, io.writer, io.turnId, storedEvents);
+  const info = (message: Record<string, unknown>) => {
+    const dropped = message['replay_dropped_bytes'] as { stdout?: unknown } | undefined;
+    if (message['type'] === 'session_info' && Number(dropped?.stdout ?? 0) > 0) parser.useByteRule();
+    onInfo(message);
+  };
   return await follow(
     io,
     parser,
@@ -221,7 +255,7 @@ export async function attachTurn(
     wrap,
     persisted,
     sessionId,
-    onInfo,
+    info,
   );
 }
 
