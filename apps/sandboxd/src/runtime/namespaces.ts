@@ -417,7 +417,10 @@ export class NamespaceRuntime {
     const initUserNs = safeReadlink(`/proc/${pid}/ns/user`);
     let holderPid = 0;
     let rootHolderPid = 0;
-    for (let i = 0; i < 400 && (holderPid === 0 || (this.opts.rootless && rootHolderPid === 0)); i++) {
+    // As long as the init itself may take (10 s): on a loaded host the holders' exec can take seconds,
+    // and a bound in iterations (about 2 s) failed sandbox starts there (a 503 under a full test run).
+    const holdersBy = Date.now() + 10_000;
+    while ((holderPid === 0 || (this.opts.rootless && rootHolderPid === 0)) && Date.now() < holdersBy) {
       for (const c of children(pid)) {
         const cmd = safeRead(`/proc/${c}/cmdline`);
         if (!cmd.startsWith('sleep\0infinity') || safeReadlink(`/proc/${c}/ns/user`) === initUserNs) continue;
