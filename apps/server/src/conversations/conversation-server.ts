@@ -42,7 +42,7 @@ import {
   ownerSetExecSession,
   ownerSetSandbox,
   ownerStartTurn,
-  turnRawBytes,
+  turnStoredCounts,
 } from './owner-writes.repo.ts';
 import { replayDeduplicator } from './reattach.ts';
 import { createSecretRegistry } from './redactor.ts';
@@ -155,12 +155,12 @@ export function createConversationServer(
       .catch((err: unknown) => log.warn({ err }, 'sandbox destroy failed'));
   };
 
-  const provision = async (row: NonNullable<Live>, conv: Conversation): Promise<boolean> => {
+  /** The agent as its gates passed at the wake's start, or null when provisioning failed. */
+  const provision = async (row: NonNullable<Live>, conv: Conversation): Promise<AgentSnapshot | null> => {
     const firstWake = conv.status === 'pending';
     provisioning = true;
     try {
       const agent = await gatedAgent(conv);
-      wokenWith = agent;
       const adapter = deps.runtimes(agent.runtime);
       provisioned = await deps.provisioner.provision({
         lease,
@@ -181,7 +181,7 @@ export function createConversationServer(
             log.warn({ err: safeReason(err) }, 'restoring the runtime session failed'),
           );
       }
-      return true;
+      return agent;
     } catch (err) {
       if (err instanceof StaleOwnerError || stopped) throw err;
       const reason = safeReason(err);
@@ -209,17 +209,20 @@ export function createConversationServer(
       } else {
         await failTurnsToIdle(reason);
       }
-      return false;
+      return null;
     } finally {
       provisioning = false;
     }
   };
 
-  /** Owner changed while the sandbox lived: verify it and rewrite its env (stage `reattach`). */
+  /**
+   * Owner changed while the sandbox lived: verify it and rewrite its env (stage `reattach`). On
+   * success, the agent as its gates passed.
+   */
   const reattachSandbox = async (
     row: NonNullable<Live>,
     conv: Conversation,
-  ): Promise<'ok' | 'gone' | 'failed'> => {
+  ): Promise<AgentSnapshot | 'gone' | 'failed'> => {
     const t0 = Date.now();
     await stage({ stage: 'reattach', state: 'started' });
     try {
@@ -235,7 +238,6 @@ export function createConversationServer(
         return 'gone';
       }
       const agent = await gatedAgent(conv);
-      wokenWith = agent;
       provisioned = await deps.provisioner.refreshEnv({
         lease,
         sandboxId: row.id,
@@ -249,7 +251,7 @@ export function createConversationServer(
       });
       current = { id: row.id, name: row.name };
       await stage({ stage: 'reattach', state: 'done', durationMs: Date.now() - t0 });
-      return 'ok';
+      return agent;
     } catch (err) {
       if (err instanceof StaleOwnerError || stopped) throw err;
       const reason = safeReason(err);
@@ -260,23 +262,27 @@ export function createConversationServer(
     }
   };
 
-  /** `row`: the live sandbox as the loop read it (with the conversation and the turn). */
-  const ensureSandbox = async (conv: Conversation, row: Live): Promise<boolean> => {
+  /**
+   * `row`: the live sandbox as the loop read it (with the conversation and the turn). False when
+   * no sandbox is usable; 'warm' when it already was; else the agent as its gates passed while it
+   * was provisioned or re-joined (the turn starts with it instead of reading them again).
+   */
+  const ensureSandbox = async (conv: Conversation, row: Live): Promise<false | 'warm' | AgentSnapshot> => {
     if (!row) {
       await ownerFailOpenTurns(db, lease, 'failed', 'no sandbox was admitted for this turn');
       await ownerSetConversation(db, lease, { status: 'idle' }, { onlyIf: ['running'] });
       return false;
     }
-    if (row.status === 'ready' && provisioned && current?.id === row.id) return true;
+    if (row.status === 'ready' && provisioned && current?.id === row.id) return 'warm';
     if (row.status === 'ready') {
       const state = await reattachSandbox(row, conv);
-      if (state === 'ok') return true;
       if (state === 'failed') return false;
+      if (state !== 'gone') return state;
       await ownerInsertSandbox(db, lease, uuidv7(), deps.newSandboxName(lease.tenantId));
       row = await ownerLiveSandbox(db, lease);
       if (!row) return false;
     }
-    return await provision(row, conv);
+    return (await provision(row, conv)) ?? false;
   };
 
   const turnIo = (turn: Turn, adapter: ReturnType<RuntimeRegistry>): TurnIo => ({
@@ -371,7 +377,7 @@ export function createConversationServer(
         await failTurnEarly(turn, "the turn's process could not be found after its server restarted");
         return;
       }
-      const stored = await turnRawBytes(db, lease, turn.id);
+      const stored = await turnStoredCounts(db, lease, turn.id);
       const dedup = replayDeduplicator(stored);
       try {
         run = await attachTurn(
@@ -464,11 +470,6 @@ export function createConversationServer(
 
   /** The agent of the last turn that started: the next one reads it (and its gates) early. */
   let lastAgentId: string | null = null;
-  /**
-   * The agent as the gates passed it when this round provisioned or re-joined the sandbox (they
-   * ran at the wake's start): the round's turn starts with it instead of reading them again.
-   */
-  let wokenWith: AgentSnapshot | null = null;
   const loop = async () => {
     // A loop starts on a command (a follow-up prompt); the rounds after a turn mostly find none.
     let kicked = true;
@@ -487,18 +488,15 @@ export function createConversationServer(
       ]);
       if (conv.status === 'terminated' || conv.status === 'failed') break;
       if (!turn) break;
-      const warm = live?.status === 'ready' && provisioned !== null && current?.id === live.id;
-      wokenWith = null;
-      if (!(await ensureSandbox(conv, live))) continue;
-      const woken = wokenWith as AgentSnapshot | null; // set by ensureSandbox (TypeScript sees only the null)
-      wokenWith = null;
+      const sandboxFor = await ensureSandbox(conv, live);
+      if (!sandboxFor) continue;
       await runTurn(
         conv,
         turn,
-        early && warm && conv.agent_id === lastAgentId
-          ? early
-          : woken && !warm && woken.id === conv.agent_id
-            ? Promise.resolve(woken)
+        sandboxFor !== 'warm'
+          ? Promise.resolve(sandboxFor)
+          : early && conv.agent_id === lastAgentId
+            ? early
             : null,
       );
     }

@@ -208,13 +208,13 @@ export async function ownerFailOpenTurns(
     .execute();
 }
 
-export async function turnRawBytes(db: Db, lease: OwnerLease, turnId: string) {
+/** What the log holds of a turn: raw bytes per stream (reattach.ts) and its events (turn.ts invariant 5). */
+export async function turnStoredCounts(db: Db, lease: OwnerLease, turnId: string) {
   const row = await db
     .selectFrom('turns')
     .select((eb) => [
       'stdout_raw_bytes',
       'stderr_raw_bytes',
-      // The turn's events in the log (turn.ts invariant 5).
       eb
         .selectFrom('log_events')
         .select((c) => c.fn.countAll<string>().as('n'))

@@ -18,6 +18,19 @@ export interface RawCounts {
   stderr: number;
 }
 
+/** What a session_info says the backend no longer keeps of each stream's head (0 when nothing). */
+export function replayDropped(message: Record<string, unknown>): RawCounts {
+  const dropped =
+    message['type'] === 'session_info'
+      ? (message['replay_dropped_bytes'] as Partial<RawCounts> | undefined)
+      : undefined;
+  const count = (n: unknown) => {
+    const v = Number(n ?? 0);
+    return Number.isFinite(v) && v > 0 ? v : 0;
+  };
+  return { stdout: count(dropped?.stdout), stderr: count(dropped?.stderr) };
+}
+
 /** The skip-the-persisted-head wrapper of one attach, fed the session_info first (invariant 2). */
 export function replayDeduplicator(persisted: RawCounts): {
   onInfo(message: Record<string, unknown>): void;
@@ -38,11 +51,9 @@ export function replayDeduplicator(persisted: RawCounts): {
   };
   return {
     onInfo(message) {
-      if (message['type'] !== 'session_info') return;
-      const dropped = message['replay_dropped_bytes'] as Partial<RawCounts> | undefined;
+      const dropped = replayDropped(message);
       for (const stream of ['stdout', 'stderr'] as const) {
-        const n = Number(dropped?.[stream] ?? 0);
-        if (Number.isFinite(n) && n > 0) skip[stream] = Math.max(0, persisted[stream] - n);
+        if (dropped[stream] > 0) skip[stream] = Math.max(0, persisted[stream] - dropped[stream]);
       }
     },
     wrap(sink) {

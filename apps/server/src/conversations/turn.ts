@@ -35,6 +35,7 @@ import type { ExecHandle, SandboxClient } from '@paddock/sandbox-client';
 import { isUuid } from '../secrets/fields.ts';
 import type { LogWriter, RuntimeAdapter, TurnEvent } from './contracts.ts';
 import type { TurnUsage } from './conversations.tables.ts';
+import { replayDropped } from './reattach.ts';
 
 export const PADDOCK_DIR = '/home/sandbox/.paddock';
 export const INTERRUPT_GRACE_MS = 5000;
@@ -239,8 +240,7 @@ export async function attachTurn(
 ): Promise<TurnRun> {
   const parser = new LineParser(io.adapter, io.writer, io.turnId, storedEvents);
   const info = (message: Record<string, unknown>) => {
-    const dropped = message['replay_dropped_bytes'] as { stdout?: unknown } | undefined;
-    if (message['type'] === 'session_info' && Number(dropped?.stdout ?? 0) > 0) parser.useByteRule();
+    if (replayDropped(message).stdout > 0) parser.useByteRule();
     onInfo(message);
   };
   return await follow(
