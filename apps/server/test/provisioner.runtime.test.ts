@@ -12,7 +12,7 @@ import { after, before, describe, test } from 'node:test';
 import { processStartTime } from '../../sandboxd/src/runtime/namespaces.ts';
 import { sharedLayerHash } from '../../sandboxd/test/runtime-layer-cache.ts';
 import { ProvisionError, type RuntimeAdapter } from '../src/conversations/contracts.ts';
-import { pinnedCli } from '../src/conversations/runtime-probe.ts';
+import { DEFAULT_RUNTIME_PROBE_TIMEOUTS, pinnedCli } from '../src/conversations/runtime-probe.ts';
 import {
   newConversation,
   type ProvisionHarness,
@@ -139,6 +139,25 @@ describe('runtime stage while the backend’s layer is installing', () => {
       again.writer.text(),
       `paddock: ${cli.bin} answered --version before on this runtime layer (/opt/paddock/${sharedLayerHash()}/bin/${cli.bin})\n`,
     );
+  });
+
+  test('a probe that does not answer in time fails provisioning (spec rule 2: client-side, 30–120 s)', async () => {
+    const { probeMs } = DEFAULT_RUNTIME_PROBE_TIMEOUTS;
+    assert.ok(probeMs >= 30_000 && probeMs <= 120_000, `the default probe timeout ${probeMs} ms`);
+    // A CLI on the layer (placed there by the test above) whose --version never answers.
+    const bin = 'paddock-slow-cli';
+    writeFileSync(path.join(layers, sharedLayerHash(), 'bin', bin), '#!/bin/sh\nexec sleep 300\n', {
+      mode: 0o755,
+    });
+    const c = await newConversation(h);
+    const err = await provisionerFor(h, { runtimeTimeouts: { probeMs: 1000 } })
+      .provision({ ...c.input, adapter: withCli({ package: bin, version: '1.0.0', bin }) })
+      .catch((e: unknown) => e);
+    assert.ok(err instanceof ProvisionError);
+    assert.equal(err.stage, 'runtime');
+    assert.equal(err.message, `${bin} --version did not answer within 1 s`);
+    assert.deepEqual(stagesOf(c.writer.rows).slice(-1), ['runtime:failed']);
+    assert.equal(await h.client.get(c.input.sandboxName), null);
   });
 });
 
