@@ -37,6 +37,7 @@ import type { Readable } from 'node:stream';
 import { createCheckpointsService } from './checkpoints.service.ts';
 import { ID_RANGE, ID_SLOTS, type SandboxdOptions } from './config.ts';
 import { AppError } from './errors.ts';
+import { FileWriter, type WriteChain } from './exec/file-writer.ts';
 import { FifoPool } from './exec/procs.ts';
 import { type ExecSpec, type Session, SessionTable } from './exec/sessions.ts';
 import { ShimPool } from './exec/shim-pool.ts';
@@ -100,6 +101,7 @@ class Sandbox {
   readonly proxy: EgressProxy;
   readonly sessions: SessionTable;
   readonly fifos: FifoPool;
+  readonly writer: FileWriter;
   private chain: Promise<unknown> = Promise.resolve();
   destroyed = false;
 
@@ -109,6 +111,7 @@ class Sandbox {
     dir: string,
     proxy: EgressProxy,
     sessions: { bufferBytes: number; fifos: FifoPool; shims: ShimPool; log: Logger },
+    writeChain: WriteChain,
   ) {
     this.rec = rec;
     this.tenant = tenant;
@@ -116,6 +119,10 @@ class Sandbox {
     this.proxy = proxy;
     this.fifos = sessions.fifos;
     this.sessions = new SessionTable({ ...sessions, dir: path.join(dir, 'sessions') });
+    this.writer = new FileWriter(writeChain, () => {
+      const h = this.rec.init;
+      return h && !this.destroyed && isAlive(h) ? h : null;
+    });
   }
 
   /** Runs fn after every earlier lifecycle operation of this sandbox finished. */
@@ -223,12 +230,18 @@ export function createSandboxesService(deps: ServiceDeps) {
       rec.name,
       rec.policy,
     );
-    return new Sandbox(rec, tenant, dir, proxy, {
-      bufferBytes: opts.sessionBufferBytes,
-      fifos: new FifoPool(tools.mkfifo),
-      shims,
-      log,
-    });
+    const sb: Sandbox = new Sandbox(
+      rec,
+      tenant,
+      dir,
+      proxy,
+      { bufferBytes: opts.sessionBufferBytes, fifos: new FifoPool(tools.mkfifo), shims, log },
+      {
+        argv: (h, cmd) => cgroupArgv(sb, runtime.execArgv(h, cmd, '/')),
+        env: () => execEnv(defaultEnv(false, 'sandbox')),
+      },
+    );
+    return sb;
   }
 
   function persist(sb: Sandbox): void {
@@ -453,6 +466,8 @@ export function createSandboxesService(deps: ServiceDeps) {
     }
     if (!sb.listener) sb.listener = await openListener(sb, h.pid);
     sb.fifos.use(`/proc/${h.pid}/fd/${FIFO_FD}`);
+    // The next file write's chain starts now, while the caller's next request is on its way.
+    sb.writer.prepare();
     return h;
   }
 
@@ -531,6 +546,7 @@ export function createSandboxesService(deps: ServiceDeps) {
   }
 
   async function stopLocked(sb: Sandbox): Promise<void> {
+    sb.writer.drop();
     await sb.sessions.clear();
     closeListener(sb);
     if (sb.rec.init) await runtime.stop(sb.rec.init);
@@ -844,26 +860,7 @@ export function createSandboxesService(deps: ServiceDeps) {
       if (!/^0?[0-7]{3,4}$/.test(modeRaw)) throw new AppError('bad_request', 'mode must be octal, e.g. 0644');
       const mkdirs = ['true', '1'].includes(query.get('mkdirParents') ?? '');
       const h = await ready(sb);
-      // Shell builtins but for cat and chmod (and mkdir only when the directory is missing): every
-      // process here is on the path of a conversation's provisioning (docs/performance.md).
-      const script =
-        // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
-        'set -e; if [ "$3" = 1 ]; then d=${1%/*}; d=${d:-/}; [ -d "$d" ] || mkdir -p -- "$d"; fi; umask 077; cat > "$1"; exec chmod "$2" "$1"';
-      const argv = cgroupArgv(
-        sb,
-        runtime.execArgv(h, ['/bin/sh', '-c', script, 'fswrite', target, modeRaw, mkdirs ? '1' : '0'], '/'),
-      );
-      const child = spawn(argv[0]!, argv.slice(1), {
-        stdio: ['pipe', 'ignore', 'pipe'],
-        env: execEnv(defaultEnv(false, 'sandbox')),
-      });
-      let stderr = '';
-      child.stderr.on('data', (d: Buffer) => {
-        if (stderr.length < 2000) stderr += d.toString();
-      });
-      child.stdin.on('error', () => {});
-      body.pipe(child.stdin);
-      const code = await new Promise<number>((resolve) => child.on('close', (c) => resolve(c ?? 1)));
+      const { code, stderr } = await sb.writer.write(h, { target, mode: modeRaw, mkdirs }, body);
       if (code !== 0) {
         throw new AppError(
           'write_failed',
@@ -896,6 +893,7 @@ export function createSandboxesService(deps: ServiceDeps) {
       shims.close();
       for (const sb of sandboxes.values()) {
         sb.sessions.detachAll();
+        sb.writer.drop();
         closeListener(sb);
       }
     },

@@ -1,0 +1,158 @@
+/**
+ * File writes into a sandbox (`PUT /v1/sandboxes/:name/fs/write`), with one write's process chain started
+ * ahead of time per running sandbox (the "standby").
+ *
+ * A write is a process chain: sandboxd forks (3–5 ms for a ~100 MB node process), the chain joins the
+ * sandbox's cgroups, the host nsenter enters its namespaces, the sandbox's /bin/sh applies the environment
+ * (EXEC_LOADER) and runs the write script (`cat`, `chmod`): 20–30 ms here, of which the script's own
+ * processes are ~4 ms. A provisioning writes files on the path to a conversation's first byte (the env
+ * file, skills, the setup script, a runtime's turn files), so the standby has everything up to the script
+ * done before the write arrives: it waits inside the sandbox, reading the path, mode and "make parents" flag
+ * as three lines on its stdin, then the content until end of input (docs/performance.md).
+ *
+ * Invariants:
+ * - A standby and a fresh write run the same script, through the same argv and environment (the exec path
+ *   of runtime/namespaces.ts: nothing of the sandbox's filesystem runs with privileges), as the sandbox
+ *   user; only where the three arguments come from differs. Errors read the same.
+ * - A standby holds nothing until it is taken: it learns its target with the write. It is the sandbox
+ *   user's process like any exec (visible to `ps`, one pid of the sandbox's limit); what a sandbox process
+ *   could do to it, it could do to the written file itself.
+ * - A standby belongs to one init (pid and start time): it is taken only while that init is the sandbox's,
+ *   and never after it exited. It dies with its sandbox (pid namespace) and ends, writing nothing, when its
+ *   stdin ends without a whole header (sandboxd stopped or dropped it).
+ * - A path with a newline (the header is lines) is written by a fresh chain with the path as an argument.
+ * - Taking never waits for the standby to finish starting; the refill starts REFILL_DELAY_MS later, so it
+ *   does not compete for the CPU with the write that was just handed over.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import type { Readable } from 'node:stream';
+import type { InitHandle } from '../runtime/namespaces.ts';
+
+/** The write, its arguments positional: $1 target, $2 mode (octal), $3 "1" to make missing parents. */
+const WRITE_SCRIPT =
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
+  'set -e; if [ "$3" = 1 ]; then d=${1%/*}; d=${d:-/}; [ -d "$d" ] || mkdir -p -- "$d"; fi; umask 077; cat > "$1"; exec chmod "$2" "$1"';
+/**
+ * The standby: the same write, its arguments read as lines first (`read` takes a pipe one byte at a time,
+ * so the content after the header stays on stdin for `cat`). No whole header: exit, nothing written.
+ */
+const STANDBY_SCRIPT = `IFS= read -r p && IFS= read -r m && IFS= read -r k || exit 0; set -- "$p" "$m" "$k"; ${WRITE_SCRIPT}`;
+
+const REFILL_DELAY_MS = 100;
+
+export interface WriteRequest {
+  /** absolute path inside the sandbox */
+  target: string;
+  /** octal, validated */
+  mode: string;
+  mkdirs: boolean;
+}
+
+/** How a write's chain is spawned: the argv that runs `cmd` in the sandbox as its user, and its env. */
+export interface WriteChain {
+  argv(h: InitHandle, cmd: string[]): string[];
+  env(): Record<string, string>;
+}
+
+interface Standby {
+  child: ChildProcess;
+  pid: number;
+  startTime: string;
+  exited: boolean;
+}
+
+/** One sandbox's writes: its standby, and the fresh chains when there is none. */
+export class FileWriter {
+  private standby: Standby | null = null;
+  private refill: NodeJS.Timeout | null = null;
+  private readonly chain: WriteChain;
+  /** The sandbox's init while it runs (null: stopped, destroyed). */
+  private readonly current: () => InitHandle | null;
+
+  constructor(chain: WriteChain, current: () => InitHandle | null) {
+    this.chain = chain;
+    this.current = current;
+  }
+
+  /** Starts a standby for the sandbox's running init, unless one for it exists. */
+  prepare(): void {
+    const h = this.current();
+    if (!h) return;
+    const s = this.standby;
+    if (s && !s.exited && s.pid === h.pid && s.startTime === h.startTime) return;
+    this.drop();
+    const child = this.spawn(h, ['/bin/sh', '-c', STANDBY_SCRIPT, 'fswrite']);
+    const standby: Standby = { child, pid: h.pid, startTime: h.startTime, exited: false };
+    const gone = () => {
+      standby.exited = true;
+      if (this.standby === standby) this.standby = null;
+    };
+    child.on('exit', gone);
+    child.on('error', gone);
+    // Not waited for by sandboxd: it never keeps the event loop (or a stopping sandboxd) alive.
+    child.unref();
+    this.standby = standby;
+  }
+
+  /** Drops the standby (the sandbox stops or is destroyed): its stdin ends and it exits unused. */
+  drop(): void {
+    if (this.refill) clearTimeout(this.refill);
+    this.refill = null;
+    const s = this.standby;
+    this.standby = null;
+    if (s && !s.exited) s.child.stdin?.end();
+  }
+
+  /** Writes `body` to the request's target in the sandbox of init `h`; resolves with the exit code. */
+  async write(h: InitHandle, req: WriteRequest, body: Readable): Promise<{ code: number; stderr: string }> {
+    const s = this.standby;
+    let child: ChildProcess;
+    if (s && !s.exited && s.pid === h.pid && s.startTime === h.startTime && !req.target.includes('\n')) {
+      this.standby = null;
+      child = s.child;
+      child.ref();
+      child.stdin!.write(`${req.target}\n${req.mode}\n${req.mkdirs ? '1' : '0'}\n`);
+      this.refill = setTimeout(() => {
+        this.refill = null;
+        this.prepare();
+      }, REFILL_DELAY_MS);
+      this.refill.unref();
+    } else {
+      child = this.spawn(h, [
+        '/bin/sh',
+        '-c',
+        WRITE_SCRIPT,
+        'fswrite',
+        req.target,
+        req.mode,
+        req.mkdirs ? '1' : '0',
+      ]);
+    }
+    let stderr = '';
+    child.stderr!.on('data', (d: Buffer) => {
+      if (stderr.length < 2000) stderr += d.toString();
+    });
+    child.stdin!.on('error', () => {});
+    body.pipe(child.stdin!);
+    const code = await new Promise<number>((resolve) => {
+      child.on('error', (err) => {
+        stderr ||= err.message;
+        resolve(1);
+      });
+      child.on('close', (c) => resolve(c ?? 1));
+    });
+    return { code, stderr };
+  }
+
+  private spawn(h: InitHandle, cmd: string[]): ChildProcess {
+    const argv = this.chain.argv(h, cmd);
+    const child = spawn(argv[0]!, argv.slice(1), {
+      stdio: ['pipe', 'ignore', 'pipe'],
+      env: this.chain.env(),
+    });
+    child.stdin!.on('error', () => {});
+    // A chain that cannot be spawned (never on a healthy host) fails its write with the reason.
+    child.on('error', () => {});
+    return child;
+  }
+}
