@@ -129,6 +129,36 @@ try {
     goal: '≤ 3× isolated spawn',
   });
 
+  // File writes as a turn makes them: one, and three at once (a prompt and a runtime's config files),
+  // 300 ms apart so each finds the sandbox idle (sandboxd keeps writes started ahead of time: docs/sandboxd.md,
+  // "Files").
+  const content = 'KEY=value\n'.repeat(40);
+  const paused = async (count: number, run: (index: number) => Promise<unknown>) => {
+    const samples: number[] = [];
+    for (let index = 0; index < count; index++) {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      samples.push(await timed(() => run(index)));
+    }
+    return samples;
+  };
+  const writeSamples = await paused(Math.max(15, runs), (index) =>
+    client.writeFile(warm, `/tmp/bench/one-${index}`, content, { mode: 0o600, mkdirParents: true }),
+  );
+  figures.push({ name: 'file write', unit: 'ms', median: median(writeSamples), samples: writeSamples });
+  const threeSamples = await paused(Math.max(15, runs), (index) =>
+    Promise.all(
+      [0, 1, 2].map((k) =>
+        client.writeFile(warm, `/tmp/bench/three-${index}-${k}`, content, { mode: 0o600, mkdirParents: true }),
+      ),
+    ),
+  );
+  figures.push({
+    name: 'three file writes at once',
+    unit: 'ms',
+    median: median(threeSamples),
+    samples: threeSamples,
+  });
+
   const fill = await client.exec(warm, {
     cmd: [
       'sh',

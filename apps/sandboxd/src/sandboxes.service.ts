@@ -466,8 +466,8 @@ export function createSandboxesService(deps: ServiceDeps) {
     }
     if (!sb.listener) sb.listener = await openListener(sb, h.pid);
     sb.fifos.use(`/proc/${h.pid}/fd/${FIFO_FD}`);
-    // The next file write's chain starts now, while the caller's next request is on its way.
-    sb.writer.prepare();
+    // The next file writes' chains start now, while the caller's next request is on its way.
+    sb.writer.started();
     return h;
   }
 

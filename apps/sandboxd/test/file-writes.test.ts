@@ -60,8 +60,8 @@ describe('file writes', () => {
     try {
       // The first write starts the sandbox; its standby is ready for the next one.
       assert.equal((await write('fw', 'path=first&mode=0600', 'one\n')).status, 204);
-      await waitFor(async () => standbys(initPid('fw')).length === 1, 'a standby write in the sandbox');
-      // A burst: one through the standby, the others through fresh chains; every file whole and its own.
+      await waitFor(async () => standbys(initPid('fw')).length === 3, 'the standby writes in the sandbox');
+      // A burst: three through the standbys, the others through fresh chains; every file whole and its own.
       const burst = await Promise.all(
         Array.from({ length: 6 }, (_, i) =>
           write('fw', `path=burst/f${i}&mode=0640&mkdirParents=true`, `n${i}\n`),
@@ -85,7 +85,7 @@ describe('file writes', () => {
       );
 
       // Errors read the same through the standby as through a fresh chain.
-      await waitFor(async () => standbys(initPid('fw')).length === 1, 'the standby refilled');
+      await waitFor(async () => standbys(initPid('fw')).length === 3, 'the standbys refilled');
       const refused = await write('fw', 'path=/usr/bin/evil', 'x');
       assert.equal(refused.status, 400, refused.text);
       assert.match(String(refused.json['message']), /^cannot write \/usr\/bin\/evil: .*Permission denied$/);
@@ -94,7 +94,7 @@ describe('file writes', () => {
       assert.match(String(noParent.json['message']), /^cannot write \/home\/sandbox\/missing\/x: /);
 
       // The sandbox user ends every process it can, the standby too: the next write still lands.
-      await waitFor(async () => standbys(initPid('fw')).length === 1, 'the standby refilled');
+      await waitFor(async () => standbys(initPid('fw')).length === 3, 'the standbys refilled');
       await sh(d, 'fw', 'kill -9 -1; true');
       await sleep(50);
       const after = await write('fw', 'path=after-kill', 'still\n');
@@ -109,7 +109,7 @@ describe('file writes', () => {
     assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: 'fw2' })).status, 201);
     assert.equal((await write('fw2', 'path=a', 'a\n')).status, 204);
     const first = initPid('fw2');
-    await waitFor(async () => standbys(first).length === 1, 'a standby write in the sandbox');
+    await waitFor(async () => standbys(first).length === 3, 'the standby writes in the sandbox');
     // Its init dies: the standby with it, and the sandbox's next start has a standby of its own.
     process.kill(first, 'SIGKILL');
     await waitFor(
@@ -119,7 +119,7 @@ describe('file writes', () => {
     assert.equal((await write('fw2', 'path=b', 'b\n')).status, 204);
     const second = initPid('fw2');
     assert.notEqual(second, first);
-    await waitFor(async () => standbys(second).length === 1, 'a standby in the restarted sandbox');
+    await waitFor(async () => standbys(second).length === 3, 'standbys in the restarted sandbox');
     assert.equal((await sh(d, 'fw2', 'cat ~/a ~/b')).stdout, 'a\nb\n');
 
     // sandboxd stops; the sandbox keeps running, its standby ends without writing anything.

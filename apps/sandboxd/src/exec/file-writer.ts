@@ -1,12 +1,12 @@
 /**
- * File writes into a sandbox (`PUT /v1/sandboxes/:name/fs/write`), with one write's process chain started
- * ahead of time per running sandbox (the "standby").
+ * File writes into a sandbox (`PUT /v1/sandboxes/:name/fs/write`), with a few writes' process chains started
+ * ahead of time per running sandbox (the "standbys").
  *
  * A write is a process chain: sandboxd forks (3–5 ms for a ~100 MB node process), the chain joins the
  * sandbox's cgroups, the host nsenter enters its namespaces, the sandbox's /bin/sh applies the environment
  * (EXEC_LOADER) and runs the write script (`cat`, `chmod`): 20–30 ms here, of which the script's own
  * processes are ~4 ms. A provisioning writes files on the path to a conversation's first byte (the env
- * file, skills, the setup script, a runtime's turn files), so the standby has everything up to the script
+ * file, skills, the setup script, a runtime's turn files), so a standby has everything up to the script
  * done before the write arrives: it waits inside the sandbox, reading the path, mode and "make parents" flag
  * as three lines on its stdin, then the content until end of input (docs/performance.md).
  *
@@ -21,8 +21,8 @@
  *   and never after it exited. It dies with its sandbox (pid namespace) and ends, writing nothing, when its
  *   stdin ends without a whole header (sandboxd stopped or dropped it).
  * - A path with a newline (the header is lines) is written by a fresh chain with the path as an argument.
- * - Taking never waits for the standby to finish starting; the refill starts REFILL_DELAY_MS later, so it
- *   does not compete for the CPU with the write that was just handed over.
+ * - Taking never waits for a standby to finish starting; refills start REFILL_DELAY_MS later, so they do
+ *   not compete for the CPU with the writes that were just handed over.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
@@ -39,6 +39,12 @@ const WRITE_SCRIPT =
 const STANDBY_SCRIPT = `IFS= read -r p && IFS= read -r m && IFS= read -r k || exit 0; set -- "$p" "$m" "$k"; ${WRITE_SCRIPT}`;
 
 const REFILL_DELAY_MS = 100;
+/**
+ * Standbys per running sandbox: a turn writes its prompt and its runtime's config files at once (2–4), and
+ * a write without a standby waits for a whole chain. Each is two small processes (the host nsenter and the
+ * sandbox's sh), ~1 MB each.
+ */
+const STANDBYS = 3;
 
 export interface WriteRequest {
   /** absolute path inside the sandbox */
@@ -61,9 +67,9 @@ interface Standby {
   exited: boolean;
 }
 
-/** One sandbox's writes: its standby, and the fresh chains when there is none. */
+/** One sandbox's writes: its standbys, and fresh chains when there is none. */
 export class FileWriter {
-  private standby: Standby | null = null;
+  private standbys: Standby[] = [];
   private refill: NodeJS.Timeout | null = null;
   private readonly chain: WriteChain;
   /** The sandbox's init while it runs (null: stopped, destroyed). */
@@ -74,49 +80,36 @@ export class FileWriter {
     this.current = current;
   }
 
-  /** Starts a standby for the sandbox's running init, unless one for it exists. */
-  prepare(): void {
-    const h = this.current();
-    if (!h) return;
-    const s = this.standby;
-    if (s && !s.exited && s.pid === h.pid && s.startTime === h.startTime) return;
+  /**
+   * The sandbox (re)started: one standby now (a provisioning's next write is a few ms away), the others
+   * after REFILL_DELAY_MS, when that write has had the CPU.
+   */
+  started(): void {
     this.drop();
-    const child = this.spawn(h, ['/bin/sh', '-c', STANDBY_SCRIPT, 'fswrite']);
-    const standby: Standby = { child, pid: h.pid, startTime: h.startTime, exited: false };
-    const gone = () => {
-      standby.exited = true;
-      if (this.standby === standby) this.standby = null;
-    };
-    child.on('exit', gone);
-    child.on('error', gone);
-    // Not waited for by sandboxd: it never keeps the event loop (or a stopping sandboxd) alive.
-    child.unref();
-    this.standby = standby;
+    this.fill(1);
+    this.scheduleFill();
   }
 
-  /** Drops the standby (the sandbox stops or is destroyed): its stdin ends and it exits unused. */
+  /** Drops the standbys (the sandbox stops or is destroyed): their stdin ends and they exit unused. */
   drop(): void {
     if (this.refill) clearTimeout(this.refill);
     this.refill = null;
-    const s = this.standby;
-    this.standby = null;
-    if (s && !s.exited) s.child.stdin?.end();
+    const gone = this.standbys;
+    this.standbys = [];
+    for (const s of gone) if (!s.exited) s.child.stdin?.end();
   }
 
   /** Writes `body` to the request's target in the sandbox of init `h`; resolves with the exit code. */
   async write(h: InitHandle, req: WriteRequest, body: Readable): Promise<{ code: number; stderr: string }> {
-    const s = this.standby;
+    const i = req.target.includes('\n')
+      ? -1
+      : this.standbys.findIndex((s) => !s.exited && s.pid === h.pid && s.startTime === h.startTime);
     let child: ChildProcess;
-    if (s && !s.exited && s.pid === h.pid && s.startTime === h.startTime && !req.target.includes('\n')) {
-      this.standby = null;
-      child = s.child;
+    if (i >= 0) {
+      child = this.standbys.splice(i, 1)[0]!.child;
       child.ref();
       child.stdin!.write(`${req.target}\n${req.mode}\n${req.mkdirs ? '1' : '0'}\n`);
-      this.refill = setTimeout(() => {
-        this.refill = null;
-        this.prepare();
-      }, REFILL_DELAY_MS);
-      this.refill.unref();
+      this.scheduleFill();
     } else {
       child = this.spawn(h, [
         '/bin/sh',
@@ -142,6 +135,35 @@ export class FileWriter {
       child.on('close', (c) => resolve(c ?? 1));
     });
     return { code, stderr };
+  }
+
+  private scheduleFill(): void {
+    if (this.refill) clearTimeout(this.refill);
+    this.refill = setTimeout(() => {
+      this.refill = null;
+      this.fill(STANDBYS);
+    }, REFILL_DELAY_MS);
+    this.refill.unref();
+  }
+
+  /** Starts standbys for the sandbox's running init until it has `n`. */
+  private fill(n: number): void {
+    const h = this.current();
+    if (!h) return;
+    this.standbys = this.standbys.filter((s) => !s.exited && s.pid === h.pid && s.startTime === h.startTime);
+    while (this.standbys.length < n) {
+      const child = this.spawn(h, ['/bin/sh', '-c', STANDBY_SCRIPT, 'fswrite']);
+      const standby: Standby = { child, pid: h.pid, startTime: h.startTime, exited: false };
+      const gone = () => {
+        standby.exited = true;
+        this.standbys = this.standbys.filter((s) => s !== standby);
+      };
+      child.on('exit', gone);
+      child.on('error', gone);
+      // Not waited for by sandboxd: it never keeps the event loop (or a stopping sandboxd) alive.
+      child.unref();
+      this.standbys.push(standby);
+    }
   }
 
   private spawn(h: InitHandle, cmd: string[]): ChildProcess {
