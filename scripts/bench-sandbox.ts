@@ -148,7 +148,10 @@ try {
   const threeSamples = await paused(Math.max(15, runs), (index) =>
     Promise.all(
       [0, 1, 2].map((k) =>
-        client.writeFile(warm, `/tmp/bench/three-${index}-${k}`, content, { mode: 0o600, mkdirParents: true }),
+        client.writeFile(warm, `/tmp/bench/three-${index}-${k}`, content, {
+          mode: 0o600,
+          mkdirParents: true,
+        }),
       ),
     ),
   );
