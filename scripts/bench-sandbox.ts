@@ -29,9 +29,17 @@ async function timed(run: () => Promise<unknown>): Promise<number> {
   return performance.now() - started;
 }
 
-async function sample(count: number, run: (index: number) => Promise<unknown>): Promise<number[]> {
+/** `count` timed runs, each `pauseMs` after the previous one ended (the pause is not timed). */
+async function sample(
+  count: number,
+  run: (index: number) => Promise<unknown>,
+  pauseMs = 0,
+): Promise<number[]> {
   const samples: number[] = [];
-  for (let index = 0; index < count; index++) samples.push(await timed(() => run(index)));
+  for (let index = 0; index < count; index++) {
+    if (pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, pauseMs));
+    samples.push(await timed(() => run(index)));
+  }
   return samples;
 }
 
@@ -133,27 +141,25 @@ try {
   // 300 ms apart so each finds the sandbox idle (sandboxd keeps writes started ahead of time: docs/sandboxd.md,
   // "Files").
   const content = 'KEY=value\n'.repeat(40);
-  const paused = async (count: number, run: (index: number) => Promise<unknown>) => {
-    const samples: number[] = [];
-    for (let index = 0; index < count; index++) {
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      samples.push(await timed(() => run(index)));
-    }
-    return samples;
-  };
-  const writeSamples = await paused(Math.max(15, runs), (index) =>
-    client.writeFile(warm, `/tmp/bench/one-${index}`, content, { mode: 0o600, mkdirParents: true }),
+  const writeSamples = await sample(
+    Math.max(15, runs),
+    (index) =>
+      client.writeFile(warm, `/tmp/bench/one-${index}`, content, { mode: 0o600, mkdirParents: true }),
+    300,
   );
   figures.push({ name: 'file write', unit: 'ms', median: median(writeSamples), samples: writeSamples });
-  const threeSamples = await paused(Math.max(15, runs), (index) =>
-    Promise.all(
-      [0, 1, 2].map((k) =>
-        client.writeFile(warm, `/tmp/bench/three-${index}-${k}`, content, {
-          mode: 0o600,
-          mkdirParents: true,
-        }),
+  const threeSamples = await sample(
+    Math.max(15, runs),
+    (index) =>
+      Promise.all(
+        [0, 1, 2].map((k) =>
+          client.writeFile(warm, `/tmp/bench/three-${index}-${k}`, content, {
+            mode: 0o600,
+            mkdirParents: true,
+          }),
+        ),
       ),
-    ),
+    300,
   );
   figures.push({
     name: 'three file writes at once',

@@ -7,6 +7,7 @@ import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { sandboxDir } from './attacks.ts';
 import { startTestSandboxd, type TestSandboxd } from './harness.ts';
 import { api, sh, waitFor } from './helpers.ts';
 
@@ -24,15 +25,10 @@ const write = (name: string, query: string, body: string) =>
   api(d, 'PUT', `/v1/sandboxes/${name}/fs/write?${query}`, enc(body));
 
 function initPid(name: string): number {
-  for (const t of readdirSync(path.join(d.dataDir, 'tenants'))) {
-    try {
-      const rec = JSON.parse(
-        readFileSync(path.join(d.dataDir, 'tenants', t, 'sandboxes', name, 'sandbox.json'), 'utf8'),
-      ) as { init: { pid: number } | null };
-      if (rec.init) return rec.init.pid;
-    } catch {}
-  }
-  return 0;
+  const rec = JSON.parse(readFileSync(path.join(sandboxDir(d, name), 'sandbox.json'), 'utf8')) as {
+    init: { pid: number } | null;
+  };
+  return rec.init?.pid ?? 0;
 }
 
 /** Host pids of the waiting standby writes inside the sandbox whose init is `pid` (same pid namespace). */

@@ -4,6 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import { gunzipSync } from 'node:zlib';
 import { ProvisionError } from '../src/conversations/contracts.ts';
 import { ENV_FILE_PATH } from '../src/conversations/env-file.ts';
+import { DEFAULT_STAGE_TIMEOUTS } from '../src/conversations/provisioner.ts';
 import {
   createEnvironment,
   createVault,
@@ -188,6 +189,9 @@ describe('provisioner', () => {
   });
 
   test('the setup script times out on the client side', async () => {
+    // Spec, Sandbox interface rule 2: the defaults are 30–120 s for the setup script, 600 s for a clone.
+    assert.ok(DEFAULT_STAGE_TIMEOUTS.setupMs >= 30_000 && DEFAULT_STAGE_TIMEOUTS.setupMs <= 120_000);
+    assert.equal(DEFAULT_STAGE_TIMEOUTS.cloneMs, 600_000);
     const environmentId = await createEnvironment(h, { setup_script: 'sleep 30' });
     const c = await newConversation(h, { environmentId });
     await assert.rejects(provisionerFor(h, { timeouts: { setupMs: 1000 } }).provision(c.input), /within 1 s/);

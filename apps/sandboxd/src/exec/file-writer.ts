@@ -62,10 +62,12 @@ export interface WriteChain {
 
 interface Standby {
   child: ChildProcess;
-  pid: number;
-  startTime: string;
-  exited: boolean;
+  /** the init it was started in (pid and start time) */
+  init: Pick<InitHandle, 'pid' | 'startTime'>;
 }
+
+/** Whether standby `s` runs in the sandbox of init `h` (the same process: pid and start time). */
+const inInit = (s: Standby, h: InitHandle) => s.init.pid === h.pid && s.init.startTime === h.startTime;
 
 /** One sandbox's writes: its standbys, and fresh chains when there is none. */
 export class FileWriter {
@@ -96,14 +98,13 @@ export class FileWriter {
     this.refill = null;
     const gone = this.standbys;
     this.standbys = [];
-    for (const s of gone) if (!s.exited) s.child.stdin?.end();
+    for (const s of gone) s.child.stdin?.end();
   }
 
   /** Writes `body` to the request's target in the sandbox of init `h`; resolves with the exit code. */
   async write(h: InitHandle, req: WriteRequest, body: Readable): Promise<{ code: number; stderr: string }> {
-    const i = req.target.includes('\n')
-      ? -1
-      : this.standbys.findIndex((s) => !s.exited && s.pid === h.pid && s.startTime === h.startTime);
+    // An exited standby has left the list already (fill).
+    const i = req.target.includes('\n') ? -1 : this.standbys.findIndex((s) => inInit(s, h));
     let child: ChildProcess;
     if (i >= 0) {
       child = this.standbys.splice(i, 1)[0]!.child;
@@ -150,12 +151,11 @@ export class FileWriter {
   private fill(n: number): void {
     const h = this.current();
     if (!h) return;
-    this.standbys = this.standbys.filter((s) => !s.exited && s.pid === h.pid && s.startTime === h.startTime);
+    this.standbys = this.standbys.filter((s) => inInit(s, h));
     while (this.standbys.length < n) {
       const child = this.spawn(h, ['/bin/sh', '-c', STANDBY_SCRIPT, 'fswrite']);
-      const standby: Standby = { child, pid: h.pid, startTime: h.startTime, exited: false };
+      const standby: Standby = { child, init: { pid: h.pid, startTime: h.startTime } };
       const gone = () => {
-        standby.exited = true;
         this.standbys = this.standbys.filter((s) => s !== standby);
       };
       child.on('exit', gone);

@@ -44,7 +44,7 @@ import {
 import type { SandboxStatus, StageName } from './conversations.tables.ts';
 import { assembleEnv, ENV_FILE_PATH, renderEnvFile } from './env-file.ts';
 import { networkPolicyFor, providerHostsFor } from './network.ts';
-import { cloneRepo, repoDirName } from './repos.ts';
+import { CLONE_TIMEOUT_MS, cloneRepo, repoDirName } from './repos.ts';
 import { ensureRuntime, type LayerCliCache, type RuntimeProbeTimeouts } from './runtime-probe.ts';
 import { runStreaming } from './sandbox-commands.ts';
 import { createSessionStateStore } from './session-state.ts';
@@ -66,7 +66,8 @@ export interface StageTimeouts {
   cloneMs: number;
 }
 
-export const DEFAULT_STAGE_TIMEOUTS: StageTimeouts = { setupMs: 120_000, cloneMs: 600_000 };
+/** Spec, Sandbox interface rule 2: the setup script 30–120 s, a clone 600 s (repos.ts). */
+export const DEFAULT_STAGE_TIMEOUTS: StageTimeouts = { setupMs: 120_000, cloneMs: CLONE_TIMEOUT_MS };
 
 const SETUP_PATH = '/home/sandbox/.paddock/setup.sh';
 const SETUP_RUNNER = 'if command -v bash >/dev/null 2>&1; then exec bash -e "$1"; else exec sh -e "$1"; fi';
