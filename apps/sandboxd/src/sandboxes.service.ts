@@ -371,20 +371,34 @@ export function createSandboxesService(deps: ServiceDeps) {
     child.stderr?.on('data', (d: Buffer) => {
       stderr += d.toString();
     });
+    // Settled by the socket's arrival, or by the helper's 'close' (after its IPC channel is drained):
+    // its 'exit' can come before the message with the socket on a loaded host, and a socket taken
+    // after the start was given up would stay bound in the sandbox, so that the next start of the
+    // same sandbox fails with EADDRINUSE. A socket that arrives after all (the timeout) is closed.
+    let settled = false;
     return new Promise<net.Server>((resolve, reject) => {
       const timer = setTimeout(() => {
+        settled = true;
         child.kill('SIGKILL');
         reject(new Error('proxy listener helper timed out'));
       }, 10_000);
       child.on('message', (_msg, handle) => {
-        clearTimeout(timer);
         const server = handle as net.Server;
+        if (settled) {
+          log.warn('proxy listener arrived after its start was given up; closed', { sandbox: sb.rec.name });
+          server.close();
+          return;
+        }
+        settled = true;
+        clearTimeout(timer);
         server.on('connection', (s: net.Socket) => sb.proxy.handle(s));
         server.on('error', (err) => log.warn('proxy listener error', { sandbox: sb.rec.name, err }));
         resolve(server);
       });
-      child.on('exit', (code) => {
+      child.on('close', (code) => {
         clearTimeout(timer);
+        if (settled) return;
+        settled = true;
         reject(new Error(`proxy listener helper exited (${code}): ${stderr.trim()}`));
       });
     });
