@@ -470,6 +470,9 @@ export function createSandboxesService(deps: ServiceDeps) {
       }
       sb.rec.init = h;
       persist(sb);
+      // The first write's chain starts while the proxy listener is still opening (10–40 ms here): a
+      // restore's caller writes its files right after the answer (docs/performance.md, tenth pass).
+      sb.writer.started();
       if (early.listener) sb.listener = await early.listener;
       log.info('sandbox started', { sandbox: sb.rec.name, ms: Math.round(performance.now() - t0) });
       if (h.idmapOff)
@@ -480,7 +483,8 @@ export function createSandboxesService(deps: ServiceDeps) {
     }
     if (!sb.listener) sb.listener = await openListener(sb, h.pid);
     sb.fifos.use(`/proc/${h.pid}/fd/${FIFO_FD}`);
-    // The next file writes' chains start now, while the caller's next request is on its way.
+    // The next file writes' chains start now, while the caller's next request is on its way (kept when they
+    // started with the init above).
     sb.writer.started();
     return h;
   }

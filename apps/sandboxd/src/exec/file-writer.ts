@@ -83,11 +83,15 @@ export class FileWriter {
   }
 
   /**
-   * The sandbox (re)started: one standby now (a provisioning's next write is a few ms away), the others
-   * after REFILL_DELAY_MS, when that write has had the CPU.
+   * The sandbox's init runs: one standby now (a provisioning's next write is a few ms away), the others
+   * after REFILL_DELAY_MS, when that write has had the CPU. Called as soon as a new init is up (its proxy
+   * listener may still be opening) and again when the start is over: standbys of this init are kept, those
+   * of an earlier one dropped.
    */
   started(): void {
-    this.drop();
+    const h = this.current();
+    if (this.standbys.some((s) => !h || !inInit(s, h))) this.drop();
+    if (this.standbys.length > 0) return;
     this.fill(1);
     this.scheduleFill();
   }

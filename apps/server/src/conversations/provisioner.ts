@@ -452,13 +452,17 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
       const { lease } = input;
       let created = false;
       try {
-        const environment = await loadEnvironment(lease.tenantId, input.agent.environmentId);
-        const { assembled, callback } = await runStage(
+        const { environment, assembled, callback } = await runStage(
           input.writer,
           'provision',
           input.signal,
           async () => {
-            await markSandbox(lease, input.sandboxId, 'starting', ['pending']);
+            // The environment is read beside the row's move (one round trip less); the backend is
+            // called only after the move, so that a fenced-off owner creates nothing.
+            const [environment] = await Promise.all([
+              loadEnvironment(lease.tenantId, input.agent.environmentId),
+              markSandbox(lease, input.sandboxId, 'starting', ['pending']),
+            ]);
             // The backend creates the sandbox while the key is minted and the env assembled (they
             // do not depend on each other). Both settle before anything else happens, so a failure
             // of one never leaves the other running behind fail() (which revokes the keys).
@@ -476,7 +480,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
             // With a checkpoint the files are placed after the restore (it replaces the writable
             // layer): placing them now as well would be one more round of writes before the turn.
             if (!environment?.checkpoint_id) await placeFiles(input, assembled.env);
-            return { assembled, callback };
+            return { environment, assembled, callback };
           },
           logger,
         );
