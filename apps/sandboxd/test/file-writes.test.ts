@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sandboxDir } from './attacks.ts';
 import { startTestSandboxd, type TestSandboxd } from './harness.ts';
-import { api, sh, waitFor } from './helpers.ts';
+import { api, ndjsonLines, sh, waitFor } from './helpers.ts';
 
 const TOKEN = 'file-writes-token';
 let d: TestSandboxd;
@@ -98,6 +98,36 @@ describe('file writes', () => {
       assert.equal((await sh(d, 'fw', 'cat ~/after-kill')).stdout, 'still\n');
     } finally {
       await api(d, 'DELETE', '/v1/sandboxes/fw');
+    }
+  });
+
+  it('a write right after a restore lands in the restored files, through a standby of the new init', async () => {
+    assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: 'fw3' })).status, 201);
+    try {
+      assert.equal((await write('fw3', 'path=kept', 'kept\n')).status, 204);
+      const made = await api(d, 'POST', '/v1/sandboxes/fw3/checkpoint');
+      const id = ndjsonLines(made.text).find((l) => typeof l['checkpoint_id'] === 'string')?.[
+        'checkpoint_id'
+      ];
+      assert.equal(typeof id, 'string', made.text);
+      assert.equal((await write('fw3', 'path=dropped', 'x\n')).status, 204);
+      const before = initPid('fw3');
+      await waitFor(async () => standbys(before).length === 3, 'the standby writes in the sandbox');
+
+      // The restore restarts the sandbox; its first standby starts with the new init, before the answer.
+      const restored = await api(d, 'POST', `/v1/sandboxes/fw3/checkpoints/${String(id)}/restore`);
+      assert.equal(restored.status, 200, restored.text);
+      const env = await write('fw3', 'path=.paddock/env&mode=0600&mkdirParents=true', "export A='1'\n");
+      assert.equal(env.status, 204, env.text);
+      const after = initPid('fw3');
+      assert.notEqual(after, before);
+      assert.deepEqual(standbys(before), []);
+      const r = await sh(d, 'fw3', 'cd ~; stat -c "%a %U" .paddock/env; cat kept .paddock/env; ls dropped');
+      assert.equal(r.stdout, "600 sandbox\nkept\nexport A='1'\n", r.stderr);
+      assert.equal(r.exitCode, 2);
+      await waitFor(async () => standbys(after).length === 3, 'the restored sandbox refills its standbys');
+    } finally {
+      await api(d, 'DELETE', '/v1/sandboxes/fw3');
     }
   });
 
