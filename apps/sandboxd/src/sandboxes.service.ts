@@ -16,6 +16,11 @@
  * Invariants:
  * - Lifecycle operations of one sandbox (create, start, stop, restore, checkpoint, destroy) run one at a time
  *   (per-sandbox lock); exec and writes wait for the sandbox to be running.
+ * - An exec starts only once the sandbox's proxy listener is open (a process may connect to it at once). A
+ *   file write, a restore's answer and a checkpoint's need only the init: the listener, opened by a helper
+ *   process (10-40 ms more here), may still be on its way (`listening`); it becomes the sandbox's only
+ *   while the init it was opened for runs, and is closed otherwise. A listener that failed to open is
+ *   opened again by the next exec.
  * - create answers once the sandbox record is durable (fsync'ed); everything else (writable layer, cgroup,
  *   namespaces and mounts, proxy listener) is set up in the background after the response, reported as
  *   status "starting". A failed setup is reported as status "failed" with its error; exec and writes try
@@ -98,6 +103,8 @@ class Sandbox {
   setupError: string | null = null;
   cgroup: SandboxCgroup | null = null;
   listener: net.Server | null = null;
+  /** The proxy listener being opened for the running init (settles into `listener`), or null. */
+  listening: Promise<net.Server> | null = null;
   readonly proxy: EgressProxy;
   readonly sessions: SessionTable;
   readonly fifos: FifoPool;
@@ -214,7 +221,8 @@ export function createSandboxesService(deps: ServiceDeps) {
     adopt: (sb) => remapIds(path.join(sb.layer, 'root'), idsOf(sb)),
     persist,
     stop: stopLocked,
-    start: startLocked,
+    // A restore or a checkpoint answers once the init runs; the next exec waits for the listener.
+    start: (sb) => startLocked(sb, false),
   });
 
   function newSandbox(rec: SandboxRecord, tenant: string): Sandbox {
@@ -407,17 +415,50 @@ export function createSandboxesService(deps: ServiceDeps) {
   function closeListener(sb: Sandbox): void {
     sb.listener?.close();
     sb.listener = null;
+    sb.listening = null; // one still opening is closed when it arrives (adoptListener)
     sb.proxy.closeAll();
+  }
+
+  /**
+   * The listener being opened for init `h` becomes the sandbox's when it arrives, unless the sandbox was
+   * stopped, restarted or destroyed meanwhile (then it is closed: it is bound in a namespace that is gone or
+   * no longer the sandbox's). A failure clears `listening`, so that the next exec opens one again.
+   */
+  function adoptListener(sb: Sandbox, h: InitHandle, opening: Promise<net.Server>): Promise<net.Server> {
+    const adopted: Promise<net.Server> = opening.then(
+      (server) => {
+        const init = sb.rec.init;
+        if (
+          sb.listening !== adopted ||
+          sb.destroyed ||
+          init?.pid !== h.pid ||
+          init.startTime !== h.startTime
+        ) {
+          server.close();
+          throw new Error('the sandbox stopped while its proxy listener was opening');
+        }
+        sb.listener = server;
+        sb.listening = null;
+        return server;
+      },
+      (err: unknown) => {
+        if (sb.listening === adopted) sb.listening = null;
+        throw err;
+      },
+    );
+    adopted.catch(() => {}); // awaited by whoever needs it
+    sb.listening = adopted;
+    return adopted;
   }
 
   /**
    * Starts (or adopts) the sandbox's init and proxy listener. Must run under the sandbox lock.
    * Reports "starting" meanwhile and records a failure for status "failed".
    */
-  async function startLocked(sb: Sandbox): Promise<InitHandle> {
+  async function startLocked(sb: Sandbox, needListener = true): Promise<InitHandle> {
     sb.starting++;
     try {
-      const h = await startNow(sb);
+      const h = await startNow(sb, needListener);
       sb.setupError = null;
       return h;
     } catch (err) {
@@ -428,7 +469,8 @@ export function createSandboxesService(deps: ServiceDeps) {
     }
   }
 
-  async function startNow(sb: Sandbox): Promise<InitHandle> {
+  /** Starts the init when it is not running; waits for the proxy listener only with `needListener`. */
+  async function startNow(sb: Sandbox, needListener: boolean): Promise<InitHandle> {
     if (sb.destroyed)
       throw new AppError('sandbox_not_found', `sandbox ${JSON.stringify(sb.rec.name)} not found`);
     if (!sb.cgroup) sb.cgroup = cgroups.create(cgroupKey(sb));
@@ -473,7 +515,7 @@ export function createSandboxesService(deps: ServiceDeps) {
       // The first write's chain starts while the proxy listener is still opening (10–40 ms here): a
       // restore's caller writes its files right after the answer (docs/performance.md, tenth pass).
       sb.writer.started();
-      if (early.listener) sb.listener = await early.listener;
+      if (early.listener) adoptListener(sb, h, early.listener);
       log.info('sandbox started', { sandbox: sb.rec.name, ms: Math.round(performance.now() - t0) });
       if (h.idmapOff)
         log.warn('system directories are read-only in this sandbox: idmapped mounts failed', {
@@ -481,7 +523,10 @@ export function createSandboxesService(deps: ServiceDeps) {
           reason: h.idmapOff,
         });
     }
-    if (!sb.listener) sb.listener = await openListener(sb, h.pid);
+    if (!sb.listener) {
+      const opening = sb.listening ?? adoptListener(sb, h, openListener(sb, h.pid));
+      if (needListener) await opening;
+    }
     sb.fifos.use(`/proc/${h.pid}/fd/${FIFO_FD}`);
     // The next file writes' chains start now, while the caller's next request is on its way (kept when they
     // started with the init above).
@@ -489,10 +534,18 @@ export function createSandboxesService(deps: ServiceDeps) {
     return h;
   }
 
-  async function ensureRunning(sb: Sandbox): Promise<InitHandle> {
+  async function ensureRunning(sb: Sandbox, needListener = true): Promise<InitHandle> {
     const h = sb.rec.init;
-    if (h && sb.listener && isAlive(h) && holderAlive(h)) return h;
-    return sb.locked(() => startLocked(sb));
+    if (h && isAlive(h) && holderAlive(h)) {
+      if (sb.listener || !needListener) return h;
+      // Still opening (a start that did not wait for it): an exec waits for it, not for the sandbox lock.
+      const opened = await sb.listening?.then(
+        () => true,
+        () => false,
+      );
+      if (opened && sb.rec.init === h) return h;
+    }
+    return sb.locked(() => startLocked(sb, needListener));
   }
 
   /**
@@ -530,9 +583,9 @@ export function createSandboxesService(deps: ServiceDeps) {
   }
 
   /** ensureRunning for exec and writes: a sandbox that cannot be started answers a clear 503. */
-  async function ready(sb: Sandbox): Promise<InitHandle> {
+  async function ready(sb: Sandbox, needListener = true): Promise<InitHandle> {
     try {
-      return await ensureRunning(sb);
+      return await ensureRunning(sb, needListener);
     } catch (err) {
       if (err instanceof AppError) throw err;
       throw new AppError(
@@ -877,7 +930,8 @@ export function createSandboxesService(deps: ServiceDeps) {
       const modeRaw = query.get('mode') || '0644';
       if (!/^0?[0-7]{3,4}$/.test(modeRaw)) throw new AppError('bad_request', 'mode must be octal, e.g. 0644');
       const mkdirs = ['true', '1'].includes(query.get('mkdirParents') ?? '');
-      const h = await ready(sb);
+      // A write runs no program that could use the network: the proxy listener may still be opening.
+      const h = await ready(sb, false);
       const { code, stderr } = await sb.writer.write(h, { target, mode: modeRaw, mkdirs }, body);
       if (code !== 0) {
         throw new AppError(

@@ -3,7 +3,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { startTestSandboxd, type TestSandboxd } from './harness.ts';
-import { api, collect, openExec, sh, waitFor } from './helpers.ts';
+import { api, collect, ndjsonLines, openExec, sh, waitFor } from './helpers.ts';
 import { createTestNet, type TestNet } from './netns.ts';
 
 // Every server here listens in a test network namespace (netns.ts: a private address that is not the host's,
@@ -152,5 +152,45 @@ describe('egress', () => {
       400,
     );
     assert.equal((await api(d, 'POST', '/v1/sandboxes/nope/policy/network', { rules: [] })).status, 404);
+  });
+
+  it('a restore answers before the proxy listener is open; a write and an exec right after it work', async () => {
+    const made = await api(d, 'POST', `/v1/sandboxes/${SB}/checkpoint`);
+    const id = ndjsonLines(made.text).find((l) => typeof l['checkpoint_id'] === 'string')?.['checkpoint_id'];
+    assert.equal(typeof id, 'string', made.text);
+    const name = 'egress-restored';
+    assert.equal((await api(d, 'POST', '/v1/sandboxes', { name })).status, 201);
+    try {
+      // Each restore restarts the sandbox, and its listener is opened again: an exec right after the answer
+      // connects to it first thing, and a write follows.
+      for (let round = 0; round < 5; round++) {
+        const restored = await api(d, 'POST', `/v1/sandboxes/${name}/checkpoints/${String(id)}/restore`);
+        assert.equal(restored.status, 200, restored.text);
+        const r = await collect(
+          openExec(d, name, [
+            'curl',
+            '-sS',
+            '-m',
+            '5',
+            '-w',
+            ' %{http_code}',
+            `http://allowed.test:${webPort}/`,
+          ]),
+          false,
+          30_000,
+        );
+        assert.equal(r.stdout, `hello allowed.test:${webPort} 200`, r.stderr);
+        const w = await api(
+          d,
+          'PUT',
+          `/v1/sandboxes/${name}/fs/write?path=round`,
+          new TextEncoder().encode(`${round}`),
+        );
+        assert.equal(w.status, 204, w.text);
+        assert.equal((await sh(d, name, 'cat round')).stdout, `${round}`);
+      }
+    } finally {
+      assert.equal((await api(d, 'DELETE', `/v1/sandboxes/${name}`)).status, 204);
+    }
   });
 });
