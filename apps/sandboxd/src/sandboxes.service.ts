@@ -65,6 +65,7 @@ import {
   type NamespaceRuntime,
   RUN_BYTES,
   SHM_BYTES,
+  sameInit,
 } from './runtime/namespaces.ts';
 import { removeTree, writeJsonAtomic } from './state-files.ts';
 
@@ -428,12 +429,7 @@ export function createSandboxesService(deps: ServiceDeps) {
     const adopted: Promise<net.Server> = opening.then(
       (server) => {
         const init = sb.rec.init;
-        if (
-          sb.listening !== adopted ||
-          sb.destroyed ||
-          init?.pid !== h.pid ||
-          init.startTime !== h.startTime
-        ) {
+        if (sb.listening !== adopted || sb.destroyed || !init || !sameInit(init, h)) {
           server.close();
           throw new Error('the sandbox stopped while its proxy listener was opening');
         }
@@ -512,9 +508,6 @@ export function createSandboxesService(deps: ServiceDeps) {
       }
       sb.rec.init = h;
       persist(sb);
-      // The first write's chain starts while the proxy listener is still opening (10–40 ms here): a
-      // restore's caller writes its files right after the answer (docs/performance.md, tenth pass).
-      sb.writer.started();
       if (early.listener) adoptListener(sb, h, early.listener);
       log.info('sandbox started', { sandbox: sb.rec.name, ms: Math.round(performance.now() - t0) });
       if (h.idmapOff)
@@ -523,14 +516,15 @@ export function createSandboxesService(deps: ServiceDeps) {
           reason: h.idmapOff,
         });
     }
+    // The next file writes' chains start now, while the proxy listener may still be opening (10–40 ms here)
+    // and the caller's next request is on its way: a restore's caller writes its files right after the
+    // answer (docs/performance.md, tenth pass). Kept when this init has them already.
+    sb.writer.started();
     if (!sb.listener) {
       const opening = sb.listening ?? adoptListener(sb, h, openListener(sb, h.pid));
       if (needListener) await opening;
     }
     sb.fifos.use(`/proc/${h.pid}/fd/${FIFO_FD}`);
-    // The next file writes' chains start now, while the caller's next request is on its way (kept when they
-    // started with the init above).
-    sb.writer.started();
     return h;
   }
 

@@ -24,7 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startTestSandboxd, type TestSandboxd } from './harness.ts';
-import { api, ndjsonLines, sh, waitFor } from './helpers.ts';
+import { api, checkpointIdOf, ndjsonLines, sh, waitFor } from './helpers.ts';
 import { type DaemonMode, daemonModes } from './modes.ts';
 
 /** renameat2(2) by architecture (perl's syscall needs the number). */
@@ -181,7 +181,7 @@ function attackSuite({ name: mode, user }: DaemonMode): void {
         const res = await api(d, 'POST', '/v1/sandboxes/race-attacker/checkpoint');
         const lines = ndjsonLines(res.text);
         assert.ok(!lines.some((l) => l['type'] === 'error'), res.text);
-        const id = lines.find((l) => typeof l['checkpoint_id'] === 'string')?.['checkpoint_id'] as string;
+        const id = checkpointIdOf(lines) as string;
         assert.equal(
           await contains(path.join(ckptRoot, id), needles),
           null,

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sandboxLayer } from './attacks.ts';
 import { startTestSandboxd, type TestSandboxd } from './harness.ts';
-import { api, ndjsonLines, sh } from './helpers.ts';
+import { api, checkpointIdOf, ndjsonLines, sh } from './helpers.ts';
 
 let d: TestSandboxd;
 before(async () => {
@@ -50,7 +50,7 @@ describe('checkpoints', () => {
     const lines = ndjsonLines(res.text);
     for (const l of lines) assert.ok(['info', 'stdout', 'stderr', 'error'].includes(l['type'] as string));
     assert.ok(!lines.some((l) => l['type'] === 'error'), res.text);
-    const id = lines.find((l) => typeof l['checkpoint_id'] === 'string')?.['checkpoint_id'] as string;
+    const id = checkpointIdOf(lines) as string;
     assert.match(id, /^ckpt-[0-9a-f]{16}$/);
     // Kept still for the copy (docs/sandboxd.md "Checkpoints"): a frozen disk image or cgroup; without either
     // (rootless without a delegated cgroup, as when the tests run as an ordinary user), stopped.

@@ -3,7 +3,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { startTestSandboxd, type TestSandboxd } from './harness.ts';
-import { api, collect, ndjsonLines, openExec, sh, waitFor } from './helpers.ts';
+import { api, checkpointIdOf, collect, ndjsonLines, openExec, sh, waitFor } from './helpers.ts';
 import { createTestNet, type TestNet } from './netns.ts';
 
 // Every server here listens in a test network namespace (netns.ts: a private address that is not the host's,
@@ -156,7 +156,7 @@ describe('egress', () => {
 
   it('a restore answers before the proxy listener is open; a write and an exec right after it work', async () => {
     const made = await api(d, 'POST', `/v1/sandboxes/${SB}/checkpoint`);
-    const id = ndjsonLines(made.text).find((l) => typeof l['checkpoint_id'] === 'string')?.['checkpoint_id'];
+    const id = checkpointIdOf(ndjsonLines(made.text));
     assert.equal(typeof id, 'string', made.text);
     const name = 'egress-restored';
     assert.equal((await api(d, 'POST', '/v1/sandboxes', { name })).status, 201);

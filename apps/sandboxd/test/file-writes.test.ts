@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sandboxDir } from './attacks.ts';
 import { startTestSandboxd, type TestSandboxd } from './harness.ts';
-import { api, ndjsonLines, sh, waitFor } from './helpers.ts';
+import { api, checkpointIdOf, ndjsonLines, sh, waitFor } from './helpers.ts';
 
 const TOKEN = 'file-writes-token';
 let d: TestSandboxd;
@@ -106,9 +106,7 @@ describe('file writes', () => {
     try {
       assert.equal((await write('fw3', 'path=kept', 'kept\n')).status, 204);
       const made = await api(d, 'POST', '/v1/sandboxes/fw3/checkpoint');
-      const id = ndjsonLines(made.text).find((l) => typeof l['checkpoint_id'] === 'string')?.[
-        'checkpoint_id'
-      ];
+      const id = checkpointIdOf(ndjsonLines(made.text));
       assert.equal(typeof id, 'string', made.text);
       assert.equal((await write('fw3', 'path=dropped', 'x\n')).status, 204);
       const before = initPid('fw3');

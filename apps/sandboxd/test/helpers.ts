@@ -46,6 +46,12 @@ export function ndjsonLines(text: string): Record<string, unknown>[] {
     .map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
+/** The id a checkpoint's NDJSON lines announce (the line with `checkpoint_id`), if any. */
+export function checkpointIdOf(lines: Record<string, unknown>[]): string | undefined {
+  const id = lines.find((l) => typeof l['checkpoint_id'] === 'string')?.['checkpoint_id'];
+  return id as string | undefined;
+}
+
 export interface ExecOptions {
   env?: Record<string, string>;
   stdin?: string | Buffer;

@@ -26,7 +26,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { EXEC_MODES, pathPlant, preloadPlant } from './attacks.ts';
 import { sandboxdLaunch, startTestSandboxd, type TestSandboxd } from './harness.ts';
-import { api, exec, ndjsonLines, sh, waitFor } from './helpers.ts';
+import { api, checkpointIdOf, exec, ndjsonLines, sh, waitFor } from './helpers.ts';
 import { createTestNet, type TestNet } from './netns.ts';
 
 const TEST_USER = 'paddock-rootless-test';
@@ -462,7 +462,7 @@ if ('problem' in found) {
       assert.equal(ck.status, 200);
       const lines = ndjsonLines(ck.text);
       assert.ok(!lines.some((l) => l['type'] === 'error'), ck.text);
-      const id = lines.find((l) => typeof l['checkpoint_id'] === 'string')?.['checkpoint_id'] as string;
+      const id = checkpointIdOf(lines) as string;
       assert.match(id, /^ckpt-[0-9a-f]{16}$/);
 
       await sh(d, SB, 'echo two > ~/data/dir/a; echo later > ~/data/later; mkdir /etc/skel');

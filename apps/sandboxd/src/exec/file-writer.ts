@@ -26,7 +26,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
-import type { InitHandle } from '../runtime/namespaces.ts';
+import { type InitHandle, sameInit } from '../runtime/namespaces.ts';
 
 /** The write, its arguments positional: $1 target, $2 mode (octal), $3 "1" to make missing parents. */
 const WRITE_SCRIPT =
@@ -66,8 +66,8 @@ interface Standby {
   init: Pick<InitHandle, 'pid' | 'startTime'>;
 }
 
-/** Whether standby `s` runs in the sandbox of init `h` (the same process: pid and start time). */
-const inInit = (s: Standby, h: InitHandle) => s.init.pid === h.pid && s.init.startTime === h.startTime;
+/** Whether standby `s` runs in the sandbox of init `h`. */
+const inInit = (s: Standby, h: InitHandle) => sameInit(s.init, h);
 
 /** One sandbox's writes: its standbys, and fresh chains when there is none. */
 export class FileWriter {

@@ -53,6 +53,14 @@ export interface InitHandle {
   idmapOff?: string;
 }
 
+/** Whether two handles name the same init process (pid and start time: a reused pid is another process). */
+export function sameInit(
+  a: Pick<InitHandle, 'pid' | 'startTime'>,
+  b: Pick<InitHandle, 'pid' | 'startTime'>,
+): boolean {
+  return a.pid === b.pid && a.startTime === b.startTime;
+}
+
 /** Who an exec runs as inside the sandbox. */
 export type ExecUser = 'sandbox' | 'root';
 
