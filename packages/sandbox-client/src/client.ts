@@ -94,6 +94,11 @@ export interface ExecOptions extends CommandOptions {
   stdin?: string | Uint8Array | Readable;
   /** Bytes kept per stream; the rest is counted, dropped and flagged as truncated. Default 16 MiB. */
   maxOutputBytes?: number;
+  /**
+   * Cancels the call: the socket is dropped (the backend ends the command, as for any plain exec whose
+   * socket goes) and `exec` rejects with the signal's reason. An already aborted signal sends nothing.
+   */
+  signal?: AbortSignal;
 }
 
 export interface ExecResult {
@@ -389,6 +394,8 @@ export function createSandboxClient(options: SandboxClientOptions): SandboxClien
   }
 
   async function exec(name: string, execOptions: ExecOptions): Promise<ExecResult> {
+    const { signal } = execOptions;
+    signal?.throwIfAborted();
     const limit = execOptions.maxOutputBytes ?? defaultMaxOutputBytes;
     const stdout = boundedSink(limit);
     const stderr = boundedSink(limit);
@@ -400,6 +407,29 @@ export function createSandboxClient(options: SandboxClientOptions): SandboxClien
       { onStdout: stdout.push, onStderr: stderr.push },
       { tty: execOptions.tty === true, timeoutMs: execOptions.timeoutMs, retry: execOptions.retry },
     );
+    // Aborted during the upgrade, or later: the socket goes, and with it the command.
+    const cancel = () => handle.close();
+    if (signal?.aborted) cancel();
+    else signal?.addEventListener('abort', cancel, { once: true });
+    let result: ExecResult;
+    try {
+      result = await collect(handle, stdin, stdout, stderr);
+    } catch (error) {
+      signal?.throwIfAborted();
+      throw error;
+    } finally {
+      signal?.removeEventListener('abort', cancel);
+    }
+    signal?.throwIfAborted();
+    return result;
+  }
+
+  async function collect(
+    handle: ExecHandle,
+    stdin: ExecOptions['stdin'],
+    stdout: BoundedSink,
+    stderr: BoundedSink,
+  ): Promise<ExecResult> {
     let stdinFailure: unknown;
     if (stdin !== undefined) {
       pumpStdin(handle, stdin).catch((error: unknown) => {

@@ -230,6 +230,8 @@ export interface Provisioner {
     sandboxName: string;
     adapter: RuntimeAdapter;
     env: Record<string, string>;
+    /** Cancels the save (nothing is stored; the call rejects with the signal's reason). */
+    signal?: AbortSignal;
   }): Promise<void>;
   /** Puts the saved session state into a new sandbox; false when there is none. */
   restoreSession(input: {

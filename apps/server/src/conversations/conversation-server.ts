@@ -12,6 +12,10 @@
 //    conversation idle and resumable.
 // 4. The server lets ownership go only when nothing live remains (no live sandbox): an idle
 //    conversation with a warm sandbox stays owned so its lifecycle clock keeps running.
+// 5. The runtime's session state is saved after a turn, by the loop, when no other turn waits
+//    (never beside a turn: the archive would be torn). A command that arrives meanwhile cancels
+//    the save, so a follow-up never waits for it; the state stays unsaved until the loop next
+//    finds no turn waiting, and that save holds everything the cancelled one would have.
 import type { SandboxClient } from '@paddock/sandbox-client';
 import { v7 as uuidv7 } from 'uuid';
 import type { Db } from '../db/database.ts';
@@ -109,6 +113,10 @@ export function createConversationServer(
   let abort = new AbortController();
   /** An interrupt that arrived before the turn's process was running (or re-joined). */
   let interruptPending = false;
+  /** A turn ended since the runtime's session state was last saved: the adapter whose paths to save. */
+  let unsaved: ReturnType<RuntimeRegistry> | null = null;
+  /** The session save in progress: a command cancels it (invariant 5). */
+  let saving: AbortController | null = null;
 
   const stage = async (event: StageEvent) => {
     await writer.stage({
@@ -332,12 +340,38 @@ export function createConversationServer(
       { onlyIf: ['running', 'pending'] },
     );
     if (idle) publishStatus('idle');
-    // After `idle` (a client that saw the turn end may prompt at once and is answered 202, not
-    // busy); the loop takes the next turn only after the save, so it never overlaps a turn.
-    if (provisioned && current) {
-      await deps.provisioner
-        .saveSession({ lease, sandboxName: current.name, adapter, env: provisioned.env })
-        .catch((err: unknown) => log.warn({ err: safeReason(err) }, 'saving the runtime session failed'));
+    // Saved by the loop once no turn waits (invariant 5), after `idle`: a client that saw the turn
+    // end may prompt at once and is answered 202, not busy.
+    if (provisioned && current) unsaved = adapter;
+  };
+
+  /** Saves the session state of the turns since the last save, unless a command cancels it. */
+  const saveSession = async () => {
+    const adapter = unsaved;
+    if (!adapter || !provisioned || !current) {
+      unsaved = null;
+      return;
+    }
+    const controller = new AbortController();
+    saving = controller;
+    try {
+      await deps.provisioner.saveSession({
+        lease,
+        sandboxName: current.name,
+        adapter,
+        env: provisioned.env,
+        signal: controller.signal,
+      });
+      unsaved = null;
+    } catch (err) {
+      if (controller.signal.aborted) {
+        log.debug('session save cancelled by a command; saved again once no turn waits');
+        return;
+      }
+      unsaved = null;
+      log.warn({ err: safeReason(err) }, 'saving the runtime session failed');
+    } finally {
+      saving = null;
     }
   };
 
@@ -487,7 +521,11 @@ export function createConversationServer(
         ownerLiveSandbox(db, lease),
       ]);
       if (conv.status === 'terminated' || conv.status === 'failed') break;
-      if (!turn) break;
+      if (!turn) {
+        // A command since this round's reads (`again`): the loop runs again first.
+        if (unsaved && !again) await saveSession();
+        break;
+      }
       const sandboxFor = await ensureSandbox(conv, live);
       if (!sandboxFor) continue;
       await runTurn(
@@ -508,6 +546,7 @@ export function createConversationServer(
     if (stopped) return;
     if (working) {
       again = true;
+      saving?.abort();
       return;
     }
     working = (async () => {
@@ -579,6 +618,7 @@ export function createConversationServer(
     async terminate() {
       const t0 = Date.now();
       abort.abort();
+      saving?.abort();
       abort = new AbortController();
       await ownerFailOpenTurns(db, lease, 'interrupted', 'the conversation was terminated');
       await stage({ stage: 'terminate', state: 'started' });
@@ -593,6 +633,7 @@ export function createConversationServer(
 
     async remove() {
       abort.abort();
+      saving?.abort();
       run?.detach();
       run = null;
       if (current) await destroy(current.name);

@@ -557,6 +557,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
         lease: input.lease,
         sandboxName: input.sandboxName,
         sessionPaths: input.adapter.sessionPaths,
+        ...(input.signal ? { signal: input.signal } : {}),
       });
     },
 

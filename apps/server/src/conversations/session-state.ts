@@ -42,7 +42,13 @@ function relative(paths: string[]): string[] {
 }
 
 export interface SessionStateStore {
-  save(input: { lease: OwnerLease; sandboxName: string; sessionPaths: string[] }): Promise<boolean>;
+  /** `signal` cancels the save (its exec ends; nothing is stored): the call rejects with its reason. */
+  save(input: {
+    lease: OwnerLease;
+    sandboxName: string;
+    sessionPaths: string[];
+    signal?: AbortSignal;
+  }): Promise<boolean>;
   restore(input: { lease: OwnerLease; sandboxName: string }): Promise<boolean>;
 }
 
@@ -57,14 +63,16 @@ export function createSessionStateStore(deps: {
     ({ tenantId: lease.tenantId, conversationId: lease.conversationId, purpose: 'session-state' }) as const;
 
   return {
-    async save({ lease, sandboxName, sessionPaths }) {
+    async save({ lease, sandboxName, sessionPaths, signal }) {
       const paths = relative(sessionPaths);
       if (paths.length === 0) return false;
       const result = await deps.sandbox.exec(sandboxName, {
         cmd: ['sh', '-c', SAVE_SCRIPT, 'paddock-session-save', ...paths],
         timeoutMs: SAVE_TIMEOUT_MS,
         maxOutputBytes: maxBytes,
+        ...(signal ? { signal } : {}),
       });
+      signal?.throwIfAborted();
       if (result.exitCode === NOTHING_TO_SAVE) return false;
       if (result.stdoutTruncated) throw new SessionStateTooLarge(maxBytes);
       if (result.exitCode !== 0) {

@@ -85,6 +85,36 @@ export function registerExecTests(ctx: () => ConformanceContext): void {
       assert.equal(createHash('sha256').update(result.stdout.subarray(text.length)).digest('hex'), expected);
     });
 
+    it('cancels an exec through its signal: the call rejects with the reason and the command ends', async () => {
+      const marker = `/tmp/aborted-${randomBytes(4).toString('hex')}`;
+      const controller = new AbortController();
+      const running = ctx().client.exec(name, {
+        cmd: ['sh', '-c', `echo $$ > ${marker}; exec sleep 300`],
+        signal: controller.signal,
+      });
+      let pid = '';
+      for (let i = 0; i < 200 && !pid; i++) {
+        pid = (await sh(`cat ${marker} 2>/dev/null`)).stdout.toString().trim();
+        if (!pid) await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      assert.match(pid, /^\d+$/, 'the command started');
+      const reason = new Error('cancelled by the test');
+      controller.abort(reason);
+      await assert.rejects(running, (error) => error === reason);
+      let alive = true;
+      for (let i = 0; i < 100 && alive; i++) {
+        alive = (await sh(`kill -0 ${pid} 2>/dev/null`)).exitCode === 0;
+        if (alive) await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      assert.equal(alive, false, 'the cancelled command is gone');
+      // An already aborted signal sends nothing.
+      await assert.rejects(
+        ctx().client.exec(name, { cmd: ['sh', '-c', `echo ran > ${marker}`], signal: controller.signal }),
+        (error) => error === reason,
+      );
+      assert.equal((await sh(`cat ${marker}`)).stdout.toString().trim(), pid);
+    });
+
     it('refuses an exec on a missing sandbox with 404', async () => {
       const error = await ctx()
         .client.exec(ctx().name('ghost'), { cmd: ['true'] })
