@@ -81,6 +81,49 @@ describe('ownership (owner.ts, owner-writes.repo.ts)', () => {
   });
 });
 
+describe('taking a lease (owner.ts invariant 6)', () => {
+  const advisoryLocks = async (conversationId: string) =>
+    (
+      await h.database.handle.pool.query(
+        `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND granted
+           AND objid = (hashtextextended('paddock:conversation:' || $1::text, 0) & 4294967295)::oid`,
+        [conversationId],
+      )
+    ).rows[0].n as number;
+
+  it('the lease carries the status and agent the bump read; a conversation that is gone leaves no lock', async () => {
+    const user = await h.user();
+    const agent = await h.agent(user);
+    const conv = await h.start(user, { agent_id: agent, prompt: 'true' });
+    await h.waitFor(user, conv.id, idle);
+    await h.api(user, 'POST', `/api/conversations/${conv.id}/terminate`);
+    await h.waitFor(user, conv.id, (c) => c.sandbox?.status === 'terminated');
+    const other = createOwnership({
+      db: h.deps.db,
+      pool: h.database.handle.pool,
+      node: 'other',
+      logger: h.deps.logger,
+    });
+    try {
+      const lease = await waitForLease(() => other.tryAcquire(user.id, conv.id));
+      assert.equal(lease.status, 'terminated');
+      assert.equal(lease.agentId, agent);
+      assert.equal(await advisoryLocks(conv.id), 1);
+      await other.release(conv.id);
+      assert.equal(await advisoryLocks(conv.id), 0);
+      // Another tenant's id behaves as a missing one: no lease, and the lock taken for it is let go.
+      const stranger = await h.user();
+      assert.equal(await other.tryAcquire(stranger.id, conv.id), null);
+      assert.equal(await advisoryLocks(conv.id), 0);
+      const missing = '01a00000-0000-7000-8000-000000000000';
+      assert.equal(await other.tryAcquire(user.id, missing), null);
+      assert.equal(await advisoryLocks(missing), 0);
+    } finally {
+      await other.close();
+    }
+  });
+});
+
 describe('commands across processes (commands.ts)', () => {
   it('a prompt received by a process that is not the owner runs on the owner', async () => {
     const user = await h.user();

@@ -13,8 +13,7 @@
 //    not the owner runs on the owner", conversations.ownership.test.ts).
 import type pg from 'pg';
 import type { Logger } from '../observability/logger.ts';
-import type { OwnerLease } from './contracts.ts';
-import type { Ownership } from './owner.ts';
+import type { AcquiredLease, Ownership } from './owner.ts';
 
 export const COMMANDS_CHANNEL = 'paddock_conversation_commands';
 
@@ -28,7 +27,7 @@ export interface CommandHandler {
   /** This process owns the conversation (a running server exists for it). */
   handleOwned(command: Command): Promise<void>;
   /** This process just took the conversation over: start its server, then handle. */
-  handleAdopted(command: Command, lease: OwnerLease): Promise<void>;
+  handleAdopted(command: Command, lease: AcquiredLease): Promise<void>;
 }
 
 export interface CommandBus {

@@ -98,6 +98,8 @@ export function createConversationServer(
   deps: ServerDeps,
   lease: OwnerLease,
   onEnd: (server: ConversationServer, crashed: boolean) => void,
+  /** The conversation's agent as the lease's bump read it: its gates are read with the first round. */
+  hint: { agentId: string | null } = { agentId: null },
 ): ConversationServer {
   const { db, sandbox } = deps;
   const log = deps.logger.child({ conversationId: lease.conversationId });
@@ -163,12 +165,19 @@ export function createConversationServer(
       .catch((err: unknown) => log.warn({ err }, 'sandbox destroy failed'));
   };
 
-  /** The agent as its gates passed at the wake's start, or null when provisioning failed. */
-  const provision = async (row: NonNullable<Live>, conv: Conversation): Promise<AgentSnapshot | null> => {
+  /**
+   * The agent as its gates passed at the wake's start, or null when provisioning failed. `early`:
+   * that agent and its gates, read with the loop's round (null: read now).
+   */
+  const provision = async (
+    row: NonNullable<Live>,
+    conv: Conversation,
+    early: Promise<AgentSnapshot> | null,
+  ): Promise<AgentSnapshot | null> => {
     const firstWake = conv.status === 'pending';
     provisioning = true;
     try {
-      const agent = await gatedAgent(conv);
+      const agent = await (early ?? gatedAgent(conv));
       const adapter = deps.runtimes(agent.runtime);
       provisioned = await deps.provisioner.provision({
         lease,
@@ -230,6 +239,7 @@ export function createConversationServer(
   const reattachSandbox = async (
     row: NonNullable<Live>,
     conv: Conversation,
+    early: Promise<AgentSnapshot> | null,
   ): Promise<AgentSnapshot | 'gone' | 'failed'> => {
     const t0 = Date.now();
     await stage({ stage: 'reattach', state: 'started' });
@@ -245,7 +255,7 @@ export function createConversationServer(
         });
         return 'gone';
       }
-      const agent = await gatedAgent(conv);
+      const agent = await (early ?? gatedAgent(conv));
       provisioned = await deps.provisioner.refreshEnv({
         lease,
         sandboxId: row.id,
@@ -275,7 +285,11 @@ export function createConversationServer(
    * no sandbox is usable; 'warm' when it already was; else the agent as its gates passed while it
    * was provisioned or re-joined (the turn starts with it instead of reading them again).
    */
-  const ensureSandbox = async (conv: Conversation, row: Live): Promise<false | 'warm' | AgentSnapshot> => {
+  const ensureSandbox = async (
+    conv: Conversation,
+    row: Live,
+    early: Promise<AgentSnapshot> | null,
+  ): Promise<false | 'warm' | AgentSnapshot> => {
     if (!row) {
       await ownerFailOpenTurns(db, lease, 'failed', 'no sandbox was admitted for this turn');
       await ownerSetConversation(db, lease, { status: 'idle' }, { onlyIf: ['running'] });
@@ -283,14 +297,14 @@ export function createConversationServer(
     }
     if (row.status === 'ready' && provisioned && current?.id === row.id) return 'warm';
     if (row.status === 'ready') {
-      const state = await reattachSandbox(row, conv);
+      const state = await reattachSandbox(row, conv, early);
       if (state === 'failed') return false;
       if (state !== 'gone') return state;
       await ownerInsertSandbox(db, lease, uuidv7(), deps.newSandboxName(lease.tenantId));
       row = await ownerLiveSandbox(db, lease);
       if (!row) return false;
     }
-    return (await provision(row, conv)) ?? false;
+    return (await provision(row, conv, early)) ?? false;
   };
 
   const turnIo = (turn: Turn, adapter: ReturnType<RuntimeRegistry>): TurnIo => ({
@@ -502,16 +516,17 @@ export function createConversationServer(
     await finishTurn(turn, result, startedAt, adapter);
   };
 
-  /** The agent of the last turn that started: the next one reads it (and its gates) early. */
-  let lastAgentId: string | null = null;
+  /** The agent of the last turn that started (at first the lease's): the next one reads it (and its gates) early. */
+  let lastAgentId: string | null = hint.agentId;
   const loop = async () => {
     // A loop starts on a command (a follow-up prompt); the rounds after a turn mostly find none.
     let kicked = true;
     while (!stopped) {
       // Three reads, overlapped (turn and sandbox are not needed when the conversation has ended),
       // and, in the round a prompt started, the last turn's agent and the continuation gates with
-      // them: used only when the conversation still names that agent and its sandbox is warm (no
-      // provisioning in between: the gates are read at the turn's start, not minutes before it).
+      // them: used only when the conversation still names that agent, by the turn when its sandbox
+      // is warm, else by the provisioning or the reattach that starts now (the gates are read when
+      // the sandbox work or the turn starts, not minutes before it).
       const early = kicked && lastAgentId !== null ? gatedAgentById(lastAgentId) : null;
       kicked = false;
       early?.catch(() => {}); // handled by runTurn when used; dropped otherwise
@@ -526,17 +541,10 @@ export function createConversationServer(
         if (unsaved && !again) await saveSession();
         break;
       }
-      const sandboxFor = await ensureSandbox(conv, live);
+      const gated = early && conv.agent_id === lastAgentId ? early : null;
+      const sandboxFor = await ensureSandbox(conv, live, gated);
       if (!sandboxFor) continue;
-      await runTurn(
-        conv,
-        turn,
-        sandboxFor !== 'warm'
-          ? Promise.resolve(sandboxFor)
-          : early && conv.agent_id === lastAgentId
-            ? early
-            : null,
-      );
+      await runTurn(conv, turn, sandboxFor !== 'warm' ? Promise.resolve(sandboxFor) : gated);
     }
     const live = stopped ? undefined : await ownerLiveSandbox(db, lease);
     if (!stopped && !live) await end();

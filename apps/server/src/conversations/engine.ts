@@ -14,11 +14,10 @@ import type { SandboxClient } from '@paddock/sandbox-client';
 import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
 import { type Command, createCommandBus } from './commands.ts';
-import type { OwnerLease } from './contracts.ts';
 import { type ConversationServer, createConversationServer, type ServerDeps } from './conversation-server.ts';
 import type { EngineCommands } from './conversations.service.ts';
 import { createLifecycleClock, type LifecycleOptions } from './lifecycle.ts';
-import type { Ownership } from './owner.ts';
+import type { AcquiredLease, Ownership } from './owner.ts';
 
 export interface ConversationEngine extends EngineCommands {
   /** LISTEN for commands, start the lifecycle clock and run the boot sweep. */
@@ -57,10 +56,10 @@ export function createEngine(
     );
   };
 
-  const serverFor = (lease: OwnerLease): ConversationServer => {
+  const serverFor = (lease: AcquiredLease): ConversationServer => {
     const existing = servers.get(lease.conversationId);
     if (existing) return existing;
-    const server = createConversationServer(deps, lease, onEnd);
+    const server = createConversationServer(deps, lease, onEnd, { agentId: lease.agentId });
     servers.set(lease.conversationId, server);
     return server;
   };
@@ -93,9 +92,9 @@ export function createEngine(
       },
       async handleAdopted(command, lease) {
         const server = serverFor(lease);
+        // The status as the lease's bump read it (owner.ts invariant 6).
         if (command.type === 'prompt') {
-          const status = await statusOf(db, lease.conversationId);
-          if (status === 'terminated') {
+          if (lease.status === 'terminated') {
             await server.terminate();
             return;
           }
@@ -178,13 +177,4 @@ async function hasQueuedTurn(db: Db, conversationId: string): Promise<boolean> {
     .where('status', 'in', ['queued', 'running'])
     .executeTakeFirst();
   return row !== undefined;
-}
-
-async function statusOf(db: Db, conversationId: string) {
-  const row = await db
-    .selectFrom('conversations')
-    .select('status')
-    .where('id', '=', conversationId)
-    .executeTakeFirst();
-  return row?.status;
 }

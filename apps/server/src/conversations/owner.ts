@@ -16,11 +16,14 @@
 //    commands also owns nothing.
 // 5. isOwned answers from pg_locks, from any connection, without taking the lock (a probe
 //    must never make a real owner's tryAcquire fail).
-import { sql } from 'kysely';
+// 6. The lock and the epoch bump are one statement (one round trip), the bump only when the lock
+//    was taken; a lock taken for a conversation that is gone, or by a statement that failed, is
+//    released at once (session advisory locks survive a failed statement).
 import pg from 'pg';
 import type { Db } from '../db/database.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { OwnerLease, OwnershipProbe } from './contracts.ts';
+import type { ConversationStatus } from './conversations.tables.ts';
 
 export const LOCK_NAMESPACE = 'paddock:conversation:';
 
@@ -28,7 +31,7 @@ export interface Ownership extends OwnershipProbe {
   /** Opens the dedicated connection (idempotent). */
   open(): Promise<void>;
   /** The lock and a fresh lease, or null when another process owns the conversation. */
-  tryAcquire(tenantId: string, conversationId: string): Promise<OwnerLease | null>;
+  tryAcquire(tenantId: string, conversationId: string): Promise<AcquiredLease | null>;
   release(conversationId: string): Promise<void>;
   /** Whether this process holds the conversation. */
   holds(conversationId: string): boolean;
@@ -41,6 +44,24 @@ export interface Ownership extends OwnershipProbe {
   onLost(listener: () => void): void;
   close(): Promise<void>;
 }
+
+/** A lease as it was taken, with what the bump read of the conversation at that moment. */
+export interface AcquiredLease extends OwnerLease {
+  status: ConversationStatus;
+  agentId: string | null;
+}
+
+/**
+ * Invariant 6: $1 lock key, $2 node, $3 tenant, $4 conversation. `ok` whether the lock was taken;
+ * the conversation's columns when the bump happened.
+ */
+const ACQUIRE_SQL = `WITH l AS MATERIALIZED (SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok),
+  b AS (
+    UPDATE conversations SET owner_epoch = owner_epoch + 1, owner_node = $2
+    WHERE tenant_id = $3 AND id = $4 AND (SELECT ok FROM l)
+    RETURNING owner_epoch, status, agent_id
+  )
+SELECT l.ok, b.owner_epoch::text AS owner_epoch, b.status, b.agent_id FROM l LEFT JOIN b ON true`;
 
 export function createOwnership(deps: { db: Db; pool: pg.Pool; node: string; logger: Logger }): Ownership {
   let client: pg.Client | null = null;
@@ -91,25 +112,32 @@ export function createOwnership(deps: { db: Db; pool: pg.Pool; node: string; log
     return await opening;
   };
 
-  const acquire = async (tenantId: string, conversationId: string): Promise<OwnerLease | null> => {
+  const acquire = async (tenantId: string, conversationId: string): Promise<AcquiredLease | null> => {
     const c = await conn();
-    const got = await c.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [
-      LOCK_NAMESPACE + conversationId,
-    ]);
-    if (!got.rows[0]?.ok) return null;
-    const bumped = await deps.db
-      .updateTable('conversations')
-      .set({ owner_epoch: sql<string>`owner_epoch + 1`, owner_node: deps.node })
-      .where('tenant_id', '=', tenantId)
-      .where('id', '=', conversationId)
-      .returning('owner_epoch')
-      .executeTakeFirst();
-    if (!bumped) {
-      await c.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [LOCK_NAMESPACE + conversationId]);
+    const key = LOCK_NAMESPACE + conversationId;
+    const unlock = () => c.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [key]);
+    let row:
+      | {
+          ok: boolean;
+          owner_epoch: string | null;
+          status: ConversationStatus | null;
+          agent_id: string | null;
+        }
+      | undefined;
+    try {
+      row = (await c.query(ACQUIRE_SQL, [key, deps.node, tenantId, conversationId])).rows[0];
+    } catch (err) {
+      // Whether the lock was taken is unknown: unlocking one not held is a no-op (and a warning).
+      await unlock().catch(() => {});
+      throw err;
+    }
+    if (!row?.ok) return null;
+    if (row.owner_epoch === null || row.status === null) {
+      await unlock();
       return null;
     }
     held.add(conversationId);
-    return { tenantId, conversationId, epoch: String(bumped.owner_epoch) };
+    return { tenantId, conversationId, epoch: row.owner_epoch, status: row.status, agentId: row.agent_id };
   };
 
   return {
