@@ -5,10 +5,13 @@
 //   - the web console's build (apps/web/dist), made when missing or stale;
 //   - paddock-server, which starts the embedded PostgreSQL (DATABASE_URL unset), runs
 //     migrations and prints its URL.
-// Ctrl-C / SIGTERM stops the server first (it drains, then stops its database), then
-// sandboxd. Children run in their own process groups so a terminal's Ctrl-C reaches only
-// this script, which then stops them in that order.
-import { type ChildProcess, spawn } from 'node:child_process';
+// Ctrl-C / SIGTERM / SIGHUP (the terminal closed) stops the server first (it drains, then stops
+// its database), then sandboxd. Children run in their own process groups so a terminal's
+// Ctrl-C reaches only this script, which then stops them in that order. Should this script die
+// without doing so (kill -9, out of memory), each child gets SIGTERM from the kernel
+// (`setpriv --pdeathsig`) and stops on its own: nothing keeps running unseen, holding the port
+// and the data directory.
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -26,6 +29,19 @@ if (blank('EMAIL_DELIVERY') && blank('SMTP_HOST') && blank('EMAIL_PROVIDER_API_K
   env['EMAIL_DELIVERY'] = 'none';
 
 const children: ChildProcess[] = [];
+
+/** `setpriv --pdeathsig TERM --` where util-linux's setpriv has it (Linux), else nothing. */
+const LIFELINE = ((): string[] => {
+  const argv = ['setpriv', '--pdeathsig', 'TERM', '--'];
+  const probe = spawnSync(argv[0]!, [...argv.slice(1), 'true'], { stdio: 'ignore' });
+  return probe.status === 0 ? argv : [];
+})();
+
+/** Spawns `node args…` as a child that stops when this script dies, however it dies. */
+function spawnNode(args: string[], options: Parameters<typeof spawn>[2]): ChildProcess {
+  const [command, ...rest] = [...LIFELINE, process.execPath, ...args];
+  return spawn(command!, rest, options);
+}
 
 function persistentSecret(file: string): string {
   const path = join(dataDir, file);
@@ -70,7 +86,7 @@ async function startSandboxd(): Promise<void> {
   if (!existsSync(main)) return;
   const token = persistentSecret('sandboxd.token');
   const port = await freePort(7070);
-  const child = spawn(process.execPath, [main], {
+  const child = spawnNode([main], {
     cwd: root,
     // Its stdout carries only the machine-readable ready line (for tests); logs go to stderr.
     stdio: ['ignore', 'ignore', 'inherit'],
@@ -120,16 +136,12 @@ try {
   );
 }
 
-const server = spawn(
-  process.execPath,
-  [...SERVER_NODE_FLAGS, join(root, 'apps/server/src/main.ts'), 'serve'],
-  {
-    cwd: root,
-    stdio: 'inherit',
-    detached: true,
-    env,
-  },
-);
+const server = spawnNode([...SERVER_NODE_FLAGS, join(root, 'apps/server/src/main.ts'), 'serve'], {
+  cwd: root,
+  stdio: 'inherit',
+  detached: true,
+  env,
+});
 children.unshift(server);
 
 let stopping = false;
@@ -140,6 +152,9 @@ const stop = (signal: NodeJS.Signals) => {
 };
 process.on('SIGINT', () => stop('SIGTERM'));
 process.on('SIGTERM', () => stop('SIGTERM'));
+// The terminal closed (or the SSH session dropped): stop as for Ctrl-C, never leave the stack
+// running without a terminal.
+process.on('SIGHUP', () => stop('SIGTERM'));
 
 process.on('exit', () => {
   for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');

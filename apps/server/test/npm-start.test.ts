@@ -1,0 +1,168 @@
+// `npm start` (scripts/dev-start.ts) never leaves its stack running unseen: when its terminal
+// closes, and when it is killed outright, the server and sandboxd it started stop too (they
+// would otherwise keep the port, the data directory and the sandboxes, and the next `npm start`
+// would fail). The real script, the real server and sandboxd; the server's database is a test
+// database (DATABASE_URL), so no embedded PostgreSQL is involved.
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterEach, describe, it } from 'node:test';
+import { createTestDatabase, type TestDatabase } from './helpers/database.ts';
+
+const REPO = resolve(import.meta.dirname, '..', '..', '..');
+
+function freePort(): Promise<number> {
+  return new Promise((ok, fail) => {
+    const srv = createServer();
+    srv.once('error', fail);
+    srv.listen(0, '127.0.0.1', () => {
+      const a = srv.address();
+      srv.close(() => ok(typeof a === 'object' && a ? a.port : 0));
+    });
+  });
+}
+
+/** The state and parent pid of `pid`, or null when it is gone. */
+function statOf(pid: number): { state: string; ppid: number } | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { state: state ?? '', ppid: Number(ppid) };
+  } catch {
+    return null;
+  }
+}
+const parentOf = (pid: number) => statOf(pid)?.ppid ?? null;
+
+/** Every live descendant of `root`. */
+function descendants(root: number): number[] {
+  const all = readdirSync('/proc')
+    .filter((n) => /^\d+$/.test(n))
+    .map(Number);
+  const found: number[] = [];
+  let frontier = [root];
+  while (frontier.length > 0) {
+    const next = all.filter((pid) => frontier.includes(parentOf(pid) ?? -1) && !found.includes(pid));
+    found.push(...next);
+    frontier = next;
+  }
+  return found;
+}
+
+/** Running (an exited process waiting to be reaped counts as gone). */
+const alive = (pid: number) => {
+  const stat = statOf(pid);
+  return stat !== null && stat.state !== 'Z';
+};
+
+async function until(
+  check: () => boolean | Promise<boolean>,
+  timeoutMs: number,
+  what: string,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out: ${what}`);
+}
+
+interface Started {
+  /** the process the test ends: `script` (the terminal) or the script itself */
+  top: ChildProcess;
+  /** the server and sandboxd processes (and what they started), seen once the stack was up */
+  stack: number[];
+  output: () => string;
+}
+
+const cleanup: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const step of cleanup.splice(0).reverse()) await step();
+});
+
+/** Starts `npm start`'s script (under a pseudo-terminal when `terminal`) and waits until it serves. */
+async function startStack(terminal: boolean): Promise<Started> {
+  const db: TestDatabase = await createTestDatabase();
+  cleanup.push(() => db.drop());
+  const dataDir = mkdtempSync(join(tmpdir(), 'npm-start-'));
+  cleanup.push(() => rmSync(dataDir, { recursive: true, force: true }));
+  const port = await freePort();
+  const env = {
+    ...process.env,
+    PORT: String(port),
+    PADDOCK_DATA_DIR: dataDir,
+    DATABASE_URL: db.url,
+    DATABASE_SSL: 'false',
+    SANDBOXD_RUNTIME_LAYER: 'off',
+    LOG_LEVEL: 'warn',
+  };
+  const command = [process.execPath, join(REPO, 'scripts/dev-start.ts')];
+  // `script` gives the command a terminal of its own; ending `script` hangs that terminal up.
+  const top = terminal
+    ? spawn('script', ['-qfec', command.map((a) => `'${a}'`).join(' '), '/dev/null'], {
+        cwd: REPO,
+        env,
+        stdio: ['pipe', 'pipe', 'pipe'],
+        detached: true,
+      })
+    : spawn(command[0]!, command.slice(1), {
+        cwd: REPO,
+        env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+        detached: true,
+      });
+  let output = '';
+  top.stdout?.on('data', (d: Buffer) => (output += d.toString()));
+  top.stderr?.on('data', (d: Buffer) => (output += d.toString()));
+  const stack: number[] = [];
+  cleanup.push(() => {
+    for (const pid of [top.pid ?? 0, ...stack, ...descendants(top.pid ?? 0)]) {
+      try {
+        if (pid > 0) process.kill(pid, 'SIGKILL');
+      } catch {}
+    }
+  });
+  await until(
+    async () => {
+      const res = await fetch(`http://127.0.0.1:${port}/health`).catch(() => null);
+      return res?.status === 200 && /sandboxd is serving/.test(output);
+    },
+    120_000,
+    `npm start serving on ${port}:\n${output}`,
+  );
+  stack.push(...descendants(top.pid ?? 0));
+  const names = stack.map((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+    } catch {
+      return '';
+    }
+  });
+  assert.ok(
+    names.some((n) => n.includes('apps/server/src/main.ts')),
+    `the server runs: ${names.join('\n')}`,
+  );
+  assert.ok(
+    names.some((n) => n.includes('apps/sandboxd/src/main.ts')),
+    `sandboxd runs: ${names.join('\n')}`,
+  );
+  return { top, stack, output: () => output };
+}
+
+describe('npm start leaves nothing running when it goes', () => {
+  it('its terminal closes: the server and sandboxd stop', async () => {
+    const { top, stack, output } = await startStack(true);
+    process.kill(top.pid ?? 0, 'SIGKILL'); // the terminal emulator is gone: the terminal hangs up
+    await until(() => stack.every((pid) => !alive(pid)), 60_000, `everything stopped:\n${output()}`);
+  });
+
+  it('it is killed outright (kill -9): the server and sandboxd stop on their own', async () => {
+    const { top, stack, output } = await startStack(false);
+    process.kill(top.pid ?? 0, 'SIGKILL');
+    await until(() => stack.every((pid) => !alive(pid)), 60_000, `everything stopped:\n${output()}`);
+  });
+});
