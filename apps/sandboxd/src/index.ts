@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { DEFAULTS, HOST_PATH, type SandboxdOptions } from './config.ts';
+import { lockDataDir } from './data-dir-lock.ts';
 import { createHttpServer } from './http/server.ts';
 import { createLogger, type Logger } from './log.ts';
 import { ensureBase, ensureDevTemplate, sandboxIds } from './runtime/base.ts';
@@ -103,6 +104,25 @@ export async function startSandboxd(input: StartOptions): Promise<RunningSandbox
   if (rootless) assertUserNamespaces(tools);
   else assertNoSubidOverlap(opts.idBase, input.subidFiles);
   mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
+  // Before anything of the directory is read or written: one daemon per data directory.
+  const unlock = await lockDataDir(opts.dataDir);
+  try {
+    return await serve(opts, input, log, tools, rootless, unlock);
+  } catch (err) {
+    unlock();
+    throw err;
+  }
+}
+
+/** Everything after the data directory is this process's: the daemon itself. */
+async function serve(
+  opts: SandboxdOptions,
+  input: StartOptions,
+  log: Logger,
+  tools: HostTools,
+  rootless: boolean,
+  unlock: () => void,
+): Promise<RunningSandboxd> {
   const self = rootless ? { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 } : null;
   // Root mode: the base belongs to host root, like the host's /usr (base.ts).
   const base = ensureBase(
@@ -174,6 +194,7 @@ export async function startSandboxd(input: StartOptions): Promise<RunningSandbox
       service.shutdown();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      unlock();
     },
   };
 }
