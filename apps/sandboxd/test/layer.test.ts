@@ -19,6 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { layerHash, loadLayerSpec } from '../src/runtime/layer.ts';
 import { processStartTime } from '../src/runtime/namespaces.ts';
 import { startTestSandboxd, type TestSandboxd } from './harness.ts';
 import { api, sh, waitFor } from './helpers.ts';
@@ -242,3 +243,20 @@ function npmUnder(dir: string): boolean {
 function readlinkCwd(pid: string): string {
   return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('npm') ? fsReadlink(`/proc/${pid}/cwd`) : '';
 }
+
+describe("the layer's name (layerHash)", () => {
+  it('differs once a host tool the layer was installed without is on the host: that layer is not reused', () => {
+    const layerSpec = loadLayerSpec();
+    const tool = `paddock-test-tool-${process.pid}`;
+    const withTool = { ...layerSpec, hostTools: [...layerSpec.hostTools, tool] };
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'layer-tool-'));
+    try {
+      const without = layerHash(withTool, dir);
+      writeFileSync(path.join(dir, tool), '#!/bin/sh\n', { mode: 0o755 });
+      assert.notEqual(layerHash(withTool, dir), without);
+      assert.equal(layerHash(withTool, dir), layerHash(withTool, dir));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -36,7 +36,7 @@ export async function prepareSharedLayer(): Promise<{ dir: string; seconds: numb
 }
 
 export function sharedLayerHash(): string {
-  return layerHash(loadLayerSpec());
+  return layerHash(loadLayerSpec(), process.env['PATH'] ?? '');
 }
 
 if (import.meta.main) {

@@ -5,8 +5,9 @@
  * Layout of the layers directory (`<dataDir>/runtime-layer`, or the directory SANDBOXD_RUNTIME_LAYER names):
  *   <hash>/            a complete layer: bin/ (what goes on PATH), node_modules/, layer.json (its spec)
  *   <hash>.partial/    an install in progress (owner.json: pid and start time of the installing process)
- * `<hash>` is the hash of runtime-layer.json's content and the CPU architecture: a bump installs a new
- * directory beside the old one, which stays usable by the sandboxes still running from it until pruned.
+ * `<hash>` is the hash of runtime-layer.json's content, the CPU architecture and which of its host tools the
+ * host has: a bump (or a host tool installed since, e.g. ripgrep) installs a new directory beside the old
+ * one, which stays usable by the sandboxes still running from it until pruned.
  * Every sandbox sees the whole layers directory read-only at LAYER_MOUNT, and its execs get
  * `LAYER_MOUNT/<hash>/bin` first on PATH, so a layer that becomes ready after the sandbox started appears
  * there at once (a directory rename on the host, seen through the bind mount).
@@ -78,12 +79,23 @@ export function loadLayerSpec(file = SPEC_FILE): LayerSpec {
   return spec;
 }
 
-/** The layer's directory name: the spec, the format of this installer and the CPU architecture. */
-export function layerHash(spec: LayerSpec, arch: string = process.arch): string {
+/**
+ * The layer's directory name: the spec, the format of this installer, the CPU architecture and the host
+ * tools the host has (a layer installed without one is not the layer of a host that has it: once the tool
+ * is installed, the next start installs the layer again, with it). `toolPath`: where else the installer
+ * looks for them (besides HOST_PATH).
+ */
+export function layerHash(spec: LayerSpec, toolPath = '', arch: string = process.arch): string {
+  const tools = spec.hostTools.filter((t) => hostTool(t, toolPath) !== null);
   return createHash('sha256')
-    .update(JSON.stringify({ v: 1, arch, spec }))
+    .update(JSON.stringify({ v: 2, arch, spec, tools }))
     .digest('hex')
     .slice(0, 16);
+}
+
+/** Where the installer copies host tool `tool` from: HOST_PATH first, then `toolPath`. */
+function hostTool(tool: string, toolPath: string): string | null {
+  return which(HOST_PATH, tool) ?? (toolPath ? which(toolPath, tool) : null);
 }
 
 /** The npm packages of a layer, in install order (`name@version`). */
@@ -234,7 +246,7 @@ export async function installLayer(input: {
   signal?: AbortSignal;
 }): Promise<string> {
   const { root, spec, log } = input;
-  const hash = layerHash(spec);
+  const hash = layerHash(spec, input.install.toolPath);
   const dir = path.join(root, hash);
   const partial = `${dir}.partial`;
   const children = input.children ?? new Set<ChildProcess>();
@@ -330,7 +342,7 @@ async function build(
     symlinkSync(path.join('..', 'node_modules', '.bin', r.bin), path.join(bin, r.bin));
   }
   for (const tool of spec.hostTools) {
-    const found = which(HOST_PATH, tool) ?? which(install.toolPath, tool);
+    const found = hostTool(tool, install.toolPath);
     if (!found) {
       log.warn('runtime layer: host tool not found, left out (install it: scripts/ci-system-deps.sh)', {
         tool,
@@ -376,7 +388,7 @@ export function createRuntimeLayer(input: {
 }): RuntimeLayer {
   const { setting, log } = input;
   const spec = input.spec ?? loadLayerSpec();
-  const hash = layerHash(spec);
+  const hash = layerHash(spec, input.install.toolPath);
   const packages: Record<string, string> = {};
   for (const p of layerPackages(spec)) {
     const at = p.lastIndexOf('@');
