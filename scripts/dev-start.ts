@@ -112,7 +112,7 @@ async function startSandboxd(): Promise<void> {
   ]);
   if (!up) {
     console.error(
-      'paddock: sandboxd did not start (it needs root or unprivileged user namespaces); conversations will fail until SANDBOX_BASE_URL points at a backend.',
+      'paddock: sandboxd did not start (its reason is above: it needs root or unprivileged user namespaces, and a data directory no other sandboxd uses); conversations will fail until SANDBOX_BASE_URL points at a backend.',
     );
     return;
   }
