@@ -1,8 +1,9 @@
 // `npm start` (scripts/dev-start.ts) never leaves its stack running unseen: when its terminal
-// closes, and when it is killed outright, the server and sandboxd it started stop too (they
-// would otherwise keep the port, the data directory and the sandboxes, and the next `npm start`
-// would fail). The real script, the real server and sandboxd; the server's database is a test
-// database (DATABASE_URL), so no embedded PostgreSQL is involved.
+// closes (the kernel sends the terminal's foreground process SIGHUP), and when it is killed
+// outright, the server and sandboxd it started stop too (they would otherwise keep the port, the
+// data directory and the sandboxes, and the next `npm start` would fail). The real script, the
+// real server and sandboxd; the server's database is a test database (DATABASE_URL), so no
+// embedded PostgreSQL is involved.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -72,7 +73,7 @@ async function until(
 }
 
 interface Started {
-  /** the process the test ends: `script` (the terminal) or the script itself */
+  /** the script */
   top: ChildProcess;
   /** the server and sandboxd processes (and what they started), seen once the stack was up */
   stack: number[];
@@ -84,8 +85,8 @@ afterEach(async () => {
   for (const step of cleanup.splice(0).reverse()) await step();
 });
 
-/** Starts `npm start`'s script (under a pseudo-terminal when `terminal`) and waits until it serves. */
-async function startStack(terminal: boolean): Promise<Started> {
+/** Starts `npm start`'s script and waits until it serves. */
+async function startStack(): Promise<Started> {
   const db: TestDatabase = await createTestDatabase();
   cleanup.push(() => db.drop());
   const dataDir = mkdtempSync(join(tmpdir(), 'npm-start-'));
@@ -100,21 +101,12 @@ async function startStack(terminal: boolean): Promise<Started> {
     SANDBOXD_RUNTIME_LAYER: 'off',
     LOG_LEVEL: 'warn',
   };
-  const command = [process.execPath, join(REPO, 'scripts/dev-start.ts')];
-  // `script` gives the command a terminal of its own; ending `script` hangs that terminal up.
-  const top = terminal
-    ? spawn('script', ['-qfec', command.map((a) => `'${a}'`).join(' '), '/dev/null'], {
-        cwd: REPO,
-        env,
-        stdio: ['pipe', 'pipe', 'pipe'],
-        detached: true,
-      })
-    : spawn(command[0]!, command.slice(1), {
-        cwd: REPO,
-        env,
-        stdio: ['ignore', 'pipe', 'pipe'],
-        detached: true,
-      });
+  const top = spawn(process.execPath, [join(REPO, 'scripts/dev-start.ts')], {
+    cwd: REPO,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
   let output = '';
   top.stdout?.on('data', (d: Buffer) => (output += d.toString()));
   top.stderr?.on('data', (d: Buffer) => (output += d.toString()));
@@ -126,14 +118,25 @@ async function startStack(terminal: boolean): Promise<Started> {
       } catch {}
     }
   });
-  await until(
-    async () => {
-      const res = await fetch(`http://127.0.0.1:${port}/health`).catch(() => null);
-      return res?.status === 200 && /sandboxd is serving/.test(output);
-    },
-    120_000,
-    `npm start serving on ${port}:\n${output}`,
-  );
+  let exited: string | null = null;
+  top.once('exit', (code, signal) => {
+    exited = String(code ?? signal);
+  });
+  try {
+    await until(
+      async () => {
+        if (exited !== null) throw new Error(`npm start exited (${exited}) before serving`);
+        const res = await fetch(`http://127.0.0.1:${port}/health`, {
+          signal: AbortSignal.timeout(2000),
+        }).catch(() => null);
+        return res?.status === 200 && /sandboxd is serving/.test(output);
+      },
+      120_000,
+      `npm start serving on ${port}`,
+    );
+  } catch (err) {
+    throw new Error(`${err instanceof Error ? err.message : String(err)}; its output:\n${output}`);
+  }
   stack.push(...descendants(top.pid ?? 0));
   const names = stack.map((pid) => {
     try {
@@ -154,15 +157,25 @@ async function startStack(terminal: boolean): Promise<Started> {
 }
 
 describe('npm start leaves nothing running when it goes', () => {
-  it('its terminal closes: the server and sandboxd stop', async () => {
-    const { top, stack, output } = await startStack(true);
-    process.kill(top.pid ?? 0, 'SIGKILL'); // the terminal emulator is gone: the terminal hangs up
-    await until(() => stack.every((pid) => !alive(pid)), 60_000, `everything stopped:\n${output()}`);
+  it('its terminal closes (SIGHUP): the server and sandboxd stop, then the script', async () => {
+    const { top, stack, output } = await startStack();
+    process.kill(top.pid ?? 0, 'SIGHUP');
+    await until(
+      () => [top.pid ?? 0, ...stack].every((pid) => !alive(pid)),
+      60_000,
+      'everything stopped',
+    ).catch((err: unknown) => {
+      throw new Error(`${String(err)}; its output:\n${output()}`);
+    });
   });
 
   it('it is killed outright (kill -9): the server and sandboxd stop on their own', async () => {
-    const { top, stack, output } = await startStack(false);
+    const { top, stack, output } = await startStack();
     process.kill(top.pid ?? 0, 'SIGKILL');
-    await until(() => stack.every((pid) => !alive(pid)), 60_000, `everything stopped:\n${output()}`);
+    await until(() => stack.every((pid) => !alive(pid)), 60_000, 'everything stopped').catch(
+      (err: unknown) => {
+        throw new Error(`${String(err)}; its output:\n${output()}`);
+      },
+    );
   });
 });

@@ -407,8 +407,9 @@ export function createSandboxClient(options: SandboxClientOptions): SandboxClien
       { onStdout: stdout.push, onStderr: stderr.push },
       { tty: execOptions.tty === true, timeoutMs: execOptions.timeoutMs, retry: execOptions.retry },
     );
-    // Aborted during the upgrade, or later: the socket goes, and with it the command.
-    const cancel = () => handle.close();
+    // Aborted during the upgrade, or later: the socket goes at once (a closing handshake would wait
+    // behind the output still in flight), and with it the command.
+    const cancel = () => handle.terminate();
     if (signal?.aborted) cancel();
     else signal?.addEventListener('abort', cancel, { once: true });
     let result: ExecResult;

@@ -52,6 +52,11 @@ export interface ExecHandle {
    */
   close(): void;
   /**
+   * Drops the socket at once, without the closing handshake (which waits behind output still in
+   * flight): the backend sees the connection gone immediately. Otherwise as `close`.
+   */
+  terminate(): void;
+  /**
    * The exit code. Rejects only with `SandboxTimeoutError` when the call's
    * `timeoutMs` passes first (the socket is then dropped).
    */
@@ -306,6 +311,9 @@ export function createExecConnection(
     close() {
       if (socket.readyState === WebSocket.CONNECTING) socket.terminate();
       else socket.close(1000);
+    },
+    terminate() {
+      socket.terminate();
     },
     exited,
   };
