@@ -16,8 +16,6 @@ import { createHash } from 'node:crypto';
 import { realpathSync } from 'node:fs';
 import net from 'node:net';
 
-export class DataDirLockedError extends Error {}
-
 /** Takes the data directory for this process; resolves with the function that lets it go. */
 export async function lockDataDir(dataDir: string): Promise<() => void> {
   const real = realpathSync(dataDir);
@@ -34,7 +32,7 @@ export async function lockDataDir(dataDir: string): Promise<() => void> {
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
     const holder = await holderPid(name);
-    throw new DataDirLockedError(
+    throw new Error(
       `another sandboxd${holder ? ` (pid ${holder})` : ''} is using the data directory ${real}; stop it first, or give this one its own SANDBOXD_DATA_DIR`,
     );
   }

@@ -301,7 +301,6 @@ function createConversationDeps(
     ...(options.subscription ? { subscription: options.subscription } : {}),
   });
   const ownership = createOwnership({
-    db,
     pool: database.pool,
     node: `${hostname()}:${process.pid}`,
     logger,

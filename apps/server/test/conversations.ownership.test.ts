@@ -8,6 +8,7 @@ import { StaleOwnerError } from '../src/conversations/contracts.ts';
 import { createOwnership } from '../src/conversations/owner.ts';
 import { ownerSetConversation } from '../src/conversations/owner-writes.repo.ts';
 import { type ConversationHarness, startConversationHarness } from './helpers/conversations.ts';
+import type { TestUser } from './helpers/factories.ts';
 
 let h: ConversationHarness;
 before(async () => {
@@ -26,12 +27,7 @@ describe('ownership (owner.ts, owner-writes.repo.ts)', () => {
     const conv = await h.start(user, { agent_id: agent, prompt: 'true' });
     await h.waitFor(user, conv.id, idle);
     assert.equal(await h.deps.ownership.isOwned(conv.id), true, 'the warm conversation stays owned');
-    const other = createOwnership({
-      db: h.deps.db,
-      pool: h.database.handle.pool,
-      node: 'other',
-      logger: h.deps.logger,
-    });
+    const other = ownershipAs('other');
     try {
       assert.equal(await other.tryAcquire(user.id, conv.id), null);
       await h.api(user, 'POST', `/api/conversations/${conv.id}/terminate`);
@@ -52,22 +48,9 @@ describe('ownership (owner.ts, owner-writes.repo.ts)', () => {
   it("a stale owner's writes are refused once another process took over", async () => {
     const user = await h.user();
     const agent = await h.agent(user);
-    const conv = await h.start(user, { agent_id: agent, prompt: 'true' });
-    await h.waitFor(user, conv.id, idle);
-    await h.api(user, 'POST', `/api/conversations/${conv.id}/terminate`);
-    await h.waitFor(user, conv.id, (c) => c.sandbox?.status === 'terminated');
-    const a = createOwnership({
-      db: h.deps.db,
-      pool: h.database.handle.pool,
-      node: 'a',
-      logger: h.deps.logger,
-    });
-    const b = createOwnership({
-      db: h.deps.db,
-      pool: h.database.handle.pool,
-      node: 'b',
-      logger: h.deps.logger,
-    });
+    const conv = await terminatedConversation(user, agent);
+    const a = ownershipAs('a');
+    const b = ownershipAs('b');
     try {
       const leaseA = await waitForLease(() => a.tryAcquire(user.id, conv.id));
       await a.close(); // a pauses and loses its connection (and lock)
@@ -94,16 +77,8 @@ describe('taking a lease (owner.ts invariant 6)', () => {
   it('the lease carries the status and agent the bump read; a conversation that is gone leaves no lock', async () => {
     const user = await h.user();
     const agent = await h.agent(user);
-    const conv = await h.start(user, { agent_id: agent, prompt: 'true' });
-    await h.waitFor(user, conv.id, idle);
-    await h.api(user, 'POST', `/api/conversations/${conv.id}/terminate`);
-    await h.waitFor(user, conv.id, (c) => c.sandbox?.status === 'terminated');
-    const other = createOwnership({
-      db: h.deps.db,
-      pool: h.database.handle.pool,
-      node: 'other',
-      logger: h.deps.logger,
-    });
+    const conv = await terminatedConversation(user, agent);
+    const other = ownershipAs('other');
     try {
       const lease = await waitForLease(() => other.tryAcquire(user.id, conv.id));
       assert.equal(lease.status, 'terminated');
@@ -183,6 +158,20 @@ describe('commands across processes (commands.ts)', () => {
     await b.close();
   });
 });
+
+/** Another process's ownership connection (the same database). */
+function ownershipAs(node: string) {
+  return createOwnership({ pool: h.database.handle.pool, node, logger: h.deps.logger });
+}
+
+/** A conversation whose turn ran and which was then terminated: nobody owns it any more. */
+async function terminatedConversation(user: TestUser, agent: string) {
+  const conv = await h.start(user, { agent_id: agent, prompt: 'true' });
+  await h.waitFor(user, conv.id, idle);
+  await h.api(user, 'POST', `/api/conversations/${conv.id}/terminate`);
+  await h.waitFor(user, conv.id, (c) => c.sandbox?.status === 'terminated');
+  return conv;
+}
 
 async function until(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

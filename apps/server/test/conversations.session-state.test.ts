@@ -22,15 +22,6 @@ after(async () => {
   await h.close();
 });
 
-async function savedAt(conversationId: string): Promise<Date | null> {
-  const row = await h.deps.db
-    .selectFrom('conversations')
-    .select('session_state_at')
-    .where('id', '=', conversationId)
-    .executeTakeFirstOrThrow();
-  return row.session_state_at;
-}
-
 /** Whether a `tar` (the session save's archiver) runs in the sandbox now. */
 async function tarRuns(sandboxName: string): Promise<boolean> {
   const r = await sandbox.exec(sandboxName, {
@@ -42,6 +33,16 @@ async function tarRuns(sandboxName: string): Promise<boolean> {
     timeoutMs: 10_000,
   });
   return r.exitCode === 0;
+}
+
+/** Polls tarRuns until it answers `wanted` (at most ~10 s); the last answer. */
+async function tarUntil(sandboxName: string, wanted: boolean): Promise<boolean> {
+  let runs = !wanted;
+  for (let i = 0; i < 100 && runs !== wanted; i++) {
+    runs = await tarRuns(sandboxName);
+    if (runs !== wanted) await new Promise((r) => setTimeout(r, 100));
+  }
+  return runs;
 }
 
 describe('session state', () => {
@@ -56,13 +57,8 @@ describe('session state', () => {
     const first = await h.waitForTurn(user, conv.id, 1);
     assert.equal(first.status, 'succeeded');
     const name = (await h.get(user, conv.id)).sandbox?.name ?? '';
-    let saving = false;
-    for (let i = 0; i < 200 && !saving; i++) {
-      saving = await tarRuns(name);
-      if (!saving) await new Promise((r) => setTimeout(r, 50));
-    }
-    assert.ok(saving, 'the save of the first turn runs');
-    assert.equal(await savedAt(conv.id), null);
+    assert.ok(await tarUntil(name, true), 'the save of the first turn runs');
+    assert.equal(await h.sessionSavedAt(conv.id), null);
 
     const res = await h.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, {
       prompt: 'rm ~/.scripted/holes && echo two > ~/.scripted/two && echo second',
@@ -73,27 +69,12 @@ describe('session state', () => {
     assert.equal(await h.stdout(conv.id, second.id), 'second\n');
 
     // Saved once no turn waits: after the second turn, with both turns' files.
-    let at: Date | null = null;
-    for (let i = 0; i < 200 && !at; i++) {
-      at = await savedAt(conv.id);
-      if (!at) await new Promise((r) => setTimeout(r, 50));
-    }
-    assert.ok(at, 'the session state was saved after the second turn');
+    await h.waitForSessionSaved(conv.id, new Date(0), 10_000);
     // The cancelled save's archiver was ended (its exec's socket dropped), not left reading 200 GB.
-    let running = true;
-    for (let i = 0; i < 100 && running; i++) {
-      running = await tarRuns(name);
-      if (running) await new Promise((r) => setTimeout(r, 100));
-    }
-    assert.equal(running, false, 'no archiver runs any more');
+    assert.equal(await tarUntil(name, false), false, 'no archiver runs any more');
 
     // The sandbox is reclaimed (idle timeout); the next prompt provisions a new one with the state.
-    await h.deps.db
-      .updateTable('conversations')
-      .set({ last_activity_at: new Date(Date.now() - 61 * 60_000) })
-      .where('id', '=', conv.id)
-      .execute();
-    await h.waitFor(user, conv.id, (c) => c.sandbox?.status === 'terminated');
+    await h.reclaim(user, conv.id);
     await h.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, {
       prompt: 'cat ~/.scripted/one ~/.scripted/two; ls ~/.scripted',
     });

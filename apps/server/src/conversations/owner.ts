@@ -20,7 +20,6 @@
 //    was taken; a lock taken for a conversation that is gone, or by a statement that failed, is
 //    released at once (session advisory locks survive a failed statement).
 import pg from 'pg';
-import type { Db } from '../db/database.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { OwnerLease, OwnershipProbe } from './contracts.ts';
 import type { ConversationStatus } from './conversations.tables.ts';
@@ -63,7 +62,7 @@ const ACQUIRE_SQL = `WITH l AS MATERIALIZED (SELECT pg_try_advisory_lock(hashtex
   )
 SELECT l.ok, b.owner_epoch::text AS owner_epoch, b.status, b.agent_id FROM l LEFT JOIN b ON true`;
 
-export function createOwnership(deps: { db: Db; pool: pg.Pool; node: string; logger: Logger }): Ownership {
+export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Logger }): Ownership {
   let client: pg.Client | null = null;
   let opening: Promise<pg.Client> | null = null;
   let lost = false;

@@ -72,7 +72,6 @@ export function createSessionStateStore(deps: {
         maxOutputBytes: maxBytes,
         ...(signal ? { signal } : {}),
       });
-      signal?.throwIfAborted();
       if (result.exitCode === NOTHING_TO_SAVE) return false;
       if (result.stdoutTruncated) throw new SessionStateTooLarge(maxBytes);
       if (result.exitCode !== 0) {

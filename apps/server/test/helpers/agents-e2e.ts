@@ -242,27 +242,9 @@ export async function startAgentsHarness(options: AgentsHarnessOptions = {}): Pr
       if (r.exitCode !== 0) throw new Error(`cat ${path} exited ${r.exitCode}: ${r.stderr.toString('utf8')}`);
       return r.stdout.toString('utf8');
     },
-    async waitForSessionSaved(conversationId, since, timeoutMs = 30_000) {
-      const deadline = Date.now() + timeoutMs;
-      while (Date.now() < deadline) {
-        const row = await h.deps.db
-          .selectFrom('conversations')
-          .select('session_state_at')
-          .where('id', '=', conversationId)
-          .executeTakeFirst();
-        if (row?.session_state_at && row.session_state_at >= since) return;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      throw new Error(`the session of ${conversationId} was not saved after ${since.toISOString()}`);
-    },
-    async reclaim(user, conversationId) {
-      await h.deps.db
-        .updateTable('conversations')
-        .set({ last_activity_at: new Date(Date.now() - 61 * 60_000) })
-        .where('id', '=', conversationId)
-        .execute();
-      await h.waitFor(user, conversationId, (c) => c.sandbox?.status === 'terminated', 60_000);
-    },
+    waitForSessionSaved: (conversationId, since, timeoutMs) =>
+      h.waitForSessionSaved(conversationId, since, timeoutMs),
+    reclaim: (user, conversationId) => h.reclaim(user, conversationId),
     async close() {
       await h.close();
       git.close();

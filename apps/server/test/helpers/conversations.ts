@@ -83,6 +83,12 @@ export interface ConversationHarness {
   >;
   /** The persisted stdout of a conversation (or of one turn), concatenated. */
   stdout(id: string, turnId?: string): Promise<string>;
+  /** When the runtime session state was last saved (null: never). */
+  sessionSavedAt(id: string): Promise<Date | null>;
+  /** Resolves once the runtime session saved at or after `since` is in the database. */
+  waitForSessionSaved(id: string, since: Date, timeoutMs?: number): Promise<void>;
+  /** Makes the conversation idle for 61 minutes; resolves once its sandbox is reclaimed. */
+  reclaim(user: TestUser, id: string): Promise<void>;
   /**
    * A second server instance on the same database and backend (another "process" of the
    * cluster: its own ownership connection, command LISTEN and lifecycle clock).
@@ -290,6 +296,31 @@ export async function startConversationHarness(options: HarnessOptions = {}): Pr
         state: r.state,
         message: r.message,
       }));
+    },
+    async sessionSavedAt(id) {
+      const row = await harness.deps.db
+        .selectFrom('conversations')
+        .select('session_state_at')
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
+      return row.session_state_at;
+    },
+    async waitForSessionSaved(id, since, timeoutMs = 30_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (Date.now() < deadline) {
+        const at = await harness.sessionSavedAt(id);
+        if (at && at >= since) return;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      throw new Error(`the session of ${id} was not saved after ${since.toISOString()}`);
+    },
+    async reclaim(user, id) {
+      await harness.deps.db
+        .updateTable('conversations')
+        .set({ last_activity_at: new Date(Date.now() - 61 * 60_000) })
+        .where('id', '=', id)
+        .execute();
+      await harness.waitFor(user, id, (c) => c.sandbox?.status === 'terminated', 60_000);
     },
     async stdout(id, turnId) {
       const rows = await harness.events(id);
