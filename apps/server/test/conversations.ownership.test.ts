@@ -99,6 +99,30 @@ describe('taking a lease (owner.ts invariant 6)', () => {
   });
 });
 
+describe('the callback key when its owner shuts down (spec: Sandbox interface)', () => {
+  it('a process that shuts down revokes the callback keys of the conversations it owned', async () => {
+    const user = await h.user();
+    const agent = await h.agent(user);
+    const b = await h.secondInstance();
+    const res = await b.api(user, 'POST', '/api/conversations', { agent_id: agent, prompt: 'true' });
+    assert.equal(res.status, 201);
+    const id = (res.body as { id: string }).id;
+    await h.waitFor(user, id, idle);
+    assert.equal(b.deps.ownership.holds(id), true, 'the process that took the prompt owns it');
+    const keys = () =>
+      h.deps.db
+        .selectFrom('api_keys')
+        .select(['id', 'revoked_at'])
+        .where('conversation_id', '=', id)
+        .execute();
+    const live = (await keys()).filter((k) => k.revoked_at === null);
+    assert.equal(live.length, 1, 'the sandbox holds one live callback key');
+    await b.close(); // a graceful shutdown: the sandbox (and a turn) would keep running
+    const after = await keys();
+    assert.ok(after.find((k) => k.id === live[0]?.id)?.revoked_at, 'the key is revoked');
+  });
+});
+
 describe('commands across processes (commands.ts)', () => {
   it('a prompt received by a process that is not the owner runs on the owner', async () => {
     const user = await h.user();
