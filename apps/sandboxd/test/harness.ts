@@ -49,14 +49,16 @@ export interface SandboxdLaunch {
  * A checkout below a directory the user cannot traverse (a clone in /root, mode 700) is bind-mounted in a
  * private mount namespace of the daemon at a directory of ours the user can reach, and node and main.ts are
  * given by their paths in that mount (node too, by a file bind, when it lives out of the user's reach
- * outside the checkout). The daemon, its sandboxes and shims all live in that namespace (they inherit it);
- * the host's mount table is not changed, and no permission of the user's directories is loosened. The
- * command execs into the daemon, so the spawned pid is the daemon's.
+ * outside the checkout). `prepare` (a shell script) runs in such a namespace too, first, with the privilege
+ * to mount: a test changes what the daemon and its sandboxes see of the host (not root: in a user namespace
+ * that maps the caller to itself, whose capabilities the daemon does not keep: it runs rootless). The daemon, its sandboxes and shims
+ * all live in that namespace (they inherit it); the host's mount table is not changed, and no permission of
+ * the user's directories is loosened. The command execs into the daemon, so the spawned pid is the daemon's.
  */
-export function sandboxdLaunch(user?: { uid: number; gid: number }): SandboxdLaunch {
+export function sandboxdLaunch(user?: { uid: number; gid: number }, prepare = ''): SandboxdLaunch {
   const direct = { command: process.execPath, args: [MAIN], dispose: () => {} };
-  if (!user) return { ...direct, ids: undefined };
   const reach = (file: string, test: '-x' | '-r') =>
+    !user ||
     spawnSync(
       hostBin('setpriv'),
       [
@@ -72,29 +74,44 @@ export function sandboxdLaunch(user?: { uid: number; gid: number }): SandboxdLau
       { stdio: 'ignore' },
     ).status === 0;
   const nodeReachable = reach(process.execPath, '-x');
-  if (nodeReachable && reach(MAIN, '-r')) return { ...direct, ids: user };
+  const reachable = nodeReachable && reach(MAIN, '-r');
+  if (reachable && !prepare) return { ...direct, ids: user };
 
   const mnt = mkdtempSync(path.join(os.tmpdir(), 'paddock-sandboxd-checkout-'));
   chmodSync(mnt, 0o755);
-  const checkout = path.join(mnt, 'checkout');
-  mkdirSync(checkout);
-  const inRepo = path.relative(REPO, process.execPath);
+  let checkout = '';
   let node = process.execPath;
   let nodeMount = '';
-  if (!inRepo.startsWith('..') && !path.isAbsolute(inRepo)) node = path.join(checkout, inRepo);
-  else if (!nodeReachable) {
-    nodeMount = path.join(mnt, 'node');
-    writeFileSync(nodeMount, '');
+  let main = MAIN;
+  if (!reachable) {
+    checkout = path.join(mnt, 'checkout');
+    mkdirSync(checkout);
+    main = path.join(checkout, path.relative(REPO, MAIN));
+    const inRepo = path.relative(REPO, process.execPath);
+    if (!inRepo.startsWith('..') && !path.isAbsolute(inRepo)) node = path.join(checkout, inRepo);
+    else if (!nodeReachable) {
+      nodeMount = path.join(mnt, 'node');
+      writeFileSync(nodeMount, '');
+    }
   }
+  const mount = hostBin('mount');
+  const asRoot = process.getuid?.() === 0;
   const script = [
     'set -e',
-    `${hostBin('mount')} --bind -- "$1" "$2"`,
-    `if [ -n "$4" ]; then ${hostBin('mount')} --bind -- "$3" "$4"; node="$4"; else node="$3"; fi`,
-    `exec ${hostBin('setpriv')} --reuid=${user.uid} --regid=${user.gid} --clear-groups -- "$node" "$5"`,
+    'repo="$1" checkout="$2" node="$3" node_mount="$4" main="$5"',
+    'eval "$6"',
+    `if [ -n "$checkout" ]; then ${mount} --bind -- "$repo" "$checkout"; fi`,
+    `if [ -n "$node_mount" ]; then ${mount} --bind -- "$node" "$node_mount"; node="$node_mount"; fi`,
+    user
+      ? `exec ${hostBin('setpriv')} --reuid=${user.uid} --regid=${user.gid} --clear-groups -- "$node" "$main"`
+      : asRoot
+        ? 'exec "$node" "$main"'
+        : `exec ${hostBin('setpriv')} --inh-caps=-all --ambient-caps=-all -- "$node" "$main"`,
   ].join('\n');
   return {
     command: hostBin('unshare'),
     args: [
+      ...(asRoot ? [] : ['--map-current-user', '--keep-caps']),
       '--mount',
       '--propagation',
       'private',
@@ -106,7 +123,8 @@ export function sandboxdLaunch(user?: { uid: number; gid: number }): SandboxdLau
       checkout,
       node,
       nodeMount,
-      path.join(checkout, path.relative(REPO, MAIN)),
+      main,
+      prepare,
     ],
     ids: undefined,
     dispose() {
@@ -114,7 +132,7 @@ export function sandboxdLaunch(user?: { uid: number; gid: number }): SandboxdLau
       // recursive removal through a bind that was somehow visible here would delete the checkout.
       try {
         if (nodeMount) unlinkSync(nodeMount);
-        rmdirSync(checkout);
+        if (checkout) rmdirSync(checkout);
         rmdirSync(mnt);
       } catch {}
     },
@@ -144,6 +162,8 @@ export interface TestSandboxdOptions {
    * creates is given to that user.
    */
   user?: { uid: number; gid: number };
+  /** A shell script run first in a mount namespace of the daemon's own, able to mount (sandboxdLaunch). */
+  prepare?: string;
   /**
    * The test network the daemon must reach (netns.ts). Not root, the daemon runs in that network's host
    * namespace (rootless, as the caller), and `url` is a forwarder on this process's loopback.
@@ -321,7 +341,7 @@ export async function startTestSandboxd(opts: TestSandboxdOptions = {}): Promise
     );
     env['SANDBOXD_HOSTS_FILE'] = file;
   }
-  const launch = sandboxdLaunch(opts.user);
+  const launch = sandboxdLaunch(opts.user, opts.prepare);
   const prefix = opts.net?.sandboxdPrefix ?? null;
   if (prefix && opts.user) throw new Error('a test network of an ordinary user runs the daemon as that user');
   const [command, ...args] = prefix

@@ -1,6 +1,7 @@
 /**
  * The daemon modes an attack test runs in: root, and rootless (the daemon as the unprivileged system user
- * `paddock-rootless-test`, as rootless.test.ts does; as the current user when the tests do not run as root).
+ * `paddock-rootless-test`, shared by every attack test file; rootless.test.ts has a user of its own, since it
+ * asserts that nothing of its user outlives its daemon; as the current user when the tests do not run as root).
  * Rootless is left out only where the kernel refuses unprivileged user namespaces (rootless.test.ts proves
  * sandboxd then refuses to start); with PADDOCK_REQUIRE_ROOTLESS=1 that is an error instead.
  */

@@ -1,8 +1,10 @@
 /**
  * Rootless mode (docs/sandboxd.md, "Rootless"): sandboxd really runs as an unprivileged user.
  *
- * As root (CI), the daemon runs as the dedicated system user `paddock-rootless-test` (created here once with
- * useradd; it is left in place); as any other user, as that user. Needs unprivileged user namespaces: when
+ * As root (CI), the daemon runs as the dedicated system user `paddock-rootless-solo` (created here once with
+ * useradd; it is left in place), which no other test uses: this file asserts that nothing of that user outlives
+ * its daemon, and the attack tests' rootless daemons (modes.ts, user `paddock-rootless-test`) run meanwhile in
+ * other test files. As any other user, as that user. Needs unprivileged user namespaces: when
  * the kernel refuses them, sandboxd must refuse to start rootless and say why, and that is what is tested
  * instead (or the run fails when PADDOCK_REQUIRE_ROOTLESS=1 is set, as in CI). The refusal itself is also
  * tested everywhere, with an `unshare` that fails placed first on PATH.
@@ -29,7 +31,7 @@ import { sandboxdLaunch, startTestSandboxd, type TestSandboxd } from './harness.
 import { api, checkpointIdOf, exec, ndjsonLines, sh, waitFor } from './helpers.ts';
 import { createTestNet, type TestNet } from './netns.ts';
 
-const TEST_USER = 'paddock-rootless-test';
+const TEST_USER = 'paddock-rootless-solo';
 const REQUIRE = process.env['PADDOCK_REQUIRE_ROOTLESS'] === '1';
 const SB = 'rootless';
 
@@ -253,7 +255,8 @@ if ('problem' in found) {
     }
     web?.closeAllConnections();
     tnet?.close();
-    // The dedicated user runs nothing but this test's daemon: nothing of it may outlive the daemon.
+    // The dedicated user runs nothing but this file's daemon (no other test file uses it): nothing of it may
+    // outlive the daemon.
     if (user.switched) {
       await waitFor(() => processesOf(user.uid).length === 0, 'the test user to run nothing', 3000).catch(
         () => {},

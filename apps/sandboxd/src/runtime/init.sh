@@ -25,26 +25,39 @@ ip link set lo up
 echo "net $hostpid"
 # The holders of the sandbox user namespaces, made now, with the host's programs (see the invariant). They
 # start in / (the host root, which the switch below turns into the sandbox root for them too), never in this
-# state directory, and with an empty environment (theirs is readable by the sandbox root). Root mode: created
-# by the sandbox's own unprivileged host uid, so inotify, key and process accounting of everything inside is
-# charged to that uid, not to host root.
+# state directory, and with an empty environment (theirs is readable by the sandbox root); their stderr is
+# ours, so an unshare that fails says why. Root mode: created by the sandbox's own unprivileged host uid, so
+# inotify, key and process accounting of everything inside is charged to that uid, not to host root.
+# Each is awaited (await_holder) until it sleeps in its own user namespace, before the switch of roots: one
+# still on its way would look its programs up in the sandbox's root after the switch, and run them with the
+# init's identity; and an unshare(2) made between pivot_root and the umount below fails (EPERM: the caller
+# then looks chrooted), which failed rootless sandbox starts on a loaded host.
+# Builtins only; returns once host pid $1 runs sleep, exits when it ended before.
+await_holder() {
+  while read -r _pid comm state _rest < "/proc/$1/stat"; do
+    [ "$comm" != "(sleep)" ] || return 0
+    [ "$state" != Z ] || break
+  done
+  echo "user namespace holder did not start" >&2
+  exit 1
+}
 if [ "${SBX_ROOTLESS:-0}" = 1 ]; then
-  (cd / && exec env -i PATH="$PATH" unshare --user --map-user=1000 --map-group=1000 -- sleep infinity) </dev/null >/dev/null 2>&1 &
+  (cd / && exec env -i PATH="$PATH" unshare --user --map-user=1000 --map-group=1000 -- sleep infinity) </dev/null >/dev/null &
   holder=$!
   # The namespace of root execs: its root is the service user, like the outer namespace's, without its
   # capabilities over the sandbox's mount, pid and network namespaces.
-  (cd / && exec env -i PATH="$PATH" unshare --user --map-root-user -- sleep infinity) </dev/null >/dev/null 2>&1 &
+  (cd / && exec env -i PATH="$PATH" unshare --user --map-root-user -- sleep infinity) </dev/null >/dev/null &
+  # Their host pids (the only children now), awaited below. Each writes its own id map before it execs sleep.
+  # (the file has no final newline: read reports EOF)
+  read -r h1 h2 _rest < "/proc/$hostpid/task/$hostpid/children" || [ -n "${h2:-}" ]
+  holders="$h1 $h2"
 else
-  (cd / && exec env -i PATH="$PATH" setpriv --reuid="$SBX_OWNER" --regid="$SBX_OWNER" --clear-groups -- unshare --user -- sleep infinity) </dev/null >/dev/null 2>&1 &
+  (cd / && exec env -i PATH="$PATH" setpriv --reuid="$SBX_OWNER" --regid="$SBX_OWNER" --clear-groups -- unshare --user -- sleep infinity) </dev/null >/dev/null &
   holder=$!
   # Its host pid (the only child now), once it runs in its own user namespace (it has exec'd sleep).
-  # (the file has no final newline: read reports EOF)
   read -r holder_host _rest < "/proc/$hostpid/task/$hostpid/children" || [ -n "${holder_host:-}" ]
-  n=0
-  while read -r _pid comm _rest < "/proc/$holder_host/stat" && [ "$comm" != "(sleep)" ]; do
-    n=$((n + 1))
-    [ "$n" -lt 200000 ] || { echo "user namespace holder did not start" >&2; exit 1; }
-  done
+  await_holder "$holder_host"
+  holders=
   # The sandbox's whole id range (its root first, its user at 1000, the system users packages use between).
   printf '0 %s %s\n' "$SBX_OWNER" "$SBX_ID_RANGE" > "/proc/$holder_host/uid_map"
   printf '0 %s %s\n' "$SBX_OWNER" "$SBX_ID_RANGE" > "/proc/$holder_host/gid_map"
@@ -69,6 +82,8 @@ mount -a -T "$SBX_FSTAB_DEV"
 # paths a sandbox process sees for its stdio hold no host path. No other process of the sandbox has fd 9.
 mount -t tmpfs -o mode=700,size=4k,nr_inodes=4096 paddock fifos
 exec 9<fifos
+# Rootless: the holders ran meanwhile; now each must be past its last host program.
+for h in $holders; do await_holder "$h"; done
 cd "$M"
 # pivot_root stacks the old root over the new one at /, so umount is still the host's.
 pivot_root . .

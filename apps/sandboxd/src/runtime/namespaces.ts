@@ -21,8 +21,9 @@
  *   nsenter (absolute path, from the host mount namespace; rootless, both stages), and the first program run
  *   inside is the sandbox's /bin/sh as the sandbox user (EXEC_LOADER), which applies the exec environment
  *   (security.host.test.ts, rootless.test.ts). The init itself runs host binaries (HOST_PATH) only before it
- *   switches roots (the holders are made before the switch too); after it, pid 1 runs shell builtins only,
- *   since the sandbox root may write every system directory of its own root (packages.test.ts).
+ *   switches roots, and switches only once the holders have run theirs (each sleeps in its own user namespace);
+ *   after it, pid 1 runs shell builtins only, since the sandbox root may write every system directory of its
+ *   own root (packages.test.ts).
  * - No host path inside: overlay options name their directories relative to the sandbox's state directory
  *   and the cgroup namespace hides the cgroup path (security.host.test.ts).
  * - Killing the init (pid 1 of the sandbox pid namespace) kills every sandbox process; the mount
@@ -420,27 +421,23 @@ export class NamespaceRuntime {
     child.unref();
     const startTime = processStartTime(pid);
     if (startTime === null) throw new Error('sandbox init exited right after starting');
-    // The holders are forked before the switch of roots (root mode: with their id maps written, init.sh);
-    // rootless, wait until they have exec'd into their own user namespaces, told apart by their maps.
+    // The holders sleep in their own user namespaces (with their id maps written) before the switch of roots
+    // (init.sh await_holder), so they are there by "ready"; told apart by their maps.
     const initUserNs = safeReadlink(`/proc/${pid}/ns/user`);
     let holderPid = 0;
     let rootHolderPid = 0;
-    // As long as the init itself may take (10 s): on a loaded host the holders' exec can take seconds,
-    // and a bound in iterations (about 2 s) failed sandbox starts there (a 503 under a full test run).
-    const holdersBy = Date.now() + 10_000;
-    while ((holderPid === 0 || (this.opts.rootless && rootHolderPid === 0)) && Date.now() < holdersBy) {
-      for (const c of children(pid)) {
-        const cmd = safeRead(`/proc/${c}/cmdline`);
-        if (!cmd.startsWith('sleep\0infinity') || safeReadlink(`/proc/${c}/ns/user`) === initUserNs) continue;
-        const inner = safeRead(`/proc/${c}/uid_map`).trim().split(/\s+/)[0];
-        if (this.opts.rootless && inner === '0') rootHolderPid = c;
-        else if (inner === String(this.opts.rootless ? SANDBOX_UID : 0)) holderPid = c;
-      }
-      if (holderPid === 0 || (this.opts.rootless && rootHolderPid === 0)) await sleep(5);
+    for (const c of children(pid)) {
+      const cmd = safeRead(`/proc/${c}/cmdline`);
+      if (!cmd.startsWith('sleep\0infinity') || safeReadlink(`/proc/${c}/ns/user`) === initUserNs) continue;
+      const inner = safeRead(`/proc/${c}/uid_map`).trim().split(/\s+/)[0];
+      if (this.opts.rootless && inner === '0') rootHolderPid = c;
+      else if (inner === String(this.opts.rootless ? SANDBOX_UID : 0)) holderPid = c;
     }
     if (holderPid === 0 || (this.opts.rootless && rootHolderPid === 0)) {
-      process.kill(pid, 'SIGKILL');
-      throw new Error('sandbox user namespace holder did not start');
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {}
+      throw new Error('sandbox user namespace holder is gone');
     }
     return {
       pid,
