@@ -63,6 +63,18 @@ describe('configuration pages', () => {
     await script.pressSequentially('if true; then\n');
     await page.keyboard.press('Tab');
     await script.pressSequentially('npm ci\nfi\n');
+    // Shift+Tab takes the indentation back; Escape then Tab leaves the editor (no keyboard trap).
+    await page.keyboard.press('Tab');
+    assert.equal(await script.inputValue(), 'if true; then\n  npm ci\nfi\n  ');
+    await page.keyboard.press('Shift+Tab');
+    assert.equal(await script.inputValue(), 'if true; then\n  npm ci\nfi\n', 'Shift+Tab outdents');
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('Tab');
+    assert.equal(
+      await script.evaluate((el) => el === document.activeElement),
+      false,
+      'Escape then Tab leaves the editor',
+    );
     await page.getByLabel('Outbound network').selectOption('limited');
     await page.getByRole('button', { name: 'Add allowed host' }).click();
     await page.getByLabel('Allowed host 1', { exact: true }).fill('Not A Host');
