@@ -71,8 +71,8 @@ describe('configuration pages', () => {
     await page.keyboard.press('Escape');
     await page.keyboard.press('Tab');
     assert.equal(
-      await script.evaluate((el) => el === document.activeElement),
-      false,
+      await page.locator('textarea.code-input:focus').count(),
+      0,
       'Escape then Tab leaves the editor',
     );
     await page.getByLabel('Outbound network').selectOption('limited');

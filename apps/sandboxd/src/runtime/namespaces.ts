@@ -409,13 +409,14 @@ export class NamespaceRuntime {
           resolve(Number(ready[1]));
         }
       });
-      child.on('exit', (code) => {
+      // 'close', not 'exit': once the output is read to its end, so the error carries all of it (a holder's
+      // too). The init's end ends its pid namespace, and with it every process that holds the pipes.
+      child.on('close', (code) => {
         clearTimeout(timer);
         reject(new Error(`sandbox init failed (exit ${code}): ${err.trim()}`));
       });
     });
-    child.removeAllListeners('exit');
-    child.on('exit', () => {});
+    child.removeAllListeners('close');
     child.stdout.destroy();
     child.stderr.destroy();
     child.unref();
