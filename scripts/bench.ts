@@ -2,11 +2,11 @@
 // baseline measured in the same run (absolute numbers drift between machines).
 //   npm run bench              all
 //   npm run bench -- http      only the HTTP benchmark (names: http, sandbox, login, mail-oracle, redaction, conversations, flood, conversations-log, agents, web)
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { sessionShims, unmountUnder } from '../apps/sandboxd/test/harness.ts';
+import { removeTree, sessionShims, unmountUnder } from '../apps/sandboxd/test/harness.ts';
 import { detachLoopDevicesUnder, killSandboxInitsUnder } from '../apps/sandboxd/test/leftovers.ts';
 import { SHARED_ROOT } from '../apps/server/src/db/embedded.ts';
 import { SERVER_NODE_FLAGS } from '../apps/server/src/node-flags.ts';
@@ -109,13 +109,7 @@ async function sweep(dir: string): Promise<string[]> {
   unmountUnder(dir);
   const loops = detachLoopDevicesUnder(dir);
   if (loops.length > 0) left.push(`${loops.length} loop devices`);
-  try {
-    rmSync(dir, { recursive: true, force: true });
-  } catch {
-    // Overlay work dirs (mode 000, made by the kernel) must be made accessible first.
-    execFileSync('chmod', ['-R', 'u+rwx', '--', dir], { stdio: 'ignore' });
-    rmSync(dir, { recursive: true, force: true });
-  }
+  removeTree(dir);
   return left;
 }
 

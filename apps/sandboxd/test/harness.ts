@@ -77,13 +77,14 @@ export function sandboxdLaunch(user?: { uid: number; gid: number }, prepare = ''
   const reachable = nodeReachable && reach(MAIN, '-r');
   if (reachable && !prepare) return { ...direct, ids: user };
 
-  const mnt = mkdtempSync(path.join(os.tmpdir(), 'paddock-sandboxd-checkout-'));
-  chmodSync(mnt, 0o755);
+  let mnt = '';
   let checkout = '';
   let node = process.execPath;
   let nodeMount = '';
   let main = MAIN;
   if (!reachable) {
+    mnt = mkdtempSync(path.join(os.tmpdir(), 'paddock-sandboxd-checkout-'));
+    chmodSync(mnt, 0o755);
     checkout = path.join(mnt, 'checkout');
     mkdirSync(checkout);
     main = path.join(checkout, path.relative(REPO, MAIN));
@@ -130,9 +131,10 @@ export function sandboxdLaunch(user?: { uid: number; gid: number }, prepare = ''
     dispose() {
       // Never recursive: on the host these are empty (the binds live only in the daemon's namespace), and a
       // recursive removal through a bind that was somehow visible here would delete the checkout.
+      if (!mnt) return;
       try {
         if (nodeMount) unlinkSync(nodeMount);
-        if (checkout) rmdirSync(checkout);
+        rmdirSync(checkout);
         rmdirSync(mnt);
       } catch {}
     },
@@ -317,6 +319,19 @@ function removeCgroups(dataDir: string): void {
   }
 }
 
+/**
+ * Removes a directory tree that may hold overlay work dirs (mode 000, made by the kernel): as a non-root
+ * user they are made accessible first.
+ */
+export function removeTree(dir: string): void {
+  try {
+    rmSync(dir, { recursive: true, force: true });
+  } catch {
+    execFileSync('chmod', ['-R', 'u+rwx', '--', dir], { stdio: 'ignore' });
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 export async function startTestSandboxd(opts: TestSandboxdOptions = {}): Promise<TestSandboxd> {
   const dataDir = opts.dataDir ?? mkdtempSync(path.join(os.tmpdir(), 'sandboxd-test-'));
   if (opts.user && !opts.dataDir) chownSync(dataDir, opts.user.uid, opts.user.gid);
@@ -422,13 +437,7 @@ export async function startTestSandboxd(opts: TestSandboxdOptions = {}): Promise
         removeCgroups(dataDir);
         unmountUnder(dataDir);
         detachLoopDevicesUnder(dataDir);
-        try {
-          rmSync(dataDir, { recursive: true, force: true });
-        } catch {
-          // Not root: overlay work dirs (mode 000, made by the kernel) must be made accessible first.
-          execFileSync('chmod', ['-R', 'u+rwx', '--', dataDir], { stdio: 'ignore' });
-          rmSync(dataDir, { recursive: true, force: true });
-        }
+        removeTree(dataDir);
       }
     },
   };

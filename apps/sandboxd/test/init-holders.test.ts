@@ -12,20 +12,11 @@
  * not do: a rootless overlay refuses a lower layer with mounts inside it).
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import {
-  chmodSync,
-  copyFileSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { startTestSandboxd, type TestSandboxd } from './harness.ts';
+import { removeTree, startTestSandboxd, type TestSandboxd } from './harness.ts';
 import { api, sh } from './helpers.ts';
 import { type DaemonMode, daemonModes } from './modes.ts';
 
@@ -52,12 +43,6 @@ function tempDir(): string {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'paddock-slow-env-'));
   chmodSync(dir, 0o755);
   return dir;
-}
-
-function removeDir(dir: string): void {
-  // Not root: the overlay's work dir (mode 000, made by the kernel) must be made accessible first.
-  execFileSync('chmod', ['-R', 'u+rwx', '--', dir], { stdio: 'ignore' });
-  rmSync(dir, { recursive: true, force: true });
 }
 
 for (const mode of daemonModes()) {
@@ -88,7 +73,7 @@ for (const mode of daemonModes()) {
     after(async () => {
       await slow?.stop();
       await failing?.stop();
-      for (const dir of dirs) removeDir(dir);
+      for (const dir of dirs) removeTree(dir);
     });
 
     it('starts once every holder has run its host programs, and runs commands as the sandbox user', async () => {
