@@ -1,6 +1,6 @@
 // Issue 9, deliverable 4: the runtime's session state is saved after a turn and restored into a
 // re-provisioned sandbox, and a follow-up prompt never waits for that save (conversation-server.ts
-// invariant 5). Through the public API against the real sandboxd, with the scripted runtime
+// invariants 5 and 6). Through the public API against the real sandboxd, with the scripted runtime
 // (whose session paths are ~/.scripted).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -82,5 +82,26 @@ describe('session state', () => {
     assert.equal(third.status, 'succeeded');
     assert.equal(await h.stdout(conv.id, third.id), 'one\ntwo\none\ntwo\n');
     assert.notEqual((await h.get(user, conv.id)).sandbox?.name, name);
+  });
+
+  it('a reclaim saves the state a lost save left behind (conversation-server.ts invariant 6)', async () => {
+    const conv = await h.start(user, {
+      agent_id: agent,
+      prompt: 'mkdir -p ~/.scripted && echo kept > ~/.scripted/kept && echo first',
+    });
+    assert.equal((await h.waitForTurn(user, conv.id, 1)).status, 'succeeded');
+    await h.waitForSessionSaved(conv.id, new Date(0), 10_000);
+    // As if the save never happened (its owner died first): this owner's memory says "saved",
+    // the rows say a turn ended after the last save.
+    await h.deps.db
+      .updateTable('conversations')
+      .set({ session_state: null, session_state_at: null })
+      .where('id', '=', conv.id)
+      .execute();
+    await h.reclaim(user, conv.id);
+    await h.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'cat ~/.scripted/kept' });
+    const second = await h.waitForTurn(user, conv.id, 2);
+    assert.equal(second.status, 'succeeded');
+    assert.equal(await h.stdout(conv.id, second.id), 'kept\n');
   });
 });

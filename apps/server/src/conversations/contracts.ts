@@ -229,7 +229,6 @@ export interface Provisioner {
     lease: OwnerLease;
     sandboxName: string;
     adapter: RuntimeAdapter;
-    env: Record<string, string>;
     /** Cancels the save (nothing is stored; the call rejects with the signal's reason). */
     signal?: AbortSignal;
   }): Promise<void>;

@@ -13,9 +13,16 @@
 // 4. The server lets ownership go only when nothing live remains (no live sandbox): an idle
 //    conversation with a warm sandbox stays owned so its lifecycle clock keeps running.
 // 5. The runtime's session state is saved after a turn, by the loop, when no other turn waits
-//    (never beside a turn: the archive would be torn). A command that arrives meanwhile cancels
-//    the save, so a follow-up never waits for it; the state stays unsaved until the loop next
-//    finds no turn waiting, and that save holds everything the cancelled one would have.
+//    (never beside a turn: the archive would be torn), SESSION_SAVE_DELAY_MS after the turn
+//    ended: a client that prompts as soon as it sees the end (an agent loop, a script) finds no
+//    save in its way. A command that arrives meanwhile cancels the wait or the save, so a
+//    follow-up never waits for it; the state stays unsaved until the loop next finds no turn
+//    waiting, and that save holds everything the cancelled one would have.
+// 6. A sandbox is never reclaimed with a turn's session state unsaved: before destroying it,
+//    reclaim saves when the log says a turn ended after the last save (the rows, not this
+//    process's memory: a previous owner may have died before its save).
+//    Test (conversations.session-state.test.ts): "a reclaim saves the state a lost save left behind".
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { SandboxClient } from '@paddock/sandbox-client';
 import { v7 as uuidv7 } from 'uuid';
 import type { Db } from '../db/database.ts';
@@ -42,6 +49,7 @@ import {
   ownerLiveSandbox,
   ownerLoadConversation,
   ownerNextTurn,
+  ownerSessionBehind,
   ownerSetConversation,
   ownerSetExecSession,
   ownerSetSandbox,
@@ -84,6 +92,13 @@ export interface ConversationServer {
   /** What the lifecycle clock needs: whether a turn runs or provisioning is in progress. */
   busy(): boolean;
 }
+
+/**
+ * How long after a turn's end its session state is saved (invariant 5): longer than a client
+ * takes to answer the end it saw (the conversations benchmark's follow-up, `paddock prompt` in a
+ * script: tens to hundreds of ms), far shorter than a person takes to write the next prompt.
+ */
+export const SESSION_SAVE_DELAY_MS = 1000;
 
 const STAGE_STATE = { succeeded: 'done', failed: 'failed', interrupted: 'interrupted' } as const;
 
@@ -369,11 +384,12 @@ export function createConversationServer(
     const controller = new AbortController();
     saving = controller;
     try {
+      await sleep(SESSION_SAVE_DELAY_MS, undefined, { signal: controller.signal, ref: false });
+      if (stopped) return; // the next owner saves before it reclaims the sandbox (invariant 6)
       await deps.provisioner.saveSession({
         lease,
         sandboxName: current.name,
         adapter,
-        env: provisioned.env,
         signal: controller.signal,
       });
       unsaved = null;
@@ -386,6 +402,25 @@ export function createConversationServer(
       log.warn({ err: safeReason(err) }, 'saving the runtime session failed');
     } finally {
       saving = null;
+    }
+  };
+
+  /** Invariant 6: a turn that ended after the last save has its state saved before its sandbox goes. */
+  const saveBeforeReclaim = async (row: NonNullable<Live>) => {
+    try {
+      if (row.status !== 'ready' || !(await ownerSessionBehind(db, lease))) return;
+      const conv = await ownerLoadConversation(db, lease);
+      if (!conv.agent_id) return;
+      const agent = await deps.gates.agent(lease.tenantId, conv.agent_id);
+      await deps.provisioner.saveSession({
+        lease,
+        sandboxName: row.name,
+        adapter: deps.runtimes(agent.runtime),
+      });
+      unsaved = null;
+    } catch (err) {
+      if (err instanceof StaleOwnerError) throw err;
+      log.warn({ err: safeReason(err) }, 'saving the runtime session before the reclaim failed');
     }
   };
 
@@ -546,8 +581,9 @@ export function createConversationServer(
       if (!sandboxFor) continue;
       await runTurn(conv, turn, sandboxFor !== 'warm' ? Promise.resolve(sandboxFor) : gated);
     }
-    const live = stopped ? undefined : await ownerLiveSandbox(db, lease);
-    if (!stopped && !live) await end();
+    // A command since this round's reads: kick() runs the loop again, which reads everything anew.
+    if (again || stopped) return;
+    if (!(await ownerLiveSandbox(db, lease))) await end();
   };
 
   const kick = () => {
@@ -580,6 +616,7 @@ export function createConversationServer(
 
   const stopNow = async (lost: boolean, crashed = false) => {
     abort.abort();
+    saving?.abort();
     run?.detach();
     run = null;
     if (lost) {
@@ -654,6 +691,8 @@ export function createConversationServer(
       if (provisioning || run || working) return;
       const t0 = Date.now();
       await stage({ stage: 'sandbox', state: 'started', message });
+      const row = await ownerLiveSandbox(db, lease);
+      if (row) await saveBeforeReclaim(row);
       await destroyLive('terminated', message);
       await stage({ stage: 'sandbox', state: 'done', durationMs: Date.now() - t0, message });
       await end();

@@ -116,6 +116,24 @@ export async function ownerLiveSandbox(db: Db, lease: OwnerLease) {
     .executeTakeFirst();
 }
 
+/**
+ * Whether a turn ended after the runtime's session state was last saved (or none ever was): the
+ * rows decide, whichever owner ran the turn (conversation-server.ts invariant 6).
+ */
+export async function ownerSessionBehind(db: Db, lease: OwnerLease): Promise<boolean> {
+  const row = await db
+    .selectFrom('conversations as c')
+    .select(
+      sql<boolean>`EXISTS (SELECT 1 FROM turns t WHERE t.conversation_id = c.id AND t.ended_at IS NOT NULL AND (c.session_state_at IS NULL OR t.ended_at > c.session_state_at))`.as(
+        'behind',
+      ),
+    )
+    .where('c.tenant_id', '=', lease.tenantId)
+    .where('c.id', '=', lease.conversationId)
+    .executeTakeFirst();
+  return row?.behind === true;
+}
+
 /** The turn to work on: a running one (to reattach) first, else the oldest queued. */
 export async function ownerNextTurn(db: Db, lease: OwnerLease) {
   return await db

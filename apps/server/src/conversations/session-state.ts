@@ -11,6 +11,7 @@
 // - Paths that do not exist are skipped; when none exists nothing is saved (the previous state,
 //   if any, stays).
 import type { SandboxClient } from '@paddock/sandbox-client';
+import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
 import type { SecretsService } from '../secrets/secrets.service.ts';
 import { type OwnerLease, StaleOwnerError } from './contracts.ts';
@@ -80,7 +81,7 @@ export function createSessionStateStore(deps: {
       const sealed = await deps.secrets.sealBlob(binding(lease), result.stdout);
       const updated = await deps.db
         .updateTable('conversations')
-        .set({ session_state: sealed, session_state_at: new Date() })
+        .set({ session_state: sealed, session_state_at: sql<Date>`now()` })
         .where('id', '=', lease.conversationId)
         .where('tenant_id', '=', lease.tenantId)
         .where('owner_epoch', '=', lease.epoch)
