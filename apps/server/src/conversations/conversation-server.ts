@@ -48,7 +48,7 @@ import {
   ownerInsertSandbox,
   ownerLiveSandbox,
   ownerLoadConversation,
-  ownerNextTurn,
+  ownerRound,
   ownerSessionBehind,
   ownerSetConversation,
   ownerSetExecSession,
@@ -73,9 +73,10 @@ export interface ServerDeps {
   logger: Logger;
 }
 
-type Live = Awaited<ReturnType<typeof ownerLiveSandbox>>;
-type Turn = NonNullable<Awaited<ReturnType<typeof ownerNextTurn>>>;
-type Conversation = Awaited<ReturnType<typeof ownerLoadConversation>>;
+type Round = Awaited<ReturnType<typeof ownerRound>>;
+type Live = Round['live'];
+type Turn = NonNullable<Round['turn']>;
+type Conversation = Round['conv'];
 
 export interface ConversationServer {
   readonly lease: OwnerLease;
@@ -557,19 +558,14 @@ export function createConversationServer(
     // A loop starts on a command (a follow-up prompt); the rounds after a turn mostly find none.
     let kicked = true;
     while (!stopped) {
-      // Three reads, overlapped (turn and sandbox are not needed when the conversation has ended),
-      // and, in the round a prompt started, the last turn's agent and the continuation gates with
-      // them: used only when the conversation still names that agent, by the turn when its sandbox
+      // One read (the conversation, its next turn and its live sandbox: ownerRound) and, in the
+      // round a prompt started, the last turn's agent and the continuation gates beside it: used only when the conversation still names that agent, by the turn when its sandbox
       // is warm, else by the provisioning or the reattach that starts now (the gates are read when
       // the sandbox work or the turn starts, not minutes before it).
       const early = kicked && lastAgentId !== null ? gatedAgentById(lastAgentId) : null;
       kicked = false;
       early?.catch(() => {}); // handled by runTurn when used; dropped otherwise
-      const [conv, turn, live] = await Promise.all([
-        ownerLoadConversation(db, lease),
-        ownerNextTurn(db, lease),
-        ownerLiveSandbox(db, lease),
-      ]);
+      const { conv, turn, live } = await ownerRound(db, lease);
       if (conv.status === 'terminated' || conv.status === 'failed') break;
       if (!turn) {
         // A command since this round's reads (`again`): the loop runs again first.
