@@ -6,7 +6,10 @@
 //   - paddock-server, which starts the embedded PostgreSQL (DATABASE_URL unset), runs
 //     migrations and prints its URL.
 // Ctrl-C / SIGTERM / SIGHUP (the terminal closed) stops the server first (it drains, then stops
-// its database), then sandboxd. Children run in their own process groups so a terminal's
+// its database), then sandboxd. A sandboxd that stops on its own meanwhile (killed, crashed) is
+// started again on the same address and token: its sandboxes and their running turns survive a
+// restart (docs/sandboxd.md); after SANDBOXD_RESTARTS restarts within a minute it stays down,
+// saying so. Children run in their own process groups so a terminal's
 // Ctrl-C reaches only this script, which then stops them in that order. Should this script die
 // without doing so (kill -9, out of memory), each child gets SIGTERM from the kernel
 // (`setpriv --pdeathsig`) and stops on its own: nothing keeps running unseen, holding the port
@@ -29,6 +32,7 @@ if (blank('EMAIL_DELIVERY') && blank('SMTP_HOST') && blank('EMAIL_PROVIDER_API_K
   env['EMAIL_DELIVERY'] = 'none';
 
 const children: ChildProcess[] = [];
+let stopping = false;
 
 /** `setpriv --pdeathsig TERM --` where util-linux's setpriv has it (Linux), else nothing. */
 const LIFELINE = ((): string[] => {
@@ -81,11 +85,14 @@ async function waitForHttp(url: string, timeoutMs: number): Promise<boolean> {
 // The server's port (its config default is 4000): sandboxd routes paddock.internal to it.
 const serverPort = Number(blank('PORT') ? '4000' : env['PORT']);
 
-async function startSandboxd(): Promise<void> {
-  const main = join(root, 'apps/sandboxd/src/main.ts');
-  if (!existsSync(main)) return;
-  const token = persistentSecret('sandboxd.token');
-  const port = await freePort(7070);
+/** Restarts of a sandboxd that stopped on its own, within a minute, before it is left down. */
+const SANDBOXD_RESTARTS = 3;
+const restartedAt: number[] = [];
+/** sandboxd served once: one that never came up (no privileges, say) is not started again. */
+let sandboxdServed = false;
+
+/** Starts sandboxd as a child; one that ends while the stack runs is started again (see the top). */
+function launchSandboxd(main: string, port: number, token: string): ChildProcess {
   const child = spawnNode([main], {
     cwd: root,
     // Its stdout carries only the machine-readable ready line (for tests); logs go to stderr.
@@ -104,6 +111,33 @@ async function startSandboxd(): Promise<void> {
         : {}),
     },
   });
+  child.once('exit', (code, signal) => {
+    if (stopping || !sandboxdServed) return;
+    const why = signal ?? `exit code ${code}`;
+    const now = Date.now();
+    while (restartedAt.length > 0 && now - (restartedAt[0] ?? 0) > 60_000) restartedAt.shift();
+    if (restartedAt.length >= SANDBOXD_RESTARTS) {
+      console.error(
+        `paddock: sandboxd stopped again (${why}); not starting it a ${SANDBOXD_RESTARTS + 1}th time within a minute: conversations fail until npm start is restarted (its reason is above)`,
+      );
+      return;
+    }
+    restartedAt.push(now);
+    console.error(
+      `paddock: sandboxd stopped (${why}); starting it again on the same address (its sandboxes and running turns survive)`,
+    );
+    const next = launchSandboxd(main, port, token);
+    children[children.indexOf(child)] = next;
+  });
+  return child;
+}
+
+async function startSandboxd(): Promise<void> {
+  const main = join(root, 'apps/sandboxd/src/main.ts');
+  if (!existsSync(main)) return;
+  const token = persistentSecret('sandboxd.token');
+  const port = await freePort(7070);
+  const child = launchSandboxd(main, port, token);
   children.push(child);
   const url = `http://127.0.0.1:${port}`;
   const up = await Promise.race([
@@ -116,6 +150,7 @@ async function startSandboxd(): Promise<void> {
     );
     return;
   }
+  sandboxdServed = true;
   env['SANDBOX_BASE_URL'] = url;
   env['SANDBOX_TOKEN'] = token;
   if (blank('SANDBOX_CALLBACK_URL')) env['SANDBOX_CALLBACK_URL'] = `http://paddock.internal:${serverPort}`;
@@ -144,7 +179,6 @@ const server = spawnNode([...SERVER_NODE_FLAGS, join(root, 'apps/server/src/main
 });
 children.unshift(server);
 
-let stopping = false;
 const stop = (signal: NodeJS.Signals) => {
   if (stopping) return;
   stopping = true;
@@ -165,7 +199,7 @@ await Promise.all(
   children.slice(1).map(
     (child) =>
       new Promise<void>((r) => {
-        if (child.exitCode !== null) return r();
+        if (child.exitCode !== null || child.signalCode !== null) return r();
         child.once('exit', () => r());
         child.kill('SIGTERM');
       }),

@@ -3,7 +3,7 @@
 // outright, the server and sandboxd it started stop too (they would otherwise keep the port, the
 // data directory and the sandboxes, and the next `npm start` would fail). The real script, the
 // real server and sandboxd; the server's database is a test database (DATABASE_URL), so no
-// embedded PostgreSQL is involved.
+// embedded PostgreSQL is involved. A sandboxd that stops on its own meanwhile is started again.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -167,6 +167,49 @@ describe('npm start leaves nothing running when it goes', () => {
     ).catch((err: unknown) => {
       throw new Error(`${String(err)}; its output:\n${output()}`);
     });
+  });
+
+  it('sandboxd killed while the stack runs is started again on its address; the terminal closing still stops everything', async () => {
+    const { top, stack, output } = await startStack();
+    const url = /sandboxd is serving the sandbox interface on (\S+)/.exec(output())?.[1] ?? '';
+    const isSandboxd = (pid: number) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('apps/sandboxd/src/main.ts');
+      } catch {
+        return false;
+      }
+    };
+    const first = stack.find(isSandboxd) ?? 0;
+    let exitCode: number | null = null;
+    top.once('exit', (code) => {
+      exitCode = code;
+    });
+    process.kill(first, 'SIGKILL');
+    await until(
+      async () => {
+        const again = descendants(top.pid ?? 0).find((pid) => pid !== first && isSandboxd(pid));
+        if (!again) return false;
+        const res = await fetch(`${url}/v1/sandboxes`, { signal: AbortSignal.timeout(2000) }).catch(
+          () => null,
+        );
+        return res !== null && res.status < 500;
+      },
+      60_000,
+      'sandboxd serving again',
+    ).catch((err: unknown) => {
+      throw new Error(`${String(err)}; its output:\n${output()}`);
+    });
+    assert.match(output(), /paddock: sandboxd stopped \(SIGKILL\); starting it again on the same address/);
+    const now = descendants(top.pid ?? 0);
+    process.kill(top.pid ?? 0, 'SIGHUP');
+    await until(() => [top.pid ?? 0, ...now].every((pid) => !alive(pid)), 60_000, 'everything stopped').catch(
+      (err: unknown) => {
+        throw new Error(`${String(err)}; its output:\n${output()}`);
+      },
+    );
+    await until(() => exitCode !== null, 10_000, 'the exit status');
+    assert.equal(exitCode, 0, output());
+    assert.doesNotMatch(output(), /unsettled top-level await/);
   });
 
   it('it is killed outright (kill -9): the server and sandboxd stop on their own', async () => {
