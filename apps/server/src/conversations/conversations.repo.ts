@@ -112,7 +112,12 @@ export async function lockForAdmission(trx: Transaction<DatabaseSchema>, tenantI
   return { exists: user !== undefined, suspended: user?.suspended_at != null, liveSandboxes: Number(live.n) };
 }
 
-export async function insertConversation(
+/**
+ * A new conversation with its `pending` sandbox row and its first turn (seq 1, queued), in one
+ * statement (data-modifying CTEs: the foreign keys are checked at its end), then the turn's
+ * images: two round trips fewer on the way from POST /api/conversations to the backend's create.
+ */
+export async function insertStartedConversation(
   trx: Conn,
   row: {
     id: string;
@@ -122,20 +127,65 @@ export async function insertConversation(
     source: ConversationSource;
     parentConversationId: string | null;
     title: string;
+    sandboxName: string;
+    prompt: string;
+    images: { mediaType: string; data: Buffer }[];
   },
 ): Promise<void> {
+  const turnId = uuidv7();
   await trx
-    .insertInto('conversations')
+    .with('c', (db) =>
+      db.insertInto('conversations').values({
+        id: row.id,
+        tenant_id: row.tenantId,
+        agent_id: row.agentId,
+        vault_id: row.vaultId,
+        status: 'pending',
+        source: row.source,
+        parent_conversation_id: row.parentConversationId,
+        title: row.title,
+      }),
+    )
+    .with('s', (db) =>
+      db.insertInto('sandboxes').values({
+        id: uuidv7(),
+        tenant_id: row.tenantId,
+        conversation_id: row.id,
+        name: row.sandboxName,
+        status: 'pending',
+      }),
+    )
+    .insertInto('turns')
     .values({
-      id: row.id,
+      id: turnId,
       tenant_id: row.tenantId,
-      agent_id: row.agentId,
-      vault_id: row.vaultId,
-      status: 'pending',
-      source: row.source,
-      parent_conversation_id: row.parentConversationId,
-      title: row.title,
+      conversation_id: row.id,
+      seq: 1,
+      prompt: row.prompt,
+      status: 'queued',
     })
+    .execute();
+  await insertImages(trx, row.tenantId, turnId, row.images);
+}
+
+async function insertImages(
+  trx: Conn,
+  tenantId: string,
+  turnId: string,
+  images: { mediaType: string; data: Buffer }[],
+): Promise<void> {
+  if (images.length === 0) return;
+  await trx
+    .insertInto('turn_images')
+    .values(
+      images.map((image) => ({
+        id: uuidv7(),
+        tenant_id: tenantId,
+        turn_id: turnId,
+        media_type: image.mediaType,
+        data: image.data,
+      })),
+    )
     .execute();
 }
 
@@ -196,20 +246,7 @@ export async function insertTurn(
         .returningAll()
         .executeTakeFirstOrThrow()
     : await trx.insertInto('turns').values(values).returningAll().executeTakeFirstOrThrow();
-  if (row.images.length > 0) {
-    await trx
-      .insertInto('turn_images')
-      .values(
-        row.images.map((image) => ({
-          id: uuidv7(),
-          tenant_id: row.tenantId,
-          turn_id: id,
-          media_type: image.mediaType,
-          data: image.data,
-        })),
-      )
-      .execute();
-  }
+  await insertImages(trx, row.tenantId, id, row.images);
   return turn;
 }
 

@@ -27,8 +27,8 @@ import {
   findConversation,
   findLiveSandbox,
   findRunningTurn,
-  insertConversation,
   insertSandbox,
+  insertStartedConversation,
   insertTurn,
   listConversations,
   listTurns,
@@ -258,7 +258,7 @@ export function createConversationsService(deps: {
       const id = uuidv7();
       await db.transaction().execute(async (trx) => {
         await gates.admit(trx, tenantId, { newSandbox: true });
-        await insertConversation(trx, {
+        await insertStartedConversation(trx, {
           id,
           tenantId,
           agentId: agent.id,
@@ -266,9 +266,10 @@ export function createConversationsService(deps: {
           source,
           parentConversationId: parent,
           title: titleOf(input.prompt),
+          sandboxName: sandboxName(tenantId),
+          prompt: input.prompt,
+          images,
         });
-        await insertSandbox(trx, { tenantId, conversationId: id, name: sandboxName(tenantId) });
-        await insertTurn(trx, { tenantId, conversationId: id, prompt: input.prompt, images });
       });
       kick({ type: 'prompt', tenantId, conversationId: id });
       return view(await mustFind(tenantId, id));
