@@ -559,9 +559,10 @@ export function createConversationServer(
     let kicked = true;
     while (!stopped) {
       // One read (the conversation, its next turn and its live sandbox: ownerRound) and, in the
-      // round a prompt started, the last turn's agent and the continuation gates beside it: used only when the conversation still names that agent, by the turn when its sandbox
-      // is warm, else by the provisioning or the reattach that starts now (the gates are read when
-      // the sandbox work or the turn starts, not minutes before it).
+      // round a prompt started, the last turn's agent and the continuation gates beside it: used
+      // only when the conversation still names that agent, by the turn when its sandbox is warm,
+      // else by the provisioning or the reattach that starts now (the gates are read when the
+      // sandbox work or the turn starts, not minutes before it).
       const early = kicked && lastAgentId !== null ? gatedAgentById(lastAgentId) : null;
       kicked = false;
       early?.catch(() => {}); // handled by runTurn when used; dropped otherwise
