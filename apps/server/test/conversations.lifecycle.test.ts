@@ -251,6 +251,31 @@ describe('the transition table (States and transitions)', () => {
     await h.waitFor(user, conv.id, idle);
   });
 
+  it('takes exactly one of eight prompts sent at once to an idle conversation; the others are 409 conversation_busy', async () => {
+    const conv = await h.start(user, { agent_id: agent, prompt: 'echo first' });
+    await h.waitFor(user, conv.id, idle);
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        h.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, {
+          // Long enough that none of the others can come after its end.
+          prompt: `sleep 2; echo parallel-${i}`,
+        }),
+      ),
+    );
+    const statuses = answers.map((r) => r.status).sort();
+    assert.deepEqual(statuses, [202, 409, 409, 409, 409, 409, 409, 409]);
+    for (const r of answers.filter((a) => a.status === 409)) assert.equal(r.body.error, 'conversation_busy');
+    await h.waitFor(user, conv.id, idle);
+    const turns = await h.turns(user, conv.id);
+    assert.deepEqual(
+      turns.map((t) => [t.seq, t.status]),
+      [
+        [1, 'succeeded'],
+        [2, 'succeeded'],
+      ],
+    );
+  });
+
   it('answers 503 conversation_provisioning to a prompt while a wake provisions a new sandbox (not busy)', async () => {
     const environment = await h.environment(user, { setup_script: 'sleep 3' });
     const slow = await h.agent(user, { environment_id: environment });

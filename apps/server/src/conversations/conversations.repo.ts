@@ -168,7 +168,7 @@ export async function insertStartedConversation(
   await insertImages(trx, row.tenantId, turnId, row.images);
 }
 
-async function insertImages(
+export async function insertImages(
   trx: Conn,
   tenantId: string,
   turnId: string,
@@ -251,6 +251,48 @@ export async function insertTurn(
 }
 
 export type TurnRow = Awaited<ReturnType<typeof insertTurn>>;
+
+/**
+ * A follow-up to an idle conversation whose sandbox is warm (its live sandbox row `ready`): the
+ * queued turn, the conversation `running` and its activity clock restarted, in one statement
+ * that writes nothing otherwise (undefined: the caller takes the long way). Both parts test the
+ * same snapshot, taken after the caller's lock on the conversation, so they agree. One round
+ * trip instead of the sandbox read and insertTurn on the way to the turn's first byte.
+ */
+export async function insertTurnIfWarm(
+  trx: Conn,
+  row: { tenantId: string; conversationId: string; prompt: string },
+): Promise<TurnRow | undefined> {
+  const warm = sql<boolean>`EXISTS (SELECT 1 FROM sandboxes WHERE tenant_id = ${row.tenantId} AND conversation_id = ${row.conversationId} AND status = 'ready')`;
+  return await trx
+    .with('running', (db) =>
+      db
+        .updateTable('conversations')
+        .set({ status: 'running', updated_at: sql<Date>`now()`, last_activity_at: sql<Date>`now()` })
+        .where('tenant_id', '=', row.tenantId)
+        .where('id', '=', row.conversationId)
+        .where(warm)
+        .returning('id'),
+    )
+    .insertInto('turns')
+    .columns(['id', 'tenant_id', 'conversation_id', 'seq', 'prompt', 'status'])
+    .expression(
+      trx
+        .selectNoFrom([
+          sql<string>`${uuidv7()}::uuid`.as('id'),
+          sql<string>`${row.tenantId}::uuid`.as('tenant_id'),
+          sql<string>`${row.conversationId}::uuid`.as('conversation_id'),
+          sql<number>`(SELECT COALESCE(max(seq), 0) + 1 FROM turns WHERE conversation_id = ${row.conversationId})`.as(
+            'seq',
+          ),
+          sql<string>`${row.prompt}`.as('prompt'),
+          sql<string>`'queued'`.as('status'),
+        ])
+        .where(warm),
+    )
+    .returningAll()
+    .executeTakeFirst();
+}
 
 /**
  * Locks the conversation row for a state change decided by the caller (FOR UPDATE) and reads, in the same statement, whether its user is

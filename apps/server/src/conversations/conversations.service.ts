@@ -27,9 +27,11 @@ import {
   findConversation,
   findLiveSandbox,
   findRunningTurn,
+  insertImages,
   insertSandbox,
   insertStartedConversation,
   insertTurn,
+  insertTurnIfWarm,
   listConversations,
   listTurns,
   lockConversation,
@@ -309,6 +311,14 @@ export function createConversationsService(deps: {
         if (conv.status === 'terminated') throw terminated();
         if (conv.status === 'failed') throw failed();
         if (conv.status === 'pending') throw provisioning();
+        // The common follow-up: idle, warm, nothing else to refuse (every check below passes).
+        if (conv.status === 'idle' && conv.agent_id !== null && conv.suspended_at === null) {
+          const turn = await insertTurnIfWarm(trx, { tenantId, conversationId: id, prompt: input.prompt });
+          if (turn) {
+            await insertImages(trx, tenantId, turn.id, images);
+            return turn;
+          }
+        }
         // Before busy, which a wake's waiting turn would always make it.
         const live = await findLiveSandbox(trx, tenantId, id);
         if (blockedInProvisioning(live)) throw provisioning();
