@@ -47,7 +47,6 @@ import {
   ownerFailOpenTurns,
   ownerInsertSandbox,
   ownerLiveSandbox,
-  ownerLoadConversation,
   ownerRound,
   ownerSessionBehind,
   ownerSetConversation,
@@ -409,10 +408,10 @@ export function createConversationServer(
   /** Invariant 6: a turn that ended after the last save has its state saved before its sandbox goes. */
   const saveBeforeReclaim = async (row: NonNullable<Live>) => {
     try {
-      if (row.status !== 'ready' || !(await ownerSessionBehind(db, lease))) return;
-      const conv = await ownerLoadConversation(db, lease);
-      if (!conv.agent_id) return;
-      const agent = await deps.gates.agent(lease.tenantId, conv.agent_id);
+      if (row.status !== 'ready') return;
+      const { behind, agentId } = await ownerSessionBehind(db, lease);
+      if (!behind || !agentId) return;
+      const agent = await deps.gates.agent(lease.tenantId, agentId);
       await deps.provisioner.saveSession({
         lease,
         sandboxName: row.name,
@@ -634,8 +633,9 @@ export function createConversationServer(
     () => {},
   );
 
-  const destroyLive = async (status: 'terminated' | 'failed', reason: string) => {
-    const row = await ownerLiveSandbox(db, lease);
+  /** Destroys the live sandbox (`row`: as just read; read now when not given) and ends its row. */
+  const destroyLive = async (status: 'terminated' | 'failed', reason: string, known?: { row: Live }) => {
+    const row = known ? known.row : await ownerLiveSandbox(db, lease);
     const name = row?.name ?? current?.name;
     if (name) await destroy(name);
     if (row) await ownerSetSandbox(db, lease, row.id, status, reason);
@@ -690,7 +690,7 @@ export function createConversationServer(
       await stage({ stage: 'sandbox', state: 'started', message });
       const row = await ownerLiveSandbox(db, lease);
       if (row) await saveBeforeReclaim(row);
-      await destroyLive('terminated', message);
+      await destroyLive('terminated', message, { row });
       await stage({ stage: 'sandbox', state: 'done', durationMs: Date.now() - t0, message });
       await end();
     },

@@ -1,10 +1,11 @@
 // SQL for conversations, their sandboxes and turns as the API reads and admits them. Every
 // method takes the tenant id first. Writes of a conversation's owner (fenced by its lease
 // epoch) live in owner-writes.repo.ts.
-import { type Kysely, sql, type Transaction } from 'kysely';
+import { type Kysely, type RawBuilder, sql, type Transaction } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { Db } from '../db/database.ts';
 import type { Database as DatabaseSchema } from '../db/schema.ts';
+import type { TurnImage } from './contracts.ts';
 import type {
   ConversationSource,
   ConversationStatus,
@@ -129,7 +130,7 @@ export async function insertStartedConversation(
     title: string;
     sandboxName: string;
     prompt: string;
-    images: { mediaType: string; data: Buffer }[];
+    images: TurnImage[];
   },
 ): Promise<void> {
   const turnId = uuidv7();
@@ -168,12 +169,7 @@ export async function insertStartedConversation(
   await insertImages(trx, row.tenantId, turnId, row.images);
 }
 
-export async function insertImages(
-  trx: Conn,
-  tenantId: string,
-  turnId: string,
-  images: { mediaType: string; data: Buffer }[],
-): Promise<void> {
+async function insertImages(trx: Conn, tenantId: string, turnId: string, images: TurnImage[]): Promise<void> {
   if (images.length === 0) return;
   await trx
     .insertInto('turn_images')
@@ -207,71 +203,28 @@ export async function insertSandbox(
   return id;
 }
 
-/**
- * A queued turn with the next sequence number, and its images. `markRunning`: in the same
- * statement, the conversation becomes `running` and its activity clock restarts (a follow-up
- * prompt's admission, one round trip less on the way to the turn's first byte).
- */
-export async function insertTurn(
-  trx: Conn,
-  row: {
-    tenantId: string;
-    conversationId: string;
-    prompt: string;
-    images: { mediaType: string; data: Buffer }[];
-    markRunning?: boolean;
-  },
-) {
-  const id = uuidv7();
-  const values = {
-    id,
-    tenant_id: row.tenantId,
-    conversation_id: row.conversationId,
-    seq: sql<number>`(SELECT COALESCE(max(seq), 0) + 1 FROM turns WHERE conversation_id = ${row.conversationId})`,
-    prompt: row.prompt,
-    status: 'queued' as const,
-  };
-  const turn = row.markRunning
-    ? await trx
-        .with('running', (db) =>
-          db
-            .updateTable('conversations')
-            .set({ status: 'running', updated_at: sql<Date>`now()`, last_activity_at: sql<Date>`now()` })
-            .where('tenant_id', '=', row.tenantId)
-            .where('id', '=', row.conversationId)
-            .returning('id'),
-        )
-        .insertInto('turns')
-        .values(values)
-        .returningAll()
-        .executeTakeFirstOrThrow()
-    : await trx.insertInto('turns').values(values).returningAll().executeTakeFirstOrThrow();
-  await insertImages(trx, row.tenantId, id, row.images);
-  return turn;
+/** A follow-up prompt's turn, as the request admitted it. */
+export interface NewTurn {
+  tenantId: string;
+  conversationId: string;
+  prompt: string;
+  images: TurnImage[];
 }
 
-export type TurnRow = Awaited<ReturnType<typeof insertTurn>>;
-
 /**
- * A follow-up to an idle conversation whose sandbox is warm (its live sandbox row `ready`): the
- * queued turn, the conversation `running` and its activity clock restarted, in one statement
- * that writes nothing otherwise (undefined: the caller takes the long way). Both parts test the
- * same snapshot, taken after the caller's lock on the conversation, so they agree. One round
- * trip instead of the sandbox read and insertTurn on the way to the turn's first byte.
+ * A follow-up's turn: queued with the next sequence number, and in the same statement the
+ * conversation becomes `running` and its activity clock restarts; then its images. Only when
+ * `condition` holds (the statement's snapshot decides both parts alike), else nothing is written.
  */
-export async function insertTurnIfWarm(
-  trx: Conn,
-  row: { tenantId: string; conversationId: string; prompt: string },
-): Promise<TurnRow | undefined> {
-  const warm = sql<boolean>`EXISTS (SELECT 1 FROM sandboxes WHERE tenant_id = ${row.tenantId} AND conversation_id = ${row.conversationId} AND status = 'ready')`;
-  return await trx
+async function queueTurn(trx: Conn, row: NewTurn, condition: RawBuilder<boolean>) {
+  const turn = await trx
     .with('running', (db) =>
       db
         .updateTable('conversations')
         .set({ status: 'running', updated_at: sql<Date>`now()`, last_activity_at: sql<Date>`now()` })
         .where('tenant_id', '=', row.tenantId)
         .where('id', '=', row.conversationId)
-        .where(warm)
+        .where(condition)
         .returning('id'),
     )
     .insertInto('turns')
@@ -288,10 +241,34 @@ export async function insertTurnIfWarm(
           sql<string>`${row.prompt}`.as('prompt'),
           sql<string>`'queued'`.as('status'),
         ])
-        .where(warm),
+        .where(condition),
     )
     .returningAll()
     .executeTakeFirst();
+  if (turn) await insertImages(trx, row.tenantId, turn.id, row.images);
+  return turn;
+}
+
+export type TurnRow = NonNullable<Awaited<ReturnType<typeof queueTurn>>>;
+
+/** A follow-up prompt's admitted turn (queueTurn), one round trip less on the way to its first byte. */
+export async function insertTurn(trx: Conn, row: NewTurn): Promise<TurnRow> {
+  const turn = await queueTurn(trx, row, sql<boolean>`true`);
+  if (!turn) throw new Error('the turn was not inserted');
+  return turn;
+}
+
+/**
+ * The same for an idle conversation whose sandbox is warm (its live sandbox row `ready`), without
+ * reading the sandbox first: undefined, with nothing written, when it is not (the caller takes the
+ * long way). The statement's snapshot is taken after the caller's lock on the conversation.
+ */
+export async function insertTurnIfWarm(trx: Conn, row: NewTurn): Promise<TurnRow | undefined> {
+  return await queueTurn(
+    trx,
+    row,
+    sql<boolean>`EXISTS (SELECT 1 FROM sandboxes WHERE tenant_id = ${row.tenantId} AND conversation_id = ${row.conversationId} AND status = 'ready')`,
+  );
 }
 
 /**

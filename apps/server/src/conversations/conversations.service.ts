@@ -27,7 +27,6 @@ import {
   findConversation,
   findLiveSandbox,
   findRunningTurn,
-  insertImages,
   insertSandbox,
   insertStartedConversation,
   insertTurn,
@@ -313,11 +312,13 @@ export function createConversationsService(deps: {
         if (conv.status === 'pending') throw provisioning();
         // The common follow-up: idle, warm, nothing else to refuse (every check below passes).
         if (conv.status === 'idle' && conv.agent_id !== null && conv.suspended_at === null) {
-          const turn = await insertTurnIfWarm(trx, { tenantId, conversationId: id, prompt: input.prompt });
-          if (turn) {
-            await insertImages(trx, tenantId, turn.id, images);
-            return turn;
-          }
+          const turn = await insertTurnIfWarm(trx, {
+            tenantId,
+            conversationId: id,
+            prompt: input.prompt,
+            images,
+          });
+          if (turn) return turn;
         }
         // Before busy, which a wake's waiting turn would always make it.
         const live = await findLiveSandbox(trx, tenantId, id);
@@ -340,7 +341,6 @@ export function createConversationsService(deps: {
           conversationId: id,
           prompt: input.prompt,
           images,
-          markRunning: true,
         });
       });
       kick({ type: 'prompt', tenantId, conversationId: id });

@@ -123,20 +123,25 @@ export async function ownerLiveSandbox(db: Db, lease: OwnerLease) {
 
 /**
  * Whether a turn ended after the runtime's session state was last saved (or none ever was): the
- * rows decide, whichever owner ran the turn (conversation-server.ts invariant 6).
+ * rows decide, whichever owner ran the turn (conversation-server.ts invariant 6); with the
+ * conversation's agent, whose runtime names the paths to save.
  */
-export async function ownerSessionBehind(db: Db, lease: OwnerLease): Promise<boolean> {
+export async function ownerSessionBehind(
+  db: Db,
+  lease: OwnerLease,
+): Promise<{ behind: boolean; agentId: string | null }> {
   const row = await db
     .selectFrom('conversations as c')
-    .select(
+    .select([
+      'c.agent_id',
       sql<boolean>`EXISTS (SELECT 1 FROM turns t WHERE t.conversation_id = c.id AND t.ended_at IS NOT NULL AND (c.session_state_at IS NULL OR t.ended_at > c.session_state_at))`.as(
         'behind',
       ),
-    )
+    ])
     .where('c.tenant_id', '=', lease.tenantId)
     .where('c.id', '=', lease.conversationId)
     .executeTakeFirst();
-  return row?.behind === true;
+  return { behind: row?.behind === true, agentId: row?.agent_id ?? null };
 }
 
 /**
