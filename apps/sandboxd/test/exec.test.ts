@@ -83,6 +83,27 @@ describe('exec', () => {
     );
   });
 
+  it('takes an env far beyond 16 KiB (the request head carries it), detachable or not', async () => {
+    const env = {
+      BIG1: 'a'.repeat(64 * 1024),
+      BIG2: 'é'.repeat(32 * 1024),
+      BIG3: `${'b'.repeat(60 * 1024)}'$x`,
+    };
+    for (const detachable of [false, true]) {
+      const r = await exec(
+        d,
+        SB,
+        ['sh', '-c', 'printf "%s %s %s" ${#BIG1} $(printf %s "$BIG2" | wc -c) "${BIG3#"${BIG3%????}"}"'],
+        {
+          env,
+          detachable,
+        },
+      );
+      assert.equal(r.exitCode, 0);
+      assert.equal(r.stdout, `65536 65536 b'$x`); // é is two bytes
+    }
+  });
+
   it('answers 400 to an upgrade without cmd and 404 for an unknown sandbox, 401 without a token', async () => {
     const statusOf = (ws: ReturnType<typeof openExec>) =>
       new Promise<number>((resolve) => {

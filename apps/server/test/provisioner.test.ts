@@ -126,6 +126,26 @@ describe('provisioner', () => {
     await h.client.destroy(name);
   });
 
+  test('secrets of 64 KiB reach the setup script, the env file and every exec (the backend takes large envs)', async () => {
+    const big = {
+      BIG_A: 'a'.repeat(64 * 1024),
+      BIG_B: `${'b'.repeat(64 * 1024 - 6)}'\n$x é`,
+      BIG_C: 'c'.repeat(64 * 1024),
+    };
+    const environmentId = await createEnvironment(h, {
+      secrets: big,
+      setup_script: 'echo "setup sees ${#BIG_A} ${#BIG_C}"',
+    });
+    const c = await newConversation(h, { environmentId });
+    const result = await provisionerFor(h).provision(c.input);
+    assert.match(c.writer.text(), /setup sees 65536 65536/);
+    const name = c.input.sandboxName;
+    const got = await sh(h.client, name, 'printf %s "$BIG_B"', result.env);
+    assert.equal(got, big.BIG_B);
+    assert.equal(await sh(h.client, name, `. ${ENV_FILE_PATH} && printf '%s' "$BIG_B"`), big.BIG_B);
+    await h.client.destroy(name);
+  });
+
   test('a missing ${VAR} in the MCP config fails `provision` naming the variables only; sandbox destroyed, row failed', async () => {
     const environmentId = await createEnvironment(h, { secrets: { PRESENT: 'present-secret-value' } });
     const c = await newConversation(h, {

@@ -15,6 +15,14 @@ import type { SandboxesService } from '../sandboxes.service.ts';
 import type { TenantOf } from '../tenants.ts';
 
 const JSON_LIMIT = 1024 * 1024;
+/**
+ * An exec's request line carries its argv and env (`cmd=`, `env=` query parameters, as the Sprites API
+ * has them), so the request head is as large as the environment a sandbox is given: a service passes
+ * every secret of an environment (up to 64 KiB each) to every exec. node's default (16 KiB) refused
+ * such an exec with 431. 4 MiB is above what Linux takes as one exec's argv and env together (about
+ * 2 MiB; a larger one fails with E2BIG), even percent-encoded.
+ */
+export const MAX_REQUEST_HEAD_BYTES = 4 * 1024 * 1024;
 
 function digest(s: string): Buffer {
   return createHash('sha256').update(s).digest();
@@ -174,7 +182,7 @@ export function createHttpServer(deps: {
     res.end();
   }
 
-  const server = http.createServer((req, res) => {
+  const server = http.createServer({ maxHeaderSize: MAX_REQUEST_HEAD_BYTES }, (req, res) => {
     route(req, res).catch((err: unknown) => {
       const { status, body } = errorBody(err);
       if (status >= 500)
