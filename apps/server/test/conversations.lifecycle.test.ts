@@ -2,7 +2,9 @@
 // transitions), through the public API only, against the real sandboxd with the scripted
 // runtime (the prompt is the turn's shell script).
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { after, before, beforeEach, describe, it } from 'node:test';
+import { queueWarmTurn } from '../src/conversations/conversations.repo.ts';
 import { type ConversationHarness, startConversationHarness } from './helpers/conversations.ts';
 import type { TestUser } from './helpers/factories.ts';
 
@@ -274,6 +276,50 @@ describe('the transition table (States and transitions)', () => {
         [2, 'succeeded'],
       ],
     );
+  });
+
+  it('takes a follow-up in one statement only when the long way would take it too (queueWarmTurn)', async () => {
+    const conv = await h.start(user, { agent_id: agent, prompt: 'echo first' });
+    const done = await h.waitFor(user, conv.id, idle);
+    const { db } = h.deps;
+    const row = { tenantId: user.id, conversationId: conv.id, prompt: 'echo never', images: [] };
+    const refusedWhile = async (what: string, set: () => Promise<unknown>, reset: () => Promise<unknown>) => {
+      await set();
+      assert.equal(await queueWarmTurn(db, row), undefined, what);
+      await reset();
+    };
+    const user_ = (suspended_at: Date | null) =>
+      db.updateTable('users').set({ suspended_at }).where('id', '=', user.id).execute();
+    const conversation = (status: 'idle' | 'running') =>
+      db.updateTable('conversations').set({ status }).where('id', '=', conv.id).execute();
+    const sandbox = (status: 'ready' | 'starting') =>
+      db
+        .updateTable('sandboxes')
+        .set({ status })
+        .where('name', '=', done.sandbox?.name ?? '')
+        .execute();
+    await refusedWhile(
+      'a suspended account',
+      () => user_(new Date()),
+      () => user_(null),
+    );
+    await refusedWhile(
+      'a conversation not idle',
+      () => conversation('running'),
+      () => conversation('idle'),
+    );
+    await refusedWhile(
+      'a sandbox not ready',
+      () => sandbox('starting'),
+      () => sandbox('ready'),
+    );
+    assert.equal(await queueWarmTurn(db, { ...row, tenantId: randomUUID() }), undefined, "another tenant's");
+    assert.equal((await h.turns(user, conv.id)).length, 1, 'nothing was written');
+    // Everything in place: the API's follow-up takes it, and it runs.
+    const res = await h.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'echo second' });
+    assert.equal(res.status, 202);
+    assert.equal(res.body.turn.seq, 2);
+    assert.equal((await h.waitForTurn(user, conv.id, 2)).status, 'succeeded');
   });
 
   it('answers 503 conversation_provisioning to a prompt while a wake provisions a new sandbox (not busy)', async () => {

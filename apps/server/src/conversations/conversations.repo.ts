@@ -214,10 +214,11 @@ export interface NewTurn {
 /**
  * A follow-up's turn: queued with the next sequence number, and in the same statement the
  * conversation becomes `running` and its activity clock restarts; then its images. Only when
- * `condition` holds (the statement's snapshot decides both parts alike), else nothing is written.
+ * `condition` (on the conversation row) holds: the turn is inserted from the conversation row the
+ * update returned, so both happen or nothing is written.
  */
-async function queueTurn(trx: Conn, row: NewTurn, condition: RawBuilder<boolean>) {
-  const turn = await trx
+async function queueTurn(conn: Conn, row: NewTurn, condition: RawBuilder<boolean>) {
+  const turn = await conn
     .with('running', (db) =>
       db
         .updateTable('conversations')
@@ -229,29 +230,29 @@ async function queueTurn(trx: Conn, row: NewTurn, condition: RawBuilder<boolean>
     )
     .insertInto('turns')
     .columns(['id', 'tenant_id', 'conversation_id', 'seq', 'prompt', 'status'])
-    .expression(
-      trx
-        .selectNoFrom([
+    .expression((eb) =>
+      eb
+        .selectFrom('running')
+        .select([
           sql<string>`${uuidv7()}::uuid`.as('id'),
           sql<string>`${row.tenantId}::uuid`.as('tenant_id'),
-          sql<string>`${row.conversationId}::uuid`.as('conversation_id'),
+          'running.id as conversation_id',
           sql<number>`(SELECT COALESCE(max(seq), 0) + 1 FROM turns WHERE conversation_id = ${row.conversationId})`.as(
             'seq',
           ),
           sql<string>`${row.prompt}`.as('prompt'),
           sql<string>`'queued'`.as('status'),
-        ])
-        .where(condition),
+        ]),
     )
     .returningAll()
     .executeTakeFirst();
-  if (turn) await insertImages(trx, row.tenantId, turn.id, row.images);
+  if (turn) await insertImages(conn, row.tenantId, turn.id, row.images);
   return turn;
 }
 
 export type TurnRow = NonNullable<Awaited<ReturnType<typeof queueTurn>>>;
 
-/** A follow-up prompt's admitted turn (queueTurn), one round trip less on the way to its first byte. */
+/** A follow-up prompt's admitted turn (queueTurn), in the caller's transaction after its checks. */
 export async function insertTurn(trx: Conn, row: NewTurn): Promise<TurnRow> {
   const turn = await queueTurn(trx, row, sql<boolean>`true`);
   if (!turn) throw new Error('the turn was not inserted');
@@ -259,16 +260,21 @@ export async function insertTurn(trx: Conn, row: NewTurn): Promise<TurnRow> {
 }
 
 /**
- * The same for an idle conversation whose sandbox is warm (its live sandbox row `ready`), without
- * reading the sandbox first: undefined, with nothing written, when it is not (the caller takes the
- * long way). The statement's snapshot is taken after the caller's lock on the conversation.
+ * The common follow-up in one statement, before any transaction: the conversation `idle`, its
+ * agent present, its user not suspended and its live sandbox `ready` (warm), so every check of the
+ * long way would pass and no sandbox is admitted. undefined, with nothing written, otherwise (the
+ * caller takes the long way, which answers what the fast way could not). The update's row lock
+ * serializes it with every other write of the conversation: a concurrent prompt that took the
+ * conversation first made it `running`, which the update re-checks after the lock (READ
+ * COMMITTED), so exactly one of them is taken. With images (another statement) it is one
+ * transaction.
  */
-export async function insertTurnIfWarm(trx: Conn, row: NewTurn): Promise<TurnRow | undefined> {
-  return await queueTurn(
-    trx,
-    row,
-    sql<boolean>`EXISTS (SELECT 1 FROM sandboxes WHERE tenant_id = ${row.tenantId} AND conversation_id = ${row.conversationId} AND status = 'ready')`,
-  );
+export async function queueWarmTurn(db: Db, row: NewTurn): Promise<TurnRow | undefined> {
+  const warm = sql<boolean>`conversations.status = 'idle' AND conversations.agent_id IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM users u WHERE u.id = ${row.tenantId} AND u.suspended_at IS NOT NULL)
+    AND EXISTS (SELECT 1 FROM sandboxes s WHERE s.tenant_id = ${row.tenantId} AND s.conversation_id = ${row.conversationId} AND s.status = 'ready')`;
+  if (row.images.length === 0) return await queueTurn(db, row, warm);
+  return await db.transaction().execute((trx) => queueTurn(trx, row, warm));
 }
 
 /**

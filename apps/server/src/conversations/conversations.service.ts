@@ -1,6 +1,8 @@
 // Conversations as the API sees them: admission through the gates, the state checks of each
 // command (busy, terminated, failed, provisioning) decided in one transaction on the locked
-// conversation row, then a command to the conversation's owner (commands.ts).
+// conversation row, then a command to the conversation's owner (commands.ts). The common
+// follow-up (idle, warm, nothing to refuse) is one statement instead (queueWarmTurn), whose
+// conditions are the ones under which that transaction would take the prompt.
 //
 // What must hold (conversations.lifecycle.test.ts, conversations.routes.test.ts):
 // - A prompt while a turn is queued or runs is 409 conversation_busy (one that comes after the
@@ -20,6 +22,7 @@ import { AppError } from '../http/errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import { isUuid } from '../secrets/fields.ts';
 import type { Command } from './commands.ts';
+import type { TurnImage } from './contracts.ts';
 import {
   type ConversationFilters,
   type ConversationRow,
@@ -30,10 +33,10 @@ import {
   insertSandbox,
   insertStartedConversation,
   insertTurn,
-  insertTurnIfWarm,
   listConversations,
   listTurns,
   lockConversation,
+  queueWarmTurn,
   sandboxNames,
   setConversationStatus,
   type TurnRow,
@@ -301,25 +304,41 @@ export function createConversationsService(deps: {
     },
 
     async prompt(tenantId, id, input) {
+      // The common follow-up (idle, warm, nothing to refuse) in one statement. It is tried only
+      // when the request passes what is checked before the conversation is read (its images, the
+      // subscription gate); otherwise the long way below refuses in the spec's order (404 first).
+      let decoded: TurnImage[] | null = null;
+      try {
+        decoded = decodeImages(input.images);
+      } catch (err) {
+        if (!(err instanceof AppError)) throw err;
+      }
+      const subscribed = () =>
+        gates.subscription(tenantId).then(
+          () => true,
+          () => false,
+        );
+      if (decoded && isUuid(id) && (await subscribed())) {
+        const turn = await queueWarmTurn(db, {
+          tenantId,
+          conversationId: id,
+          prompt: input.prompt,
+          images: decoded,
+        });
+        if (turn) {
+          kick({ type: 'prompt', tenantId, conversationId: id });
+          return turnView(turn);
+        }
+      }
       const turn = await db.transaction().execute(async (trx) => {
         // The lock is the existence check too (404 first, then the gates in their order).
         const conv = isUuid(id) ? await lockConversation(trx, tenantId, id) : undefined;
         if (!conv) throw AppError.notFound('conversation');
         await gates.subscription(tenantId);
-        const images = decodeImages(input.images);
+        const images = decoded ?? decodeImages(input.images);
         if (conv.status === 'terminated') throw terminated();
         if (conv.status === 'failed') throw failed();
         if (conv.status === 'pending') throw provisioning();
-        // The common follow-up: idle, warm, nothing else to refuse (every check below passes).
-        if (conv.status === 'idle' && conv.agent_id !== null && conv.suspended_at === null) {
-          const turn = await insertTurnIfWarm(trx, {
-            tenantId,
-            conversationId: id,
-            prompt: input.prompt,
-            images,
-          });
-          if (turn) return turn;
-        }
         // Before busy, which a wake's waiting turn would always make it.
         const live = await findLiveSandbox(trx, tenantId, id);
         if (blockedInProvisioning(live)) throw provisioning();
