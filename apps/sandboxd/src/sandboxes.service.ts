@@ -53,7 +53,15 @@ import { EgressProxy } from './proxy/proxy.ts';
 import { type IdMap, SANDBOX_HOME } from './runtime/base.ts';
 import type { Cgroups, SandboxCgroup } from './runtime/cgroups.ts';
 import type { Disks } from './runtime/disks.ts';
-import { ENV_KEY_RE, ENV_RESERVED_PREFIX, execEnv, HOST_ENV, type HostTools } from './runtime/host-tools.ts';
+import {
+  ENV_KEY_RE,
+  ENV_RESERVED_PREFIX,
+  execArgsLimit,
+  execEnv,
+  execTooLarge,
+  HOST_ENV,
+  type HostTools,
+} from './runtime/host-tools.ts';
 import {
   cgroupWrap,
   type ExecUser,
@@ -72,6 +80,8 @@ import { removeTree, writeJsonAtomic } from './state-files.ts';
 export const PROXY_PORT = 3128;
 export const PAGE_SIZE = 50;
 const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$/;
+/** Linux's limit on an exec's argv and environment here (host-tools.ts). */
+const EXEC_ARGS_LIMIT = execArgsLimit();
 
 interface SandboxRecord {
   name: string;
@@ -879,6 +889,9 @@ export function createSandboxesService(deps: ServiceDeps) {
       const argv = cgroupArgv(sb, runtime.execArgv(h, p.cmd, p.dir, p.user));
       // Inert data on the host side; applied inside, as the exec's user (runtime/host-tools.ts).
       const env = execEnv({ ...defaultEnv(p.tty, p.user), ...p.env });
+      // What the kernel would refuse (E2BIG) is the caller's error, said as such, not a failed start.
+      const tooLarge = execTooLarge(argv, env, EXEC_ARGS_LIMIT, (k) => k.replace(/^SBX_ENV_V_/, ''));
+      if (tooLarge) throw new AppError('bad_request', tooLarge);
       const session = sb.sessions.create(p);
       try {
         await session.start(argv, env);

@@ -104,6 +104,40 @@ describe('exec', () => {
     }
   });
 
+  it('answers 400 with the reason to an exec Linux would refuse (E2BIG), never echoing a value', async () => {
+    const statusAndBody = (ws: ReturnType<typeof openExec>) =>
+      new Promise<{ status: number; body: string }>((resolve) => {
+        ws.on('unexpected-response', (_req, res) => {
+          let body = '';
+          res.on('data', (d: Buffer) => {
+            body += d.toString();
+          });
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        });
+        ws.on('open', () => resolve({ status: 101, body: '' }));
+        ws.on('error', () => {});
+      });
+    const one = await statusAndBody(openExec(d, SB, ['true'], { env: { HUGE: 's3cr3t'.repeat(30_000) } }));
+    assert.equal(one.status, 400);
+    assert.match(
+      one.body,
+      /environment variable HUGE is 176 KiB; Linux takes at most 128 KiB per variable \(E2BIG\)/,
+    );
+    assert.ok(!one.body.includes('s3cr3t'));
+    const many: Record<string, string> = {};
+    for (let i = 0; i < 40; i++) many[`V${i}`] = 'v'.repeat(64 * 1024);
+    const all = await statusAndBody(openExec(d, SB, ['true'], { env: many }));
+    assert.equal(all.status, 400);
+    assert.match(
+      all.body,
+      /the command and its environment take \d+ KiB; Linux starts a process with at most \d+ KiB of them \(E2BIG\)/,
+    );
+    // Just under: 24 × 64 KiB starts.
+    const under = Object.fromEntries(Object.entries(many).slice(0, 24));
+    const r = await exec(d, SB, ['sh', '-c', 'echo ${#V23}'], { env: under });
+    assert.equal(r.stdout, '65536\n');
+  });
+
   it('answers 400 to an upgrade without cmd and 404 for an unknown sandbox, 401 without a token', async () => {
     const statusOf = (ws: ReturnType<typeof openExec>) =>
       new Promise<number>((resolve) => {

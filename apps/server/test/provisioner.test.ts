@@ -174,6 +174,25 @@ describe('provisioner', () => {
     assert.equal(live.length, 0);
   });
 
+  test('an environment over 1 MiB of variables and secrets fails `provision` with the sizes, before any process; no value shown', async () => {
+    const envVars: Record<string, string> = {};
+    for (let i = 0; i < 20; i++) envVars[`LARGE_${i}`] = 'x'.repeat(30 * 1024);
+    const secrets: Record<string, string> = {};
+    for (let i = 0; i < 10; i++) secrets[`BIG_SECRET_${i}`] = `secret-${i}-${'y'.repeat(50 * 1024)}`;
+    const environmentId = await createEnvironment(h, { env_vars: envVars, secrets });
+    const c = await newConversation(h, { environmentId });
+    await assert.rejects(provisionerFor(h).provision(c.input), (err: unknown) => {
+      assert.ok(err instanceof ProvisionError);
+      assert.equal(err.stage, 'provision');
+      assert.match(err.message, /take 1\d{3} KiB together; a sandbox process can be given at most 1024 KiB/);
+      assert.ok(!err.message.includes('yyyy') && !err.message.includes('xxxx'));
+      return true;
+    });
+    assert.deepEqual(stagesOf(c.writer.rows), ['provision:started', 'provision:failed']);
+    assert.equal(await h.client.get(c.input.sandboxName), null);
+    assert.equal((await sandboxRow(h, c.input.sandboxId)).status, 'failed');
+  });
+
   test('a failing setup script: output streamed and redacted, stage failed, sandbox destroyed, row failed with the reason', async () => {
     const environmentId = await createEnvironment(h, {
       secrets: { TOKEN_X: 'tok-abcdef-123456' },

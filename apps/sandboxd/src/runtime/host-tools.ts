@@ -91,6 +91,60 @@ export function execEnv(env: Record<string, string>): Record<string, string> {
   return out;
 }
 
+/** Linux's limit on one string of an execve's argv or environment (MAX_ARG_STRLEN: 32 pages). */
+export const MAX_ARG_STRLEN = 32 * 4096;
+
+/**
+ * Linux's limit on an execve's argv and environment together, strings and pointers (fs/exec.c): a quarter
+ * of the stack limit, at most 6 MiB (the stack limit as this process has it, which its children inherit).
+ */
+export function execArgsLimit(limits = safeReadLimits()): number {
+  const soft = /^Max stack size\s+(\S+)/m.exec(limits)?.[1];
+  const stack = soft && /^\d+$/.test(soft) ? Number(soft) : Number.POSITIVE_INFINITY;
+  return Math.min(Math.floor(stack / 4), 6 * 1024 * 1024);
+}
+
+function safeReadLimits(): string {
+  try {
+    return readFileSync('/proc/self/limits', 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+function kib(bytes: number): string {
+  return `${Math.ceil(bytes / 1024)} KiB`;
+}
+
+/**
+ * Why Linux would refuse to start `argv` with `env` (E2BIG), or null: a string over MAX_ARG_STRLEN or the
+ * whole over `limit`. `names` says what to call the environment's entries in the message (the exec's own
+ * keys, not the host-side data variables); a value is never part of it.
+ */
+export function execTooLarge(
+  argv: readonly string[],
+  env: Readonly<Record<string, string>>,
+  limit: number,
+  names: (key: string) => string = (key) => key,
+): string | null {
+  let total = 8; // the two NULL pointers
+  for (const [i, arg] of argv.entries()) {
+    const bytes = Buffer.byteLength(arg) + 1;
+    if (bytes > MAX_ARG_STRLEN)
+      return `argument ${i} of the command is ${kib(bytes)}; Linux takes at most ${kib(MAX_ARG_STRLEN)} per argument (E2BIG)`;
+    total += bytes + 8;
+  }
+  for (const [key, value] of Object.entries(env)) {
+    const bytes = Buffer.byteLength(key) + 1 + Buffer.byteLength(value) + 1;
+    if (bytes > MAX_ARG_STRLEN)
+      return `environment variable ${names(key)} is ${kib(bytes)}; Linux takes at most ${kib(MAX_ARG_STRLEN)} per variable (E2BIG)`;
+    total += bytes + 8;
+  }
+  if (total > limit)
+    return `the command and its environment take ${kib(total)}; Linux starts a process with at most ${kib(limit)} of them (E2BIG)`;
+  return null;
+}
+
 /** Linux's O_CLOEXEC as /proc/<pid>/fdinfo shows it (node's fs.constants does not have it). */
 const O_CLOEXEC = 0o2000000;
 

@@ -43,6 +43,20 @@ export interface EnvLayers {
   callback: { key: string; baseUrl: string };
 }
 
+/**
+ * The most environment a sandbox is given (KEY=value bytes): Linux starts a process with at most about
+ * 2 MiB of argv and environment together (E2BIG beyond), and a turn's runtime adds its own variables and
+ * arguments. Beyond it provisioning fails with the sizes, before any process could fail obscurely.
+ */
+export const ENV_MAX_BYTES = 1024 * 1024;
+
+function envBytes(env: Record<string, string>): number {
+  let bytes = 0;
+  for (const [key, value] of Object.entries(env))
+    bytes += Buffer.byteLength(key) + Buffer.byteLength(value) + 2;
+  return bytes;
+}
+
 export interface AssembledEnv {
   env: Record<string, string>;
   mcpServers: Record<string, McpServer>;
@@ -50,7 +64,10 @@ export interface AssembledEnv {
   secretValues: string[];
 }
 
-/** Decrypts, merges, registers and substitutes. Throws ProvisionError('provision', …) on a missing `${VAR}`. */
+/**
+ * Decrypts, merges, registers and substitutes. Throws ProvisionError('provision', …) on a missing
+ * `${VAR}` and on an env over ENV_MAX_BYTES.
+ */
 export async function assembleEnv(
   deps: { db: Db; secrets: Pick<SecretsService, 'decryptOwner'> },
   layers: EnvLayers,
@@ -91,6 +108,13 @@ export async function assembleEnv(
     SERVICE_BASE_URL: layers.callback.baseUrl,
     PADDOCK_CONVERSATION_ID: layers.conversationId,
   };
+  const bytes = envBytes(env);
+  if (bytes > ENV_MAX_BYTES) {
+    throw new ProvisionError(
+      'provision',
+      `the environment's variables and secrets (with the vault's) take ${Math.ceil(bytes / 1024)} KiB together; a sandbox process can be given at most ${ENV_MAX_BYTES / 1024} KiB of environment: shorten or remove some`,
+    );
+  }
   const resolved = substitute(layers.mcpServers, env);
   if (!resolved.ok) {
     throw new ProvisionError(
