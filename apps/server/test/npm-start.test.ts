@@ -78,6 +78,8 @@ interface Started {
   /** the server and sandboxd processes (and what they started), seen once the stack was up */
   stack: number[];
   output: () => string;
+  /** the server's port */
+  port: number;
 }
 
 const cleanup: (() => Promise<void> | void)[] = [];
@@ -153,7 +155,7 @@ async function startStack(): Promise<Started> {
     names.some((n) => n.includes('apps/sandboxd/src/main.ts')),
     `sandboxd runs: ${names.join('\n')}`,
   );
-  return { top, stack, output: () => output };
+  return { top, stack, output: () => output, port };
 }
 
 describe('npm start leaves nothing running when it goes', () => {
@@ -210,6 +212,57 @@ describe('npm start leaves nothing running when it goes', () => {
     await until(() => exitCode !== null, 10_000, 'the exit status');
     assert.equal(exitCode, 0, output());
     assert.doesNotMatch(output(), /unsettled top-level await/);
+  });
+
+  it('a sandboxd that keeps stopping is started again three times within a minute, then left down with the reason; the server stays up', async () => {
+    const { top, stack, output, port } = await startStack();
+    const url = /sandboxd is serving the sandbox interface on (\S+)/.exec(output())?.[1] ?? '';
+    const isSandboxd = (pid: number) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('apps/sandboxd/src/main.ts');
+      } catch {
+        return false;
+      }
+    };
+    const serving = async () => {
+      const res = await fetch(`${url}/v1/sandboxes`, { signal: AbortSignal.timeout(2000) }).catch(() => null);
+      return res !== null && res.status < 500;
+    };
+    let current = stack.find(isSandboxd) ?? 0;
+    const fail = (err: unknown) => {
+      throw new Error(`${String(err)}; its output:\n${output()}`);
+    };
+    for (let restart = 1; restart <= 3; restart++) {
+      const killed = current;
+      process.kill(killed, 'SIGKILL');
+      await until(
+        async () => {
+          const next = descendants(top.pid ?? 0).find((pid) => pid !== killed && isSandboxd(pid));
+          if (!next || !(await serving())) return false;
+          current = next;
+          return true;
+        },
+        60_000,
+        `sandboxd serving again (restart ${restart})`,
+      ).catch(fail);
+    }
+    process.kill(current, 'SIGKILL');
+    await until(
+      () => /not starting it a 4th time within a minute/.test(output()),
+      30_000,
+      'the stack giving up on sandboxd',
+    ).catch(fail);
+    // Left down: no sandboxd comes back, and the server still answers.
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.deepEqual(descendants(top.pid ?? 0).filter(isSandboxd), []);
+    assert.equal(await serving(), false);
+    const health = await fetch(`http://127.0.0.1:${port}/health`).catch(() => null);
+    assert.equal(health?.status, 200, output());
+    const now = descendants(top.pid ?? 0);
+    process.kill(top.pid ?? 0, 'SIGHUP');
+    await until(() => [top.pid ?? 0, ...now].every((pid) => !alive(pid)), 60_000, 'everything stopped').catch(
+      fail,
+    );
   });
 
   it('it is killed outright (kill -9): the server and sandboxd stop on their own', async () => {
