@@ -8,7 +8,8 @@
 //              the client has followed since it started the conversation (as the console and
 //              `paddock run -f` do); also reported: a follow-up sent as soon as the previous
 //              turn's end shows (the backend still refills what that turn used)
-// and, in the same run, the bare backend doing the same work through packages/sandbox-client:
+// and, in each run right before the service's figure it is the baseline of, the bare backend
+// doing the same work through packages/sandbox-client:
 //   bare create+exec        create a sandbox, exec the same program, first stdout byte
 //   bare create+restore+exec the same with a checkpoint restore before the exec
 //   bare exec               exec in an existing sandbox, first stdout byte
@@ -167,11 +168,41 @@ try {
     await harness.api(user, 'DELETE', `/api/conversations/${id}`);
   }
 
+  // The bare backend, same program: measured in the same run as the service's figure it is the
+  // baseline of, right before it, so that the host's drift over a whole command (it is large on a
+  // shared machine) does not fall between a figure and its baseline.
+  const source = `bench-src-${randomBytes(4).toString('hex')}`;
+  await client.create(source);
+  const checkpoint = await client.createCheckpoint(source);
+  const bareName = () => `bench-${randomBytes(4).toString('hex')}`;
+  {
+    // Warm-up of the bare paths too.
+    const name = bareName();
+    await client.create(name);
+    await bareFirstByte(client, name);
+    await bareFirstByte(client, name, true);
+    await client.destroy(name);
+  }
+
   const cold: number[] = [];
   const warm: number[] = [];
   const followUp: number[] = [];
   const followUpAtOnce: number[] = [];
+  const bareCold: number[] = [];
+  const bareWarm: number[] = [];
+  const bareExec: number[] = [];
+  const bareDetachable: number[] = [];
   for (let run = 0; run < runs; run++) {
+    const name = bareName();
+    await quiet();
+    let started = performance.now();
+    await client.create(name);
+    bareCold.push(performance.now() - started + (await bareFirstByte(client, name)));
+    await quiet(); // the baseline of a follow-up: an exec in a sandbox done starting
+    bareExec.push(await bareFirstByte(client, name));
+    bareDetachable.push(await bareFirstByte(client, name, true));
+    await client.destroy(name);
+
     await quiet();
     const c = await startToFirstByte(agent);
     cold.push(c.ms);
@@ -196,40 +227,20 @@ try {
     await settle(c.id);
     await harness.api(user, 'DELETE', `/api/conversations/${c.id}`);
 
-    await quiet();
-    const w = await startToFirstByte(warmAgent);
-    warm.push(w.ms);
-    w.stream.close();
-    await settle(w.id);
-    await harness.api(user, 'DELETE', `/api/conversations/${w.id}`);
-  }
-
-  // The bare backend, same run, same program.
-  const bareCold: number[] = [];
-  const bareWarm: number[] = [];
-  const bareExec: number[] = [];
-  const bareDetachable: number[] = [];
-  const source = `bench-src-${randomBytes(4).toString('hex')}`;
-  await client.create(source);
-  const checkpoint = await client.createCheckpoint(source);
-  for (let run = 0; run < runs; run++) {
-    const name = `bench-${randomBytes(4).toString('hex')}`;
-    await quiet();
-    let started = performance.now();
-    await client.create(name);
-    bareCold.push(performance.now() - started + (await bareFirstByte(client, name)));
-    await quiet(); // the baseline of a follow-up: an exec in a sandbox done starting
-    bareExec.push(await bareFirstByte(client, name));
-    bareDetachable.push(await bareFirstByte(client, name, true));
-    await client.destroy(name);
-
-    const restored = `bench-${randomBytes(4).toString('hex')}`;
+    const restored = bareName();
     await quiet();
     started = performance.now();
     await client.create(restored);
     await client.restoreCheckpoint(restored, checkpoint.id);
     bareWarm.push(performance.now() - started + (await bareFirstByte(client, restored)));
     await client.destroy(restored);
+
+    await quiet();
+    const w = await startToFirstByte(warmAgent);
+    warm.push(w.ms);
+    w.stream.close();
+    await settle(w.id);
+    await harness.api(user, 'DELETE', `/api/conversations/${w.id}`);
   }
   await client.destroy(source);
 
