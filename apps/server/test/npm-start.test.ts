@@ -87,6 +87,21 @@ afterEach(async () => {
   for (const step of cleanup.splice(0).reverse()) await step();
 });
 
+/** Whether `pid` is a sandboxd (its command line names sandboxd's main). */
+function isSandboxd(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('apps/sandboxd/src/main.ts');
+  } catch {
+    return false;
+  }
+}
+
+/** Whether the sandboxd at `url` answers its API. */
+async function sandboxdServing(url: string): Promise<boolean> {
+  const res = await fetch(`${url}/v1/sandboxes`, { signal: AbortSignal.timeout(2000) }).catch(() => null);
+  return res !== null && res.status < 500;
+}
+
 /** Starts `npm start`'s script and waits until it serves. */
 async function startStack(): Promise<Started> {
   const db: TestDatabase = await createTestDatabase();
@@ -174,13 +189,6 @@ describe('npm start leaves nothing running when it goes', () => {
   it('sandboxd killed while the stack runs is started again on its address; the terminal closing still stops everything', async () => {
     const { top, stack, output } = await startStack();
     const url = /sandboxd is serving the sandbox interface on (\S+)/.exec(output())?.[1] ?? '';
-    const isSandboxd = (pid: number) => {
-      try {
-        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('apps/sandboxd/src/main.ts');
-      } catch {
-        return false;
-      }
-    };
     const first = stack.find(isSandboxd) ?? 0;
     let exitCode: number | null = null;
     top.once('exit', (code) => {
@@ -190,11 +198,7 @@ describe('npm start leaves nothing running when it goes', () => {
     await until(
       async () => {
         const again = descendants(top.pid ?? 0).find((pid) => pid !== first && isSandboxd(pid));
-        if (!again) return false;
-        const res = await fetch(`${url}/v1/sandboxes`, { signal: AbortSignal.timeout(2000) }).catch(
-          () => null,
-        );
-        return res !== null && res.status < 500;
+        return again !== undefined && (await sandboxdServing(url));
       },
       60_000,
       'sandboxd serving again',
@@ -217,17 +221,7 @@ describe('npm start leaves nothing running when it goes', () => {
   it('a sandboxd that keeps stopping is started again three times within a minute, then left down with the reason; the server stays up', async () => {
     const { top, stack, output, port } = await startStack();
     const url = /sandboxd is serving the sandbox interface on (\S+)/.exec(output())?.[1] ?? '';
-    const isSandboxd = (pid: number) => {
-      try {
-        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('apps/sandboxd/src/main.ts');
-      } catch {
-        return false;
-      }
-    };
-    const serving = async () => {
-      const res = await fetch(`${url}/v1/sandboxes`, { signal: AbortSignal.timeout(2000) }).catch(() => null);
-      return res !== null && res.status < 500;
-    };
+    const serving = () => sandboxdServing(url);
     let current = stack.find(isSandboxd) ?? 0;
     const fail = (err: unknown) => {
       throw new Error(`${String(err)}; its output:\n${output()}`);

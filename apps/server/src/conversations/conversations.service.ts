@@ -313,12 +313,12 @@ export function createConversationsService(deps: {
       } catch (err) {
         if (!(err instanceof AppError)) throw err;
       }
-      const subscribed = () =>
-        gates.subscription(tenantId).then(
-          () => true,
-          () => false,
-        );
-      if (decoded && isUuid(id) && (await subscribed())) {
+      // Passed here, the gate is not asked again below; refused, it is, after the 404 check.
+      const subscribed = await gates.subscription(tenantId).then(
+        () => true,
+        () => false,
+      );
+      if (decoded && isUuid(id) && subscribed) {
         const turn = await queueWarmTurn(db, {
           tenantId,
           conversationId: id,
@@ -334,7 +334,7 @@ export function createConversationsService(deps: {
         // The lock is the existence check too (404 first, then the gates in their order).
         const conv = isUuid(id) ? await lockConversation(trx, tenantId, id) : undefined;
         if (!conv) throw AppError.notFound('conversation');
-        await gates.subscription(tenantId);
+        if (!subscribed) await gates.subscription(tenantId);
         const images = decoded ?? decodeImages(input.images);
         if (conv.status === 'terminated') throw terminated();
         if (conv.status === 'failed') throw failed();
