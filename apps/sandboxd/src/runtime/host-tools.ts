@@ -18,7 +18,8 @@ export const HOST_ENV: Readonly<Record<string, string>> = Object.freeze({ PATH: 
 
 const TOOLS = ['nsenter', 'unshare', 'sh', 'cp', 'chmod', 'chown', 'mkfifo'] as const;
 export type HostTool = (typeof TOOLS)[number];
-export type HostTools = Readonly<Record<HostTool, string>>;
+/** `perl` is optional: without it the proxy listener is opened by a node helper (namespaces.ts). */
+export type HostTools = Readonly<Record<HostTool, string>> & { readonly perl: string | null };
 
 /** The first executable `tool` in the absolute directories of `searchPath` (HOST_PATH when unset). */
 function which(searchPath: string | undefined, tool: string): string | null {
@@ -41,7 +42,7 @@ export function resolveHostTools(searchPath: string | undefined): HostTools {
       throw new Error(`${tool} not found on PATH (${searchPath || HOST_PATH}); install util-linux/coreutils`);
     out[tool] = found;
   }
-  return out as HostTools;
+  return { ...(out as Record<HostTool, string>), perl: which(searchPath, 'perl') };
 }
 
 /**

@@ -114,12 +114,38 @@ while (@f) {
 `;
 
 /**
- * The proxy listen helper, run by sandboxd's own node inside a sandbox's network namespace only (host mount
- * namespace, spawned through nsenter --net). It opens the sandbox's proxy listener on 127.0.0.1 and hands
- * the listening socket to sandboxd over the IPC channel, then exits: sandboxd accepts the sandbox's proxy
- * connections itself. Plain JavaScript given with -e: node starts it in half the time of a .ts file
- * (no type stripping), and it runs on every sandbox start.
+ * The proxy listen helper, run inside a sandbox's network namespace only (host mount namespace, spawned
+ * through nsenter --net). It opens the sandbox's proxy listener on 127.0.0.1 and hands the listening socket
+ * to sandboxd over the IPC channel node opened for it, then exits: sandboxd accepts the sandbox's proxy
+ * connections itself. Every exec of a starting sandbox waits for it, so it is perl when the host has it
+ * (LISTEN_HELPER_PL, 10-15 ms here) and sandboxd's own node otherwise (LISTEN_HELPER_JS, 100-250 ms).
  */
+
+/**
+ * The perl helper speaks node's IPC channel (NODE_CHANNEL_FD, serialization "json"): one JSON line
+ * {"cmd":"NODE_HANDLE","type":"net.Server",...} sent with the socket as SCM_RIGHTS ancillary data, as
+ * node's own process.send(msg, server) does; node adopts it as a net.Server and emits 'message'. sendmsg
+ * through syscall() (core perl has no sendmsg): the structures are those of 64-bit Linux, the syscall number
+ * is given as $ARGV[0] (it differs between architectures).
+ */
+const LISTEN_HELPER_PL = `use strict;
+my $nr = 0 + $ARGV[0];
+my $port = 0 + ($ENV{SBX_PROXY_PORT} || 3128);
+my $ipc = 0 + $ENV{NODE_CHANNEL_FD};
+socket(my $s, 2, 1, 0) or die "socket: $!\\n";
+setsockopt($s, 1, 2, pack('i', 1)) or die "setsockopt: $!\\n";
+bind($s, pack('S n C4 x8', 2, $port, 127, 0, 0, 1)) or die "listen failed: bind: $!\\n";
+listen($s, 511) or die "listen failed: $!\\n";
+my $msg = qq({"cmd":"NODE_HANDLE","type":"net.Server","msg":"server"}\\n);
+my $iov = pack('p Q', $msg, length $msg);
+my $ctl = pack('Q i i i x4', 20, 1, 1, fileno($s));
+my $hdr = pack('Q L x4 p Q p Q i x4', 0, 0, $iov, 1, $ctl, length $ctl, 0);
+syscall($nr, $ipc, $hdr, 0) == length $msg or die "sendmsg: $!\\n";
+`;
+
+/** sendmsg's number, for the 64-bit architectures the perl helper's structures fit; null: use node. */
+const SENDMSG_NR: number | null = process.arch === 'x64' ? 46 : process.arch === 'arm64' ? 211 : null;
+
 const LISTEN_HELPER_JS = `'use strict';
 const net = require('node:net');
 const server = net.createServer();
@@ -131,6 +157,16 @@ server.listen({ host: '127.0.0.1', port: Number(process.env.SBX_PROXY_PORT || '3
   process.send('server', server, () => process.exit(0));
 });
 `;
+
+/**
+ * The listen helper's command (run with an IPC channel and SBX_PROXY_PORT): the perl one when `perl` is
+ * given and the architecture is one its structures fit, node's otherwise.
+ */
+export function listenHelper(perl: string | null): string[] {
+  return perl && SENDMSG_NR !== null
+    ? [perl, '-e', LISTEN_HELPER_PL, String(SENDMSG_NR)]
+    : [process.execPath, '-e', LISTEN_HELPER_JS];
+}
 
 /** One fstab line; whitespace and backslashes are octal-escaped (libmount unescapes every field). */
 function fstabLine(source: string, target: string, type: string, options: string): string {
@@ -507,15 +543,8 @@ export class NamespaceRuntime {
    */
   listenHelperArgv(pid: number): string[] {
     const userns = this.opts.rootless ? [`--user=/proc/${pid}/ns/user`, '--preserve-credentials'] : [];
-    return [
-      this.opts.tools.nsenter,
-      ...userns,
-      `--net=/proc/${pid}/ns/net`,
-      '--',
-      process.execPath,
-      '-e',
-      LISTEN_HELPER_JS,
-    ];
+    const helper = listenHelper(this.opts.tools.perl);
+    return [this.opts.tools.nsenter, ...userns, `--net=/proc/${pid}/ns/net`, '--', ...helper];
   }
 }
 

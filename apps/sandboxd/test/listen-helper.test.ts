@@ -1,0 +1,90 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import net from 'node:net';
+import { describe, it } from 'node:test';
+import { HOST_PATH } from '../src/config.ts';
+import { HOST_ENV, resolveHostTools } from '../src/runtime/host-tools.ts';
+import { listenHelper } from '../src/runtime/namespaces.ts';
+
+// Both proxy listen helpers, run here in the test's own network namespace (sandboxd runs them through
+// nsenter --net in a sandbox's; egress.test.ts covers that end to end): each hands sandboxd a listening
+// socket that node adopts as a net.Server, or exits with the reason and hands nothing.
+
+type Outcome = { server: net.Server } | { code: number | null; stderr: string };
+
+function runHelper(argv: string[], port: number): Promise<Outcome> {
+  const child = spawn(argv[0]!, argv.slice(1), {
+    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+    env: { ...HOST_ENV, SBX_PROXY_PORT: String(port) },
+  });
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
+  return new Promise((resolve) => {
+    child.on('message', (_msg, handle) => resolve({ server: handle as net.Server }));
+    child.on('close', (code) => resolve({ code, stderr }));
+  });
+}
+
+async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const { port } = s.address() as net.AddressInfo;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+const perl = resolveHostTools(HOST_PATH).perl;
+const helpers: [string, string[]][] = [['node', listenHelper(null)]];
+if (perl && (process.arch === 'x64' || process.arch === 'arm64')) helpers.push(['perl', listenHelper(perl)]);
+
+describe('proxy listen helpers', () => {
+  it('the host has perl, so sandboxd uses the perl helper here', () => {
+    // sandboxd falls back to node without perl; on this project's machines perl is there (perl-base).
+    assert.ok(perl, 'perl on HOST_PATH');
+    assert.equal(listenHelper(perl)[0], perl);
+    assert.equal(listenHelper(null)[0], process.execPath);
+  });
+
+  for (const [name, argv] of helpers) {
+    it(`${name}: hands over a listener on 127.0.0.1 that accepts connections`, async () => {
+      const port = await freePort();
+      const out = await runHelper(argv, port);
+      assert.ok('server' in out, `no listener: ${JSON.stringify(out)}`);
+      const { server } = out;
+      try {
+        assert.deepEqual(server.address(), { address: '127.0.0.1', family: 'IPv4', port });
+        server.on('connection', (s: net.Socket) => s.end('proxied\n'));
+        for (let i = 0; i < 3; i++) {
+          const got = await new Promise<string>((resolve, reject) => {
+            let buf = '';
+            const c = net.connect(port, '127.0.0.1');
+            c.on('data', (d: Buffer) => {
+              buf += d.toString();
+            });
+            c.on('end', () => resolve(buf));
+            c.on('error', reject);
+          });
+          assert.equal(got, 'proxied\n');
+        }
+      } finally {
+        await new Promise<void>((r) => server.close(() => r()));
+      }
+    });
+
+    it(`${name}: a port already taken is a failure with its reason, and no listener`, async () => {
+      const taken = net.createServer();
+      await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r));
+      const { port } = taken.address() as net.AddressInfo;
+      try {
+        const out = await runHelper(argv, port);
+        assert.ok(!('server' in out), 'a listener on a taken port');
+        assert.notEqual(out.code, 0);
+        assert.match(out.stderr, /listen failed: .*(in use|EADDRINUSE)/i);
+      } finally {
+        await new Promise<void>((r) => taken.close(() => r()));
+      }
+    });
+  }
+});
