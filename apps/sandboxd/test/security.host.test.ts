@@ -17,6 +17,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   renameSync,
   rmSync,
   statSync,
@@ -102,6 +103,63 @@ describe('exec env never reaches the host (finding 1, finding 12 PATH)', () => {
         o,
       );
       assert.equal(r.stdout.trim(), '0 1 2', `${label}: ${r.stdout}`);
+    }
+  });
+
+  it('lets only the init hold the exec FIFO directory: its user namespace holders and execs do not', async () => {
+    // The init opens the directory (fd 9) before it starts the holders, which close it first thing
+    // (init.sh): a holder stays for the sandbox's life, and from its fds the directory would be in reach.
+    const rec = JSON.parse(readFileSync(path.join(sandboxDir(d, 'sec-a'), 'sandbox.json'), 'utf8')) as {
+      init: { pid: number } | null;
+    };
+    const init = rec.init?.pid ?? 0;
+    assert.ok(init > 0, 'sec-a runs');
+    // The directory by identity (device and inode): detached from every tree, it has no telling path.
+    const dir = statSync(`/proc/${init}/fd/9`);
+    assert.ok(dir.isDirectory());
+    const fifoDirOf = (pid: number | string) =>
+      readdirSync(`/proc/${pid}/fd`).filter((fd) => {
+        try {
+          const st = statSync(`/proc/${pid}/fd/${fd}`);
+          return st.dev === dir.dev && st.ino === dir.ino;
+        } catch {
+          return false;
+        }
+      });
+    assert.deepEqual(fifoDirOf(init), ['9']);
+    const pidns = readlinkSync(`/proc/${init}/ns/pid`);
+    const holders = readFileSync(`/proc/${init}/task/${init}/children`, 'utf8').trim().split(/\s+/);
+    const sandboxProcs = () =>
+      readdirSync('/proc').filter((e) => {
+        if (!/^\d+$/.test(e) || Number(e) === init) return false;
+        try {
+          return readlinkSync(`/proc/${e}/ns/pid`) === pidns || holders.includes(e);
+        } catch {
+          return false;
+        }
+      });
+    const comm = (pid: string) => {
+      try {
+        return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+      } catch {
+        return '';
+      }
+    };
+    const sleeper = openExec(d, 'sec-a', ['sleep', '30']);
+    try {
+      await waitFor(
+        async () => sandboxProcs().some((p) => comm(p) === 'sleep' && !holders.includes(p)),
+        'the exec runs',
+      );
+      const others = sandboxProcs();
+      assert.ok(
+        holders.every((h) => others.includes(h)),
+        `holders ${holders.join(' ')} among ${others.join(' ')}`,
+      );
+      for (const pid of others)
+        assert.deepEqual(fifoDirOf(pid), [], `process ${pid} holds the FIFO directory`);
+    } finally {
+      sleeper.terminate();
     }
   });
 
