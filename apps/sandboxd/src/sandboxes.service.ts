@@ -18,9 +18,9 @@
  *   (per-sandbox lock); exec and writes wait for the sandbox to be running.
  * - An exec starts only once the sandbox's proxy listener is open (a process may connect to it at once). A
  *   file write, a restore's answer and a checkpoint's need only the init: the listener, opened by a helper
- *   process (10-15 ms more here, namespaces.ts listenHelper), may still be on its way (`listening`); it becomes the sandbox's only
- *   while the init it was opened for runs, and is closed otherwise. A listener that failed to open is
- *   opened again by the next exec.
+ *   process (namespaces.ts listenHelper: 10-15 ms more here), may still be on its way (`listening`); it
+ *   becomes the sandbox's only while the init it was opened for runs, and is closed otherwise. A listener
+ *   that failed to open is opened again by the next exec.
  * - create answers once the sandbox record is durable (fsync'ed); everything else (writable layer, cgroup,
  *   namespaces and mounts, proxy listener) is set up in the background after the response, reported as
  *   status "starting". A failed setup is reported as status "failed" with its error; exec and writes try
