@@ -17,7 +17,7 @@ import { detectDisks } from './runtime/disks.ts';
 import { HOST_ENV, type HostTools, resolveHostTools } from './runtime/host-tools.ts';
 import { assertNoSubidOverlap, type SubidFiles } from './runtime/id-ranges.ts';
 import { createRuntimeLayer } from './runtime/layer.ts';
-import { NamespaceRuntime } from './runtime/namespaces.ts';
+import { checkPerlListener, NamespaceRuntime } from './runtime/namespaces.ts';
 import { createSandboxesService } from './sandboxes.service.ts';
 import { loadTenantKey, migrateTenantDirs, tenantHasher } from './tenants.ts';
 
@@ -99,7 +99,14 @@ export async function startSandboxd(input: StartOptions): Promise<RunningSandbox
   };
   const log = input.logger ?? createLogger(opts.logLevel);
   // Resolved once, through the operator's PATH; every host-side spawn uses these absolute paths.
-  const tools = resolveHostTools(opts.toolPath);
+  const found = resolveHostTools(opts.toolPath);
+  // The proxy listen helper: perl when it works with this node (checked once), else node's (namespaces.ts).
+  const listen = await checkPerlListener(found.perl);
+  if (found.perl && !listen.perl)
+    log.warn('the perl proxy listen helper failed its check; sandbox starts use the node helper', {
+      reason: listen.reason,
+    });
+  const tools: HostTools = { ...found, perl: listen.perl };
   const rootless = process.getuid?.() !== 0;
   if (rootless) assertUserNamespaces(tools);
   else assertNoSubidOverlap(opts.idBase, input.subidFiles);

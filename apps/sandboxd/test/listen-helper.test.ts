@@ -1,10 +1,15 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, it } from 'node:test';
 import { HOST_PATH } from '../src/config.ts';
 import { HOST_ENV, resolveHostTools } from '../src/runtime/host-tools.ts';
-import { listenHelper } from '../src/runtime/namespaces.ts';
+import { checkPerlListener, listenHelper } from '../src/runtime/namespaces.ts';
+import { startTestSandboxd } from './harness.ts';
+import { api, sh } from './helpers.ts';
 
 // Both proxy listen helpers, run here in the test's own network namespace (sandboxd runs them through
 // nsenter --net in a sandbox's; egress.test.ts covers that end to end): each hands sandboxd a listening
@@ -45,6 +50,43 @@ describe('proxy listen helpers', () => {
     assert.ok(perl, 'perl on HOST_PATH');
     assert.equal(listenHelper(perl)[0], perl);
     assert.equal(listenHelper(null)[0], process.execPath);
+  });
+
+  it('checks the perl helper once against this node: it works here; a failing one leaves node in use, with the reason', async () => {
+    assert.deepEqual(await checkPerlListener(perl), { perl });
+    assert.deepEqual(await checkPerlListener(null), { perl: null, reason: 'no perl on PATH' });
+    // A "perl" that hands nothing over (as the helper would if node's IPC form changed).
+    const broken = await checkPerlListener('/bin/true');
+    assert.equal(broken.perl, null);
+    assert.match(broken.reason ?? '', /exited \(0\) without a listener/);
+  });
+
+  it('a sandboxd whose perl fails the check starts sandboxes with the node helper, and says so', async () => {
+    // First on sandboxd's PATH (where host helpers are looked up): a "perl" that hands nothing over.
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'paddock-fake-perl-'));
+    writeFileSync(path.join(dir, 'perl'), '#!/bin/sh\nexit 0\n');
+    chmodSync(path.join(dir, 'perl'), 0o755);
+    chmodSync(dir, 0o755);
+    const d = await startTestSandboxd({ env: { PATH: `${dir}:${process.env['PATH'] ?? HOST_PATH}` } });
+    try {
+      assert.ok(
+        d
+          .logs()
+          .some(
+            (l) => l.includes('the perl proxy listen helper failed its check') && l.includes('exited (0)'),
+          ),
+        d.logs().join('\n'),
+      );
+      assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: 'lh-node' })).status, 201);
+      // An exec starts only once the proxy listener is open (sandboxes.service.ts).
+      const r = await sh(d, 'lh-node', 'echo "$HTTP_PROXY"');
+      assert.equal(r.exitCode, 0, r.stderr);
+      assert.match(r.stdout, /127\.0\.0\.1:\d+/);
+      await api(d, 'DELETE', '/v1/sandboxes/lh-node');
+    } finally {
+      await d.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   for (const [name, argv] of helpers) {

@@ -33,6 +33,7 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import type net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -130,7 +131,7 @@ while (@f) {
  */
 const LISTEN_HELPER_PL = `use strict;
 my $nr = 0 + $ARGV[0];
-my $port = 0 + ($ENV{SBX_PROXY_PORT} || 3128);
+my $port = 0 + ($ENV{SBX_PROXY_PORT} // 3128);
 my $ipc = 0 + $ENV{NODE_CHANNEL_FD};
 socket(my $s, 2, 1, 0) or die "socket: $!\\n";
 setsockopt($s, 1, 2, pack('i', 1)) or die "setsockopt: $!\\n";
@@ -166,6 +167,52 @@ export function listenHelper(perl: string | null): string[] {
   return perl && SENDMSG_NR !== null
     ? [perl, '-e', LISTEN_HELPER_PL, String(SENDMSG_NR)]
     : [process.execPath, '-e', LISTEN_HELPER_JS];
+}
+
+/**
+ * Checked once at sandboxd's start: the perl helper speaks the IPC form of the node running sandboxd (node's
+ * own, not a public interface). It opens a listener on an ephemeral port of the host's loopback and hands
+ * it over, which is then closed. `perl` when that worked; null (with the reason) when there is no perl, the
+ * architecture is not one the helper fits, or the helper handed nothing over within 5 s: sandboxd then uses
+ * the node helper, so a node whose IPC form changed costs start time, never a sandbox.
+ */
+export async function checkPerlListener(
+  perl: string | null,
+): Promise<{ perl: string | null; reason?: string }> {
+  if (!perl) return { perl: null, reason: 'no perl on PATH' };
+  if (SENDMSG_NR === null) return { perl: null, reason: `no perl helper for ${process.arch}` };
+  const argv = listenHelper(perl);
+  const child = spawn(argv[0]!, argv.slice(1), {
+    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+    env: { ...HOST_ENV, SBX_PROXY_PORT: '0' },
+  });
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
+  return await new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      resolve({ perl: null, reason: 'the perl helper handed nothing over in 5 s' });
+    }, 5_000);
+    child.on('message', (_msg, handle) => {
+      clearTimeout(timer);
+      const server = handle as net.Server | undefined;
+      if (!server || typeof server.close !== 'function') {
+        resolve({ perl: null, reason: 'the perl helper sent a message without a listener' });
+        return;
+      }
+      server.close();
+      resolve({ perl });
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({
+        perl: null,
+        reason: `the perl helper exited (${code}) without a listener: ${stderr.trim()}`,
+      });
+    });
+  });
 }
 
 /** One fstab line; whitespace and backslashes are octal-escaped (libmount unescapes every field). */
