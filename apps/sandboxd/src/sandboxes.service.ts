@@ -420,6 +420,13 @@ export function createSandboxesService(deps: ServiceDeps) {
         settled = true;
         reject(new Error(`proxy listener helper exited (${code}): ${stderr.trim()}`));
       });
+      // A spawn that fails (EAGAIN under a host's process limit): this start fails, sandboxd goes on.
+      child.on('error', (err) => {
+        clearTimeout(timer);
+        if (settled) return;
+        settled = true;
+        reject(new Error(`proxy listener helper could not be started: ${err.message}`));
+      });
     });
   }
 

@@ -59,6 +59,9 @@ describe('proxy listen helpers', () => {
     const broken = await checkPerlListener('/bin/true');
     assert.equal(broken.perl, null);
     assert.match(broken.reason ?? '', /exited \(0\) without a listener/);
+    const missing = await checkPerlListener('/nonexistent/perl');
+    assert.equal(missing.perl, null);
+    assert.match(missing.reason ?? '', /could not be started: .*ENOENT/);
   });
 
   it('a sandboxd whose perl fails the check starts sandboxes with the node helper, and says so', async () => {

@@ -212,6 +212,10 @@ export async function checkPerlListener(
         reason: `the perl helper exited (${code}) without a listener: ${stderr.trim()}`,
       });
     });
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      resolve({ perl: null, reason: `the perl helper could not be started: ${err.message}` });
+    });
   });
 }
 
@@ -497,6 +501,11 @@ export class NamespaceRuntime {
       child.on('close', (code) => {
         clearTimeout(timer);
         reject(new Error(`sandbox init failed (exit ${code}): ${err.trim()}`));
+      });
+      // A spawn that fails (EAGAIN under a host's process limit): the start fails, sandboxd goes on.
+      child.on('error', (e) => {
+        clearTimeout(timer);
+        reject(new Error(`sandbox init could not be started: ${e.message}`));
       });
     });
     child.removeAllListeners('close');
