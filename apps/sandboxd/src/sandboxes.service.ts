@@ -32,7 +32,6 @@
  *   kills every init of its data dir that no record claims (one spawned right before a crash, before it
  *   was recorded). Test: test/crash-recovery.test.ts.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import type net from 'node:net';
@@ -59,7 +58,6 @@ import {
   execArgsLimit,
   execEnv,
   execTooLarge,
-  HOST_ENV,
   type HostTools,
 } from './runtime/host-tools.ts';
 import {
@@ -72,6 +70,7 @@ import {
   isAlive,
   type NamespaceRuntime,
   RUN_BYTES,
+  receiveListener,
   SHM_BYTES,
   sameInit,
 } from './runtime/namespaces.ts';
@@ -381,53 +380,13 @@ export function createSandboxesService(deps: ServiceDeps) {
 
   /** Opens the proxy listener in the network namespace of init `pid`. */
   async function openListener(sb: Sandbox, pid: number): Promise<net.Server> {
-    const argv = runtime.listenHelperArgv(pid);
-    const child: ChildProcess = spawn(argv[0]!, argv.slice(1), {
-      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-      env: { ...HOST_ENV, SBX_PROXY_PORT: String(PROXY_PORT) },
+    const server = await receiveListener(runtime.listenHelperArgv(pid), PROXY_PORT, 10_000, (late) => {
+      log.warn('proxy listener arrived after its start was given up; closed', { sandbox: sb.rec.name });
+      late.close();
     });
-    let stderr = '';
-    child.stderr?.on('data', (d: Buffer) => {
-      stderr += d.toString();
-    });
-    // Settled by the socket's arrival, or by the helper's 'close' (after its IPC channel is drained):
-    // its 'exit' can come before the message with the socket on a loaded host, and a socket taken
-    // after the start was given up would stay bound in the sandbox, so that the next start of the
-    // same sandbox fails with EADDRINUSE. A socket that arrives after all (the timeout) is closed.
-    let settled = false;
-    return new Promise<net.Server>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        settled = true;
-        child.kill('SIGKILL');
-        reject(new Error('proxy listener helper timed out'));
-      }, 10_000);
-      child.on('message', (_msg, handle) => {
-        const server = handle as net.Server;
-        if (settled) {
-          log.warn('proxy listener arrived after its start was given up; closed', { sandbox: sb.rec.name });
-          server.close();
-          return;
-        }
-        settled = true;
-        clearTimeout(timer);
-        server.on('connection', (s: net.Socket) => sb.proxy.handle(s));
-        server.on('error', (err) => log.warn('proxy listener error', { sandbox: sb.rec.name, err }));
-        resolve(server);
-      });
-      child.on('close', (code) => {
-        clearTimeout(timer);
-        if (settled) return;
-        settled = true;
-        reject(new Error(`proxy listener helper exited (${code}): ${stderr.trim()}`));
-      });
-      // A spawn that fails (EAGAIN under a host's process limit): this start fails, sandboxd goes on.
-      child.on('error', (err) => {
-        clearTimeout(timer);
-        if (settled) return;
-        settled = true;
-        reject(new Error(`proxy listener helper could not be started: ${err.message}`));
-      });
-    });
+    server.on('connection', (s: net.Socket) => sb.proxy.handle(s));
+    server.on('error', (err) => log.warn('proxy listener error', { sandbox: sb.rec.name, err }));
+    return server;
   }
 
   function closeListener(sb: Sandbox): void {

@@ -28,6 +28,14 @@ export function sandboxDir(d: TestSandboxd, name: string): string {
   throw new Error(`no directory for sandbox ${name}`);
 }
 
+/** The host pid of sandbox `name`'s init, as its record holds it (0 when it is not running). */
+export function initPid(d: TestSandboxd, name: string): number {
+  const rec = JSON.parse(readFileSync(path.join(sandboxDir(d, name), 'sandbox.json'), 'utf8')) as {
+    init: { pid: number } | null;
+  };
+  return rec.init?.pid ?? 0;
+}
+
 /**
  * The host directory of sandbox `name`'s writable layer (overlay upper dirs): inside its mounted disk image
  * (root mode with a disk limit, src/runtime/disks.ts) or a plain directory.

@@ -4,10 +4,9 @@
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { sandboxDir } from './attacks.ts';
+import { initPid as initPidOf } from './attacks.ts';
 import { startTestSandboxd, type TestSandboxd } from './harness.ts';
 import { api, checkpointIdOf, ndjsonLines, sh, waitFor } from './helpers.ts';
 
@@ -24,12 +23,7 @@ const enc = (s: string) => new TextEncoder().encode(s);
 const write = (name: string, query: string, body: string) =>
   api(d, 'PUT', `/v1/sandboxes/${name}/fs/write?${query}`, enc(body));
 
-function initPid(name: string): number {
-  const rec = JSON.parse(readFileSync(path.join(sandboxDir(d, name), 'sandbox.json'), 'utf8')) as {
-    init: { pid: number } | null;
-  };
-  return rec.init?.pid ?? 0;
-}
+const initPid = (name: string) => initPidOf(d, name);
 
 /** Host pids of the waiting standby writes inside the sandbox whose init is `pid` (same pid namespace). */
 function standbys(pid: number): number[] {

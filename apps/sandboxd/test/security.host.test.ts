@@ -32,7 +32,7 @@ import { startSandboxd } from '../src/index.ts';
 import { ensureBase, sandboxIds } from '../src/runtime/base.ts';
 import { resolveHostTools } from '../src/runtime/host-tools.ts';
 import { assertNoSubidOverlap } from '../src/runtime/id-ranges.ts';
-import { EXEC_MODES, pathPlant, preloadPlant, sandboxDir, sandboxLayer } from './attacks.ts';
+import { EXEC_MODES, initPid, pathPlant, preloadPlant, sandboxDir, sandboxLayer } from './attacks.ts';
 import { startTestSandboxd, type TestSandboxd } from './harness.ts';
 import { api, collect, exec, openExec, sh, waitFor } from './helpers.ts';
 
@@ -109,10 +109,7 @@ describe('exec env never reaches the host (finding 1, finding 12 PATH)', () => {
   it('lets only the init hold the exec FIFO directory: its user namespace holders and execs do not', async () => {
     // The init opens the directory (fd 9) before it starts the holders, which close it first thing
     // (init.sh): a holder stays for the sandbox's life, and from its fds the directory would be in reach.
-    const rec = JSON.parse(readFileSync(path.join(sandboxDir(d, 'sec-a'), 'sandbox.json'), 'utf8')) as {
-      init: { pid: number } | null;
-    };
-    const init = rec.init?.pid ?? 0;
+    const init = initPid(d, 'sec-a');
     assert.ok(init > 0, 'sec-a runs');
     // The directory by identity (device and inode): detached from every tree, it has no telling path.
     const dir = statSync(`/proc/${init}/fd/9`);

@@ -119,10 +119,8 @@ while (@f) {
  * through nsenter --net). It opens the sandbox's proxy listener on 127.0.0.1 and hands the listening socket
  * to sandboxd over the IPC channel node opened for it, then exits: sandboxd accepts the sandbox's proxy
  * connections itself. Every exec of a starting sandbox waits for it, so it is perl when the host has it
- * (LISTEN_HELPER_PL, 10-15 ms here) and sandboxd's own node otherwise (LISTEN_HELPER_JS, 100-250 ms).
- */
-
-/**
+ * (this one, 10-15 ms here) and sandboxd's own node otherwise (LISTEN_HELPER_JS, 100-250 ms).
+ *
  * The perl helper speaks node's IPC channel (NODE_CHANNEL_FD, serialization "json"): one JSON line
  * {"cmd":"NODE_HANDLE","type":"net.Server",...} sent with the socket as SCM_RIGHTS ancillary data, as
  * node's own process.send(msg, server) does; node adopts it as a net.Server and emits 'message'. sendmsg
@@ -181,41 +179,67 @@ export async function checkPerlListener(
 ): Promise<{ perl: string | null; reason?: string }> {
   if (!perl) return { perl: null, reason: 'no perl on PATH' };
   if (SENDMSG_NR === null) return { perl: null, reason: `no perl helper for ${process.arch}` };
-  const argv = listenHelper(perl);
+  try {
+    (await receiveListener(listenHelper(perl), 0, 5_000)).close();
+    return { perl };
+  } catch (err) {
+    return { perl: null, reason: (err as Error).message };
+  }
+}
+
+/**
+ * Runs listen helper `argv` (with an IPC channel and SBX_PROXY_PORT=`port`) and resolves with the listener it
+ * hands over; rejects with the reason when it exits without one, cannot be spawned (EAGAIN under a host's
+ * process limit) or hands nothing over within `timeoutMs`. Settled by the socket's arrival or by the
+ * helper's 'close' (after its IPC channel is drained): its 'exit' can come before the message with the
+ * socket on a loaded host. A socket that arrives after the wait was given up goes to `late` (default: closed):
+ * one left open would stay bound in the sandbox, so that the next start of the same sandbox fails with
+ * EADDRINUSE.
+ */
+export function receiveListener(
+  argv: string[],
+  port: number,
+  timeoutMs: number,
+  late: (server: net.Server) => void = (server) => server.close(),
+): Promise<net.Server> {
   const child = spawn(argv[0]!, argv.slice(1), {
     stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-    env: { ...HOST_ENV, SBX_PROXY_PORT: '0' },
+    env: { ...HOST_ENV, SBX_PROXY_PORT: String(port) },
   });
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => {
     stderr += d.toString();
   });
-  return await new Promise((resolve) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      resolve({ perl: null, reason: 'the perl helper handed nothing over in 5 s' });
-    }, 5_000);
-    child.on('message', (_msg, handle) => {
+  let settled = false;
+  return new Promise<net.Server>((resolve, reject) => {
+    const fail = (message: string) => {
       clearTimeout(timer);
+      if (settled) return;
+      settled = true;
+      reject(new Error(message));
+    };
+    const timer = setTimeout(() => {
+      fail(`the proxy listen helper handed nothing over in ${timeoutMs / 1000} s`);
+      child.kill('SIGKILL');
+    }, timeoutMs);
+    child.on('message', (_msg, handle) => {
       const server = handle as net.Server | undefined;
       if (!server || typeof server.close !== 'function') {
-        resolve({ perl: null, reason: 'the perl helper sent a message without a listener' });
+        fail('the proxy listen helper sent a message without a listener');
         return;
       }
-      server.close();
-      resolve({ perl });
-    });
-    child.on('close', (code) => {
+      if (settled) {
+        late(server);
+        return;
+      }
+      settled = true;
       clearTimeout(timer);
-      resolve({
-        perl: null,
-        reason: `the perl helper exited (${code}) without a listener: ${stderr.trim()}`,
-      });
+      resolve(server);
     });
-    child.on('error', (err) => {
-      clearTimeout(timer);
-      resolve({ perl: null, reason: `the perl helper could not be started: ${err.message}` });
-    });
+    child.on('close', (code) =>
+      fail(`the proxy listen helper exited (${code}) without a listener: ${stderr.trim()}`),
+    );
+    child.on('error', (err) => fail(`the proxy listen helper could not be started: ${err.message}`));
   });
 }
 
@@ -593,10 +617,7 @@ export class NamespaceRuntime {
     ];
   }
 
-  /**
-   * argv that runs sandboxd's own node with the listen helper inside the network namespace of init `pid`
-   * only.
-   */
+  /** argv that runs the listen helper (listenHelper) inside the network namespace of init `pid` only. */
   listenHelperArgv(pid: number): string[] {
     const userns = this.opts.rootless ? [`--user=/proc/${pid}/ns/user`, '--preserve-credentials'] : [];
     const helper = listenHelper(this.opts.tools.perl);
