@@ -27,6 +27,7 @@ import {
   createConversationsService,
   sandboxName,
 } from './conversations/conversations.service.ts';
+import { createDestroyQueue } from './conversations/destroy-queue.ts';
 import { type ConversationEngine, createEngine } from './conversations/engine.ts';
 import { createFeed, type PgFeed } from './conversations/feed.ts';
 import { createGates, type SubscriptionGate } from './conversations/gates.ts';
@@ -277,12 +278,14 @@ function createConversationDeps(
     logger,
   });
   const { feed, logWriters } = log;
+  const destroys = createDestroyQueue({ db, sandbox, logger });
   const provisioner = createProvisioner({
     db,
     secrets,
     inferenceCredentials,
     callbackKeys: createCallbackKeys({ apiKeys, callbackUrl: config.sandbox.callbackUrl }),
     sandbox,
+    destroys,
     logger,
     packagePlanner: packageCommands,
     ...(options.gitEnv ? { gitEnv: options.gitEnv } : {}),
@@ -293,6 +296,7 @@ function createConversationDeps(
     secrets,
     environments,
     coldPath: provisioner.coldPath,
+    destroys,
     logger,
   });
   const gates = createGates({
@@ -316,6 +320,7 @@ function createConversationDeps(
     db,
     pool: database.pool,
     sandbox,
+    destroys,
     ownership,
     feed,
     gates,

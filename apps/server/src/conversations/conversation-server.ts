@@ -41,6 +41,7 @@ import {
   StaleOwnerError,
 } from './contracts.ts';
 import { turnImages } from './conversations.repo.ts';
+import type { DestroyQueue } from './destroy-queue.ts';
 import type { Gates } from './gates.ts';
 import {
   ownerEndTurn,
@@ -62,6 +63,8 @@ import { attachTurn, startTurn, type TurnEnd, type TurnIo, type TurnRun } from '
 export interface ServerDeps {
   db: Db;
   sandbox: SandboxClient;
+  /** Every destroy of a sandbox: retried until the backend confirms it. */
+  destroys: DestroyQueue;
   provisioner: Provisioner;
   writers: LogWriterFactory;
   feed: Feed;
@@ -175,9 +178,7 @@ export function createConversationServer(
   };
 
   const destroy = async (name: string) => {
-    await sandbox
-      .destroy(name, { retry: true })
-      .catch((err: unknown) => log.warn({ err }, 'sandbox destroy failed'));
+    await deps.destroys.destroy(lease.tenantId, name);
   };
 
   /**

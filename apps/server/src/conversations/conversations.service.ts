@@ -52,7 +52,8 @@ const TITLE_MAX = 80;
 /** What the service needs of the engine: route a command to the owner; destroy backend sandboxes. */
 export interface EngineCommands {
   send(command: Command): Promise<void>;
-  destroySandboxes(names: string[]): Promise<void>;
+  /** Destroys the backend sandboxes; a destroy the backend does not confirm is retried (destroy-queue.ts). */
+  destroySandboxes(tenantId: string, names: string[]): Promise<void>;
 }
 
 export interface Caller {
@@ -397,15 +398,9 @@ export function createConversationsService(deps: {
       if (!(await deleteConversation(db, tenantId, id))) throw AppError.notFound('conversation');
       kick({ type: 'delete', tenantId, conversationId: id });
       // The owner (if any) stops and destroys too; destroying here as well covers a conversation
-      // nobody owns. Destroy is idempotent (404 counts as success).
-      await engine
-        .destroySandboxes(names)
-        .catch((err: unknown) =>
-          deps.logger.warn(
-            { err, conversationId: id },
-            'sandbox destroy after delete failed; the reaper retries',
-          ),
-        );
+      // nobody owns. Destroy is idempotent (404 counts as success); one the backend does not
+      // confirm is queued and retried by the lifecycle clock (destroy-queue.ts).
+      await engine.destroySandboxes(tenantId, names);
     },
   };
 }

@@ -75,6 +75,16 @@ export interface SandboxesTable {
   updated_at: Timestamp;
 }
 
+/** A backend destroy still owed (destroy-queue.ts). */
+export interface SandboxDestroysTable {
+  name: string;
+  tenant_id: string;
+  attempts: Generated<number>;
+  last_error: string | null;
+  next_at: Generated<Date>;
+  created_at: Generated<Date>;
+}
+
 export interface TurnsTable {
   id: string;
   tenant_id: string;
@@ -122,6 +132,7 @@ export interface LogEventsTable {
 export interface ConversationsTables {
   conversations: ConversationsTable;
   sandboxes: SandboxesTable;
+  sandbox_destroys: SandboxDestroysTable;
   turns: TurnsTable;
   turn_images: TurnImagesTable;
   log_events: LogEventsTable;

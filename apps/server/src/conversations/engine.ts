@@ -136,13 +136,14 @@ export function createEngine(
     options: deps.lifecycle,
     servers: () => [...servers.values()],
     adopt,
+    retryDestroys: () => deps.destroys.retryDue(),
   });
 
   return {
     send,
 
-    async destroySandboxes(names) {
-      for (const name of names) await deps.sandbox.destroy(name, { retry: true });
+    async destroySandboxes(tenantId, names) {
+      for (const name of names) await deps.destroys.destroy(tenantId, name);
     },
 
     async start() {

@@ -11,6 +11,8 @@
 //    sandbox row's creation: past it the rows are failed first, then the stuck work stopped.
 // 3. Orphans: a conversation with a live sandbox or an open turn that no process owns is
 //    taken over by the first process whose tick (or boot sweep) finds it.
+// 4. Every tick also retries the backend destroys that failed (destroy-queue.ts), whatever the
+//    conversations: a sandbox whose destroy failed is gone once the backend confirms one.
 import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
 import type { Logger } from '../observability/logger.ts';
@@ -41,6 +43,8 @@ export function createLifecycleClock(deps: {
   servers(): ConversationServer[];
   /** Try to take over an orphan and start its server. */
   adopt(tenantId: string, conversationId: string): Promise<void>;
+  /** Retry the backend destroys that failed (destroy-queue.ts). */
+  retryDestroys(): Promise<void>;
 }): LifecycleClock {
   const { db, options } = deps;
   let timer: NodeJS.Timeout | null = null;
@@ -132,6 +136,11 @@ export function createLifecycleClock(deps: {
         await sweepOrphans();
       } catch (err) {
         deps.logger.error({ err }, 'lifecycle tick failed');
+      }
+      try {
+        await deps.retryDestroys();
+      } catch (err) {
+        deps.logger.error({ err }, 'retrying the queued sandbox destroys failed');
       }
     })().finally(() => {
       running = null;

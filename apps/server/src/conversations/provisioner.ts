@@ -15,7 +15,8 @@
 // - Each stage writes `started`, then `done` | `failed` | `interrupted` (with its duration)
 //   through the conversation's LogWriter; stages with nothing to do write nothing. The output of
 //   packages, clone and setup streams through the same writer as a turn's output (redacted).
-// - Any failure destroys the backend sandbox, marks the sandbox row `failed` with a user-safe
+// - Any failure destroys the backend sandbox (retried until the backend confirms it:
+//   destroy-queue.ts), marks the sandbox row `failed` with a user-safe
 //   reason, revokes the callback key, and throws ProvisionError(stage, reason). The conversation
 //   row is the caller's (engine.ts). Except when fenced off (StaleOwnerError): then nothing is
 //   touched, since the sandbox and the key may be the new owner's.
@@ -42,6 +43,7 @@ import {
   StaleOwnerError,
 } from './contracts.ts';
 import type { SandboxStatus, StageName } from './conversations.tables.ts';
+import type { DestroyQueue } from './destroy-queue.ts';
 import { assembleEnv, ENV_FILE_PATH, renderEnvFile } from './env-file.ts';
 import { networkPolicyFor, providerHostsFor } from './network.ts';
 import { CLONE_TIMEOUT_MS, cloneRepo, repoDirName } from './repos.ts';
@@ -79,6 +81,8 @@ export interface ProvisionerDeps {
   inferenceCredentials: Pick<InferenceCredentialsService, 'forSandbox'>;
   callbackKeys: CallbackKeys;
   sandbox: SandboxClient;
+  /** Every destroy of a sandbox: retried until the backend confirms it. */
+  destroys: DestroyQueue;
   logger: Logger;
   /** The `packages` stage's commands; without one, an environment with packages fails that stage. */
   packagePlanner?: PackagePlanner;
@@ -429,14 +433,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
     // A fenced-off owner touches nothing more: the sandbox and the callback key may already be
     // the new owner's (it adopts the same sandbox name).
     if (failure instanceof StaleOwnerError) throw failure;
-    if (created) {
-      await sandbox.destroy(input.sandboxName, { retry: true }).catch((destroyErr: unknown) => {
-        logger.warn(
-          { err: destroyErr, sandbox: input.sandboxName },
-          'could not destroy a sandbox whose provisioning failed',
-        );
-      });
-    }
+    if (created) await deps.destroys.destroy(input.lease.tenantId, input.sandboxName);
     await deps.callbackKeys.revoke(input.lease.conversationId).catch(() => {});
     const reason = input.registry.redact(`${failure.stage}: ${failure.message}`).toString('utf8');
     await markSandbox(input.lease, input.sandboxId, 'failed', ['pending', 'starting', 'ready'], {

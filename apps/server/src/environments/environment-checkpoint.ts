@@ -18,6 +18,7 @@ import { performance } from 'node:perf_hooks';
 import type { SandboxClient } from '@paddock/sandbox-client';
 import { sql } from 'kysely';
 import type { StageEvent } from '../conversations/contracts.ts';
+import type { DestroyQueue } from '../conversations/destroy-queue.ts';
 import type { ColdPathInput, EnvironmentRow } from '../conversations/provisioner.ts';
 import { createSecretRegistry } from '../conversations/redactor.ts';
 import type { Db } from '../db/database.ts';
@@ -56,6 +57,8 @@ export function createEnvironmentCheckpoints(deps: {
   secrets: Pick<SecretsService, 'decryptOwner'>;
   environments: Pick<EnvironmentsService, 'get'>;
   coldPath(input: ColdPathInput): Promise<void>;
+  /** The build sandbox's destroy: retried until the backend confirms it. */
+  destroys: DestroyQueue;
   logger: Logger;
 }): EnvironmentCheckpoints {
   const { db, sandbox, logger } = deps;
@@ -151,9 +154,7 @@ export function createEnvironmentCheckpoints(deps: {
           duration_ms: Math.round(performance.now() - t1),
         });
       } finally {
-        await sandbox.destroy(name, { retry: true }).catch((err: unknown) => {
-          logger.warn({ err, sandbox: name }, 'checkpoint build: could not destroy the build sandbox');
-        });
+        await deps.destroys.destroy(ctx.tenantId, name);
       }
       const stored = await db
         .updateTable('environments')

@@ -15,6 +15,7 @@ import type {
   RuntimeAdapter,
   StageEvent,
 } from '../../src/conversations/contracts.ts';
+import { createDestroyQueue } from '../../src/conversations/destroy-queue.ts';
 import { createProvisioner, type ProvisionerDeps } from '../../src/conversations/provisioner.ts';
 import { createSecretRegistry, type SecretRegistry } from '../../src/conversations/redactor.ts';
 import { storedEvent } from '../../src/conversations/turn-events.ts';
@@ -126,6 +127,7 @@ export function provisionerFor(h: ProvisionHarness, extra: Partial<ProvisionerDe
       callbackUrl: 'http://paddock.internal:4000',
     }),
     sandbox: h.client,
+    destroys: createDestroyQueue({ db: h.t.deps.db, sandbox: h.client, logger: h.t.deps.logger }),
     logger: h.t.deps.logger,
     ...extra,
   });
