@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { sql } from 'kysely';
+import { deleteConversation } from '../src/conversations/conversations.repo.ts';
 import { type ConversationHarness, startConversationHarness } from './helpers/conversations.ts';
 import type { TestUser } from './helpers/factories.ts';
 
@@ -67,9 +68,10 @@ describe('a sandbox destroy the backend did not confirm', () => {
       const first = await queued(name);
       assert.equal(first?.attempts, 0);
       assert.ok(first?.last_error, 'the failure is kept with the row');
-      assert.ok(first.due_in_s <= 0, 'due at the next tick');
+      assert.ok(first.due_in_s <= 60, `due within a minute (${first.due_in_s} s)`);
 
-      // A tick while the backend is still down: one more attempt, then a minute's wait.
+      // Due, and a tick while the backend is still down: one more attempt, then a minute's wait.
+      await sql`UPDATE sandbox_destroys SET next_at = now() WHERE name = ${name}`.execute(h.deps.db);
       await h.deps.conversationEngine.tick();
       const retried = await queued(name);
       assert.equal(retried?.attempts, 1);
@@ -104,7 +106,23 @@ describe('a sandbox destroy the backend did not confirm', () => {
     assert.ok(!(await h.backendSandboxes()).includes(name));
   });
 
-  it('a destroy the backend confirms queues nothing', async () => {
+  it('a delete queues the destroy in its own statement: a process that dies before destroying leaves it owed', async () => {
+    const { id, name } = await idleConversation();
+    // The request's first step alone (conversations.service.ts remove), as if the process died
+    // right after it: the conversation and its rows are gone, the destroy is owed.
+    assert.deepEqual(await deleteConversation(h.deps.db, user.id, id), [name]);
+    assert.equal((await h.api(user, 'GET', `/api/conversations/${id}`)).status, 404);
+    const owed = await queued(name);
+    assert.equal(owed?.attempts, 0);
+    assert.ok(owed.due_in_s > 50, 'due after the request had its own try');
+    await sql`UPDATE sandbox_destroys SET next_at = now() WHERE name = ${name}`.execute(h.deps.db);
+    await h.deps.conversationEngine.tick();
+    assert.equal(await queued(name), undefined);
+    assert.ok(!(await h.backendSandboxes()).includes(name));
+    assert.equal(await deleteConversation(h.deps.db, user.id, id), null, 'a missing conversation: null');
+  });
+
+  it('a destroy the backend confirms leaves nothing queued', async () => {
     const { id, name } = await idleConversation();
     const res = await h.api(user, 'DELETE', `/api/conversations/${id}`);
     assert.equal(res.status, 204);

@@ -329,17 +329,6 @@ export async function findLiveSandbox(db: Conn, tenantId: string, conversationId
 
 export type SandboxRow = NonNullable<Awaited<ReturnType<typeof findLiveSandbox>>>;
 
-export async function sandboxNames(db: Conn, tenantId: string, conversationId: string): Promise<string[]> {
-  const rows = await db
-    .selectFrom('sandboxes')
-    .select('name')
-    .where('tenant_id', '=', tenantId)
-    .where('conversation_id', '=', conversationId)
-    .where('status', 'in', LIVE_SANDBOX_STATUSES)
-    .execute();
-  return rows.map((r) => r.name);
-}
-
 export async function setSandboxStatus(
   db: Conn,
   tenantId: string,
@@ -393,13 +382,28 @@ export async function turnImages(db: Db, tenantId: string, turnId: string) {
     .execute();
 }
 
-export async function deleteConversation(db: Db, tenantId: string, id: string): Promise<boolean> {
-  const res = await db
-    .deleteFrom('conversations')
-    .where('tenant_id', '=', tenantId)
-    .where('id', '=', id)
-    .executeTakeFirst();
-  return Number(res.numDeletedRows) > 0;
+/**
+ * Deletes the conversation (its sandboxes, turns and log go with it) and, in the same statement,
+ * queues the destroy of its live sandboxes (destroy-queue.ts), due a minute later: the caller
+ * destroys them at once, and if the process dies first the lifecycle clock still does. Null when
+ * there was no such conversation; else the names to destroy.
+ */
+export async function deleteConversation(db: Db, tenantId: string, id: string): Promise<string[] | null> {
+  const { rows } = await sql<{ deleted: boolean; names: string[] }>`
+    WITH live AS (
+      SELECT name FROM sandboxes
+       WHERE tenant_id = ${tenantId} AND conversation_id = ${id}
+         AND status IN ('pending', 'starting', 'ready')
+    ), owed AS (
+      INSERT INTO sandbox_destroys (name, tenant_id, next_at)
+      SELECT name, ${tenantId}, now() + interval '1 minute' FROM live
+      ON CONFLICT (name) DO NOTHING
+    ), gone AS (
+      DELETE FROM conversations WHERE tenant_id = ${tenantId} AND id = ${id} RETURNING id
+    )
+    SELECT EXISTS (SELECT 1 FROM gone) AS deleted, ARRAY(SELECT name FROM live) AS names`.execute(db);
+  const row = rows[0];
+  return row?.deleted ? row.names : null;
 }
 
 export async function markRead(db: Db, tenantId: string, id: string): Promise<void> {

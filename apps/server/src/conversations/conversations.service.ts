@@ -37,7 +37,6 @@ import {
   listTurns,
   lockConversation,
   queueWarmTurn,
-  sandboxNames,
   setConversationStatus,
   type TurnRow,
 } from './conversations.repo.ts';
@@ -394,12 +393,12 @@ export function createConversationsService(deps: {
 
     async remove(tenantId, id) {
       await mustFind(tenantId, id);
-      const names = await sandboxNames(db, tenantId, id);
-      if (!(await deleteConversation(db, tenantId, id))) throw AppError.notFound('conversation');
+      const names = await deleteConversation(db, tenantId, id);
+      if (!names) throw AppError.notFound('conversation');
       kick({ type: 'delete', tenantId, conversationId: id });
       // The owner (if any) stops and destroys too; destroying here as well covers a conversation
-      // nobody owns. Destroy is idempotent (404 counts as success); one the backend does not
-      // confirm is queued and retried by the lifecycle clock (destroy-queue.ts).
+      // nobody owns. Destroy is idempotent (404 counts as success). The destroys were queued with
+      // the delete: one the backend does not confirm is retried by the lifecycle clock.
       await engine.destroySandboxes(tenantId, names);
     },
   };

@@ -8,7 +8,11 @@
 // 1. `destroy` never throws: the backend confirmed the destroy (a 404 counts: nothing is left),
 //    or the name is queued, committed before it returns (only a database that fails too loses it,
 //    and that is logged).
-// 2. A queued name is deleted only after a destroy the backend confirmed.
+// 2. A queued name is deleted only after a destroy the backend confirmed, and every confirmed
+//    destroy deletes its name's row, whoever queued it. A name can be queued ahead, due later:
+//    a conversation's delete queues its live sandboxes in the statement that deletes it
+//    (conversations.repo.ts deleteConversation), so a process that dies before its destroy
+//    leaves the destroy owed, not forgotten (its rows are gone with the conversation).
 // 3. Each retry claims its rows by moving their `next_at` forward (1 minute, doubling per attempt,
 //    at most an hour) in the statement that selects them (FOR UPDATE SKIP LOCKED): processes
 //    sharing the database never retry one name at the same moment, and a name that keeps failing
@@ -42,6 +46,17 @@ export function createDestroyQueue(deps: {
 }): DestroyQueue {
   const { db, sandbox, logger } = deps;
 
+  /** Invariant 2: the backend confirmed; a row left behind only costs a retry that finds nothing. */
+  const forget = async (name: string): Promise<void> => {
+    await db
+      .deleteFrom('sandbox_destroys')
+      .where('name', '=', name)
+      .execute()
+      .catch((err: unknown) =>
+        logger.warn({ sandbox: name, err: message(err) }, 'could not clear a queued destroy'),
+      );
+  };
+
   const queue = async (tenantId: string, name: string, err: unknown): Promise<void> => {
     try {
       await db
@@ -62,11 +77,12 @@ export function createDestroyQueue(deps: {
     async destroy(tenantId, name) {
       try {
         await sandbox.destroy(name, { retry: true });
-        return true;
       } catch (err) {
         await queue(tenantId, name, err);
         return false;
       }
+      await forget(name);
+      return true;
     },
 
     async retryDue() {
@@ -92,7 +108,7 @@ export function createDestroyQueue(deps: {
           );
           continue;
         }
-        await db.deleteFrom('sandbox_destroys').where('name', '=', row.name).execute();
+        await forget(row.name);
         logger.info({ sandbox: row.name, attempts: row.attempts }, 'queued sandbox destroy done');
       }
     },
