@@ -3,6 +3,7 @@
 // show checkpoint_restore), and a corrupted checkpoint id falls back to the cold path").
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
 import {
   createEnvironment,
   newConversation,
@@ -128,6 +129,37 @@ describe('environment checkpoints', () => {
       headers: h.user.auth,
     });
     assert.equal(bad.statusCode, 404);
+  });
+
+  test('the build sandbox is owed a destroy while it exists (a process that dies mid-build still gets it destroyed); none is left after', async () => {
+    const environmentId = await createEnvironment(h, { setup_script: 'sleep 1' });
+    const prefix = `paddock-${h.user.id.replaceAll('-', '').slice(0, 8)}-`;
+    const owed = () =>
+      h.t.deps.db
+        .selectFrom('sandbox_destroys')
+        .select(['name', sql<number>`extract(epoch from next_at - now())::float8`.as('due_in_s')])
+        .where('tenant_id', '=', h.user.id)
+        .execute();
+    const build = h.t.app.inject({
+      method: 'POST',
+      url: `/api/environments/${environmentId}/checkpoint`,
+      headers: h.user.auth,
+    });
+    let during: { name: string; due_in_s: number }[] = [];
+    let live: string[] = [];
+    while (live.length === 0) {
+      live = (await h.client.list({ prefix })).map((s) => s.name);
+      during = await owed();
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.deepEqual(
+      during.map((r) => r.name),
+      live,
+    );
+    assert.ok((during[0]?.due_in_s ?? 0) > 5 * 3600, 'due only after the longest build');
+    assert.equal((await build).statusCode, 201);
+    assert.deepEqual(await owed(), []);
+    assert.equal((await h.client.list({ prefix })).length, 0);
   });
 
   test('a failing setup script: the build answers 422 with the reason, stores nothing, leaves no sandbox', async () => {

@@ -11,8 +11,9 @@
 // 2. A queued name is deleted only after a destroy the backend confirmed, and every confirmed
 //    destroy deletes its name's row, whoever queued it. A name can be queued ahead, due later:
 //    a conversation's delete queues its live sandboxes in the statement that deletes it
-//    (conversations.repo.ts deleteConversation), so a process that dies before its destroy
-//    leaves the destroy owed, not forgotten (its rows are gone with the conversation).
+//    (conversations.repo.ts deleteConversation), and a checkpoint build queues its sandbox before
+//    creating it, due after the longest build (`owe`), so a process that dies before its destroy
+//    leaves the destroy owed, not forgotten (no row names those sandboxes any more, or ever).
 // 3. Each retry claims its rows by moving their `next_at` forward (1 minute, doubling per attempt,
 //    at most an hour) in the statement that selects them (FOR UPDATE SKIP LOCKED): processes
 //    sharing the database never retry one name at the same moment, and a name that keeps failing
@@ -32,6 +33,11 @@ const MAX_ERROR_LENGTH = 500;
 export interface DestroyQueue {
   /** Destroys `name` on the backend; if that is not confirmed, queues it (invariant 1). True when confirmed. */
   destroy(tenantId: string, name: string): Promise<boolean>;
+  /**
+   * Queues `name` ahead, due in `dueInMs`: a sandbox about to be created that no row will name
+   * (a checkpoint build's), destroyed then if its creator died before it could (invariant 2).
+   */
+  owe(tenantId: string, name: string, dueInMs: number): Promise<void>;
   /** Retries the queued destroys that are due (the lifecycle clock's tick). */
   retryDue(): Promise<void>;
 }
@@ -83,6 +89,18 @@ export function createDestroyQueue(deps: {
       }
       await forget(name);
       return true;
+    },
+
+    async owe(tenantId, name, dueInMs) {
+      await db
+        .insertInto('sandbox_destroys')
+        .values({
+          name,
+          tenant_id: tenantId,
+          next_at: sql<Date>`now() + ${Math.max(0, Math.round(dueInMs))} * interval '1 millisecond'`,
+        })
+        .onConflict((oc) => oc.column('name').doNothing())
+        .execute();
     },
 
     async retryDue() {

@@ -4,8 +4,9 @@
 //
 // Invariants:
 // - The build sandbox is the tenant's (`paddock-<tenant8>-<hex8>`) and is destroyed whatever
-//   happens; it has no conversation, no callback key and no vault: only the environment's own
-//   env_vars and secrets.
+//   happens, also when this process dies mid-build (its destroy is queued before it is created,
+//   due after BUILD_SANDBOX_DEADLINE_MS: destroy-queue.ts). It has no conversation, no callback
+//   key and no vault: only the environment's own env_vars and secrets.
 // - Secrets never end up in the checkpoint through us: no env file is written, and
 //   /home/sandbox/.paddock (the setup script) is removed before the copy. (What the setup script
 //   itself writes to disk is the tenant's choice.)
@@ -46,6 +47,13 @@ export interface EnvironmentCheckpoints {
     onEvent?: (event: CheckpointEvent) => void,
   ): Promise<EnvironmentViewT>;
 }
+
+/**
+ * Longer than any build can take (every stage has its client-side timeout: at most 3 package
+ * managers × 300 s, 20 repos × 600 s, setup 120 s): a build sandbox still there after this was
+ * left by a process that died.
+ */
+export const BUILD_SANDBOX_DEADLINE_MS = 6 * 3_600_000;
 
 export function buildSandboxName(tenantId: string): string {
   return `paddock-${tenantId.replaceAll('-', '').slice(0, 8)}-${randomBytes(4).toString('hex')}`;
@@ -94,6 +102,9 @@ export function createEnvironmentCheckpoints(deps: {
         },
       };
       const name = buildSandboxName(ctx.tenantId);
+      // No row names a build sandbox: its destroy is owed before it exists, in case this process
+      // dies before the `finally` below destroys it (destroy-queue.ts).
+      await deps.destroys.owe(ctx.tenantId, name, BUILD_SANDBOX_DEADLINE_MS);
       let checkpointId: string;
       try {
         const t0 = performance.now();
