@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { deleteConversation } from '../src/conversations/conversations.repo.ts';
-import { type ConversationHarness, startConversationHarness } from './helpers/conversations.ts';
+import { type ConversationHarness, startConversationHarness, waitUntil } from './helpers/conversations.ts';
 import type { TestUser } from './helpers/factories.ts';
 
 let h: ConversationHarness;
@@ -35,15 +35,6 @@ async function queued(name: string): Promise<Queued | undefined> {
     SELECT name, attempts, last_error, extract(epoch FROM next_at - now())::float8 AS due_in_s
       FROM sandbox_destroys WHERE name = ${name}`.execute(h.deps.db);
   return rows[0];
-}
-
-async function waitUntil(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error('condition not reached');
 }
 
 /** A conversation whose first turn ended, with its warm sandbox's name. */

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { queueWarmTurn } from '../src/conversations/conversations.repo.ts';
-import { type ConversationHarness, startConversationHarness } from './helpers/conversations.ts';
+import { type ConversationHarness, startConversationHarness, waitUntil } from './helpers/conversations.ts';
 import type { TestUser } from './helpers/factories.ts';
 
 let h: ConversationHarness;
@@ -454,15 +454,6 @@ describe('when the sandbox backend goes down', () => {
     }
   });
 });
-
-async function waitUntil(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error('condition not reached');
-}
 
 async function waitForOutput(id: string, text: string): Promise<void> {
   await waitUntil(async () => (await h.stdout(id)).includes(text));

@@ -364,3 +364,13 @@ export async function startConversationHarness(options: HarnessOptions = {}): Pr
   };
   return harness;
 }
+
+/** Polls `check` every 50 ms until it is true; throws after `timeoutMs`. */
+export async function waitUntil(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('condition not reached');
+}
