@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { StaleOwnerError } from '../src/conversations/contracts.ts';
 import { createOwnership } from '../src/conversations/owner.ts';
-import { ownerSetConversation } from '../src/conversations/owner-writes.repo.ts';
+import { ownerSetConversation, ownerStartTurn } from '../src/conversations/owner-writes.repo.ts';
 import { type ConversationHarness, startConversationHarness } from './helpers/conversations.ts';
 import type { TestUser } from './helpers/factories.ts';
 
@@ -59,6 +59,40 @@ describe('ownership (owner.ts, owner-writes.repo.ts)', () => {
       await assert.rejects(ownerSetConversation(h.deps.db, leaseA, { status: 'idle' }), StaleOwnerError);
       assert.equal(await ownerSetConversation(h.deps.db, leaseB, { unread: false }), true);
     } finally {
+      await b.close();
+    }
+  });
+});
+
+describe('starting a turn (ownerStartTurn)', () => {
+  it('starts only a queued turn: one a request ended meanwhile stays as it is; a stale lease is refused', async () => {
+    const user = await h.user();
+    const agent = await h.agent(user);
+    const conv = await terminatedConversation(user, agent);
+    const [turn] = await h.turns(user, conv.id);
+    assert.equal(turn?.status, 'succeeded');
+    const a = ownershipAs('a');
+    const b = ownershipAs('b');
+    try {
+      const leaseA = await waitForLease(() => a.tryAcquire(user.id, conv.id));
+      const sandbox = await h.deps.db
+        .selectFrom('sandboxes')
+        .select('id')
+        .where('conversation_id', '=', conv.id)
+        .executeTakeFirstOrThrow();
+      // A terminate ends the open turns (`interrupted`) while the owner is about to start one.
+      await h.deps.db.updateTable('turns').set({ status: 'interrupted' }).where('id', '=', turn.id).execute();
+      assert.equal(await ownerStartTurn(h.deps.db, leaseA, turn.id, sandbox.id), false);
+      assert.equal((await h.turns(user, conv.id))[0]?.status, 'interrupted', 'not set back to running');
+      await h.deps.db.updateTable('turns').set({ status: 'queued' }).where('id', '=', turn.id).execute();
+      await a.close();
+      await waitForLease(() => b.tryAcquire(user.id, conv.id));
+      await assert.rejects(ownerStartTurn(h.deps.db, leaseA, turn.id, sandbox.id), StaleOwnerError);
+      assert.equal((await h.turns(user, conv.id))[0]?.status, 'queued');
+      // As it was: no queued turn left for the orphan sweep to pick up.
+      await h.deps.db.updateTable('turns').set({ status: 'succeeded' }).where('id', '=', turn.id).execute();
+    } finally {
+      await a.close();
       await b.close();
     }
   });

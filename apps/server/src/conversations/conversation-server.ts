@@ -486,7 +486,7 @@ export function createConversationServer(
       // overlapped. A follow-up prompt marked the conversation `running` already (read above; a
       // successful provisioning does not change it): no write, and no read to tell a status that
       // did not match from a lost lease, for which the fenced turn row answers.
-      const [imageRows, , nowRunning] = await Promise.all([
+      const [imageRows, started, nowRunning] = await Promise.all([
         turnImages(db, lease.tenantId, turn.id),
         ownerStartTurn(db, lease, turn.id, current?.id ?? ''),
         conv.status === 'running'
@@ -494,6 +494,8 @@ export function createConversationServer(
           : ownerSetConversation(db, lease, { status: 'running' }, { onlyIf: ['pending', 'idle'] }),
       ]);
       if (nowRunning) publishStatus('running');
+      // A request ended the turn since the round read it (terminate): it does not run.
+      if (!started) return;
       const images = imageRows.map((i) => ({ mediaType: i.media_type, data: i.data }));
       const command = adapter.buildTurn({
         agent,

@@ -226,20 +226,28 @@ export async function ownerRound(db: Db, lease: OwnerLease) {
   return { conv, turn, live };
 }
 
+/**
+ * Starts a queued turn: true when it was still `queued`; false when a request ended it meanwhile
+ * (a terminate fails the open turns `interrupted`), which is never overwritten; StaleOwnerError
+ * when the lease is gone.
+ */
 export async function ownerStartTurn(
   db: Db,
   lease: OwnerLease,
   turnId: string,
   sandboxId: string,
-): Promise<void> {
+): Promise<boolean> {
   const res = await db
     .updateTable('turns')
     .set({ status: 'running', started_at: sql<Date>`now()`, sandbox_id: sandboxId })
     .where('tenant_id', '=', lease.tenantId)
     .where('id', '=', turnId)
+    .where('status', '=', 'queued')
     .where(fenced(lease))
     .executeTakeFirst();
-  check(lease, res.numUpdatedRows);
+  if (Number(res.numUpdatedRows) > 0) return true;
+  await ownerLoadConversation(db, lease);
+  return false;
 }
 
 export async function ownerSetExecSession(
