@@ -113,6 +113,35 @@ describe('a sandbox destroy the backend did not confirm', () => {
     assert.equal(await deleteConversation(h.deps.db, user.id, id), null, 'a missing conversation: null');
   });
 
+  it('a name retried many times is still retried, at most 64 minutes apart', async () => {
+    // Not on the backend (a 404 confirms the destroy), after a thousand failed attempts.
+    const gone = `paddock-${user.id.replaceAll('-', '').slice(0, 8)}-0dead000`;
+    await sql`INSERT INTO sandbox_destroys (name, tenant_id, attempts) VALUES (${gone}, ${user.id}, 1000)`.execute(
+      h.deps.db,
+    );
+    await h.deps.conversationEngine.tick();
+    assert.equal(await queued(gone), undefined, 'retried and confirmed');
+    // And one that keeps failing waits 64 minutes, not longer.
+    const { id, name } = await idleConversation();
+    await h.stopSandboxd();
+    try {
+      assert.equal((await h.api(user, 'DELETE', `/api/conversations/${id}`)).status, 204);
+      await sql`UPDATE sandbox_destroys SET attempts = 1000, next_at = now() WHERE name = ${name}`.execute(
+        h.deps.db,
+      );
+      await h.deps.conversationEngine.tick();
+      const retried = await queued(name);
+      assert.equal(retried?.attempts, 1001);
+      assert.ok(Math.abs(retried.due_in_s - 64 * 60) < 30, `next try in ${retried.due_in_s} s`);
+    } finally {
+      await h.restartSandboxd();
+    }
+    await sql`UPDATE sandbox_destroys SET next_at = now() WHERE name = ${name}`.execute(h.deps.db);
+    await h.deps.conversationEngine.tick();
+    assert.equal(await queued(name), undefined);
+    assert.ok(!(await h.backendSandboxes()).includes(name));
+  });
+
   it('a destroy the backend confirms leaves nothing queued', async () => {
     const { id, name } = await idleConversation();
     const res = await h.api(user, 'DELETE', `/api/conversations/${id}`);

@@ -15,9 +15,9 @@
 //    creating it, due after the longest build (`owe`), so a process that dies before its destroy
 //    leaves the destroy owed, not forgotten (no row names those sandboxes any more, or ever).
 // 3. Each retry claims its rows by moving their `next_at` forward (1 minute, doubling per attempt,
-//    at most an hour) in the statement that selects them (FOR UPDATE SKIP LOCKED): processes
-//    sharing the database never retry one name at the same moment, and a name that keeps failing
-//    does not cost the backend a call every minute.
+//    at most 64 minutes whatever the attempt count) in the statement that selects them (FOR
+//    UPDATE SKIP LOCKED): processes sharing the database never retry one name at the same moment,
+//    and a name that keeps failing does not cost the backend a call every minute.
 // 4. The queue holds names, never secrets; the error kept is the client's message about the
 //    destroy call (a name and a status), and no retry gives up: the row stays until the backend
 //    confirms, visible in the log with its attempt count.
@@ -29,6 +29,8 @@ import type { Logger } from '../observability/logger.ts';
 /** Due rows retried per call (a lifecycle tick). */
 const RETRIES_PER_TICK = 20;
 const MAX_ERROR_LENGTH = 500;
+/** 1 minute doubled at most this often: 64 minutes between tries (and no interval overflow). */
+const MAX_BACKOFF_DOUBLINGS = 6;
 
 export interface DestroyQueue {
   /** Destroys `name` on the backend; if that is not confirmed, queues it (invariant 1). True when confirmed. */
@@ -107,7 +109,7 @@ export function createDestroyQueue(deps: {
       const claimed = await sql<{ name: string; attempts: number }>`
         UPDATE sandbox_destroys
            SET attempts = attempts + 1,
-               next_at = now() + least(interval '1 hour', interval '1 minute' * power(2, attempts))
+               next_at = now() + interval '1 minute' * power(2, least(attempts, ${MAX_BACKOFF_DOUBLINGS}))
          WHERE name IN (SELECT name FROM sandbox_destroys WHERE next_at <= now()
                          ORDER BY next_at LIMIT ${RETRIES_PER_TICK} FOR UPDATE SKIP LOCKED)
         RETURNING name, attempts`.execute(db);
