@@ -84,9 +84,11 @@ describe('starting a turn (ownerStartTurn)', () => {
       await h.deps.db.updateTable('turns').set({ status: 'interrupted' }).where('id', '=', turn.id).execute();
       assert.equal(await ownerStartTurn(h.deps.db, leaseA, turn.id, sandbox.id), false);
       assert.equal((await h.turns(user, conv.id))[0]?.status, 'interrupted', 'not set back to running');
-      await h.deps.db.updateTable('turns').set({ status: 'queued' }).where('id', '=', turn.id).execute();
       await a.close();
       await waitForLease(() => b.tryAcquire(user.id, conv.id));
+      // Queued only while b holds the conversation: the orphan sweep (every 200 ms here) cannot
+      // take it over and end the turn meanwhile.
+      await h.deps.db.updateTable('turns').set({ status: 'queued' }).where('id', '=', turn.id).execute();
       await assert.rejects(ownerStartTurn(h.deps.db, leaseA, turn.id, sandbox.id), StaleOwnerError);
       assert.equal((await h.turns(user, conv.id))[0]?.status, 'queued');
       // As it was: no queued turn left for the orphan sweep to pick up.
