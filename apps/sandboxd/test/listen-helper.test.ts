@@ -1,36 +1,18 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { HOST_PATH } from '../src/config.ts';
-import { HOST_ENV, resolveHostTools } from '../src/runtime/host-tools.ts';
-import { checkPerlListener, listenHelper } from '../src/runtime/namespaces.ts';
+import { resolveHostTools } from '../src/runtime/host-tools.ts';
+import { checkPerlListener, listenHelper, receiveListener } from '../src/runtime/namespaces.ts';
 import { startTestSandboxd } from './harness.ts';
 import { api, sh } from './helpers.ts';
 
 // Both proxy listen helpers, run here in the test's own network namespace (sandboxd runs them through
 // nsenter --net in a sandbox's; egress.test.ts covers that end to end): each hands sandboxd a listening
 // socket that node adopts as a net.Server, or exits with the reason and hands nothing.
-
-type Outcome = { server: net.Server } | { code: number | null; stderr: string };
-
-function runHelper(argv: string[], port: number): Promise<Outcome> {
-  const child = spawn(argv[0]!, argv.slice(1), {
-    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-    env: { ...HOST_ENV, SBX_PROXY_PORT: String(port) },
-  });
-  let stderr = '';
-  child.stderr?.on('data', (d: Buffer) => {
-    stderr += d.toString();
-  });
-  return new Promise((resolve) => {
-    child.on('message', (_msg, handle) => resolve({ server: handle as net.Server }));
-    child.on('close', (code) => resolve({ code, stderr }));
-  });
-}
 
 async function freePort(): Promise<number> {
   const s = net.createServer();
@@ -95,9 +77,8 @@ describe('proxy listen helpers', () => {
   for (const [name, argv] of helpers) {
     it(`${name}: hands over a listener on 127.0.0.1 that accepts connections`, async () => {
       const port = await freePort();
-      const out = await runHelper(argv, port);
-      assert.ok('server' in out, `no listener: ${JSON.stringify(out)}`);
-      const { server } = out;
+      // The handshake sandboxd itself uses (receiveListener): it rejects with the reason when nothing came.
+      const server = await receiveListener(argv, port, 10_000);
       try {
         assert.deepEqual(server.address(), { address: '127.0.0.1', family: 'IPv4', port });
         server.on('connection', (s: net.Socket) => s.end('proxied\n'));
@@ -123,10 +104,14 @@ describe('proxy listen helpers', () => {
       await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r));
       const { port } = taken.address() as net.AddressInfo;
       try {
-        const out = await runHelper(argv, port);
-        assert.ok(!('server' in out), 'a listener on a taken port');
-        assert.notEqual(out.code, 0);
-        assert.match(out.stderr, /listen failed: .*(in use|EADDRINUSE)/i);
+        // No listener, a non-zero exit, and the helper's own reason.
+        await assert.rejects(receiveListener(argv, port, 10_000), (err: Error) => {
+          assert.match(
+            err.message,
+            /exited \((?!0\))\d+\) without a listener: .*listen failed: .*(in use|EADDRINUSE)/is,
+          );
+          return true;
+        });
       } finally {
         await new Promise<void>((r) => taken.close(() => r()));
       }
