@@ -393,7 +393,7 @@ export async function deleteConversation(db: Db, tenantId: string, id: string): 
     WITH live AS (
       SELECT name FROM sandboxes
        WHERE tenant_id = ${tenantId} AND conversation_id = ${id}
-         AND status IN ('pending', 'starting', 'ready')
+         AND status IN (${sql.join(LIVE_SANDBOX_STATUSES)})
     ), owed AS (
       INSERT INTO sandbox_destroys (name, tenant_id, next_at)
       SELECT name, ${tenantId}, now() + interval '1 minute' FROM live

@@ -20,6 +20,16 @@ function check(lease: OwnerLease, updated: bigint | number): void {
   if (Number(updated) === 0) throw new StaleOwnerError(lease.conversationId);
 }
 
+/**
+ * For a write with a condition of its own besides the fence: true when it changed a row; false
+ * when the condition did not hold; StaleOwnerError when the lease is gone.
+ */
+async function changedUnlessStale(db: Db, lease: OwnerLease, updated: bigint | number): Promise<boolean> {
+  if (Number(updated) > 0) return true;
+  await ownerLoadConversation(db, lease);
+  return false;
+}
+
 export async function ownerLoadConversation(db: Db, lease: OwnerLease) {
   const row = await db
     .selectFrom('conversations')
@@ -59,9 +69,7 @@ export async function ownerSetConversation(
   if (options.onlyIf) {
     // A status decided by a request (terminated) is never overwritten by the owner.
     const res = await q.where('status', 'in', options.onlyIf).executeTakeFirst();
-    if (Number(res.numUpdatedRows) > 0) return true;
-    await ownerLoadConversation(db, lease);
-    return false;
+    return await changedUnlessStale(db, lease, res.numUpdatedRows);
   }
   check(lease, (await q.executeTakeFirst()).numUpdatedRows);
   return true;
@@ -245,9 +253,7 @@ export async function ownerStartTurn(
     .where('status', '=', 'queued')
     .where(fenced(lease))
     .executeTakeFirst();
-  if (Number(res.numUpdatedRows) > 0) return true;
-  await ownerLoadConversation(db, lease);
-  return false;
+  return await changedUnlessStale(db, lease, res.numUpdatedRows);
 }
 
 export async function ownerSetExecSession(
