@@ -74,6 +74,21 @@ describe('file writes', () => {
         r.stderr,
       );
 
+      // A new file gets its mode at creation; an existing one is rewritten and given the new mode; a mode with
+      // execute bits (no umask makes it) is set afterwards.
+      await waitFor(async () => standbys(initPid('fw')).length === 3, 'the standbys refilled');
+      const again = await Promise.all([
+        write('fw', 'path=first&mode=0644', 'two\n'),
+        write('fw', 'path=tool&mode=0750', '#!/bin/sh\necho ran\n'),
+        write('fw', 'path=public&mode=644', 'p\n'),
+      ]);
+      assert.deepEqual(
+        again.map((r) => r.status),
+        [204, 204, 204],
+      );
+      const modes = await sh(d, 'fw', 'cd ~; stat -c "%a" first tool public; cat first; ./tool');
+      assert.equal(modes.stdout, '644\n750\n644\ntwo\nran\n', modes.stderr);
+
       // Errors read the same through the standby as through a fresh chain.
       await waitFor(async () => standbys(initPid('fw')).length === 3, 'the standbys refilled');
       const refused = await write('fw', 'path=/usr/bin/evil', 'x');

@@ -7,8 +7,9 @@
  * (EXEC_LOADER) and runs the write script (`cat`, `chmod`): 20–30 ms here, of which the script's own
  * processes are ~4 ms. A provisioning writes files on the path to a conversation's first byte (the env
  * file, skills, the setup script, a runtime's turn files), so a standby has everything up to the script
- * done before the write arrives: it waits inside the sandbox, reading the path, mode and "make parents" flag
- * as three lines on its stdin, then the content until end of input (docs/performance.md).
+ * done before the write arrives: it waits inside the sandbox, reading the path, mode, "make parents" flag
+ * and a new file's umask as four lines on its stdin, then the content until end of input
+ * (docs/performance.md).
  *
  * Invariants:
  * - A standby and a fresh write run the same script, through the same argv and environment (the exec path
@@ -28,15 +29,30 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { type InitHandle, sameInit } from '../runtime/namespaces.ts';
 
-/** The write, its arguments positional: $1 target, $2 mode (octal), $3 "1" to make missing parents. */
+/**
+ * The write, its arguments positional: $1 target, $2 mode (octal), $3 "1" to make missing parents, $4 the
+ * umask that creates a new file with mode $2 exactly (empty when no umask can: execute or special bits).
+ * A new file is created with its mode (`set -C`: O_EXCL, so a file that appeared since the test fails the
+ * write instead of keeping its mode) and no `chmod` runs: one process fewer in the sandbox per write, on a
+ * provisioning's path (the env file, a turn's files). Any other write is made private first (umask 077),
+ * then given its mode.
+ */
 const WRITE_SCRIPT =
   // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
-  'set -e; if [ "$3" = 1 ]; then d=${1%/*}; d=${d:-/}; [ -d "$d" ] || mkdir -p -- "$d"; fi; umask 077; cat > "$1"; exec chmod "$2" "$1"';
+  'set -e; if [ "$3" = 1 ]; then d=${1%/*}; d=${d:-/}; [ -d "$d" ] || mkdir -p -- "$d"; fi; ' +
+  'if [ -n "$4" ] && ! [ -e "$1" ] && ! [ -h "$1" ]; then umask "$4"; set -C; exec cat > "$1"; fi; ' +
+  'umask 077; cat > "$1"; exec chmod "$2" "$1"';
 /**
  * The standby: the same write, its arguments read as lines first (`read` takes a pipe one byte at a time,
  * so the content after the header stays on stdin for `cat`). No whole header: exit, nothing written.
  */
-const STANDBY_SCRIPT = `IFS= read -r p && IFS= read -r m && IFS= read -r k || exit 0; set -- "$p" "$m" "$k"; ${WRITE_SCRIPT}`;
+const STANDBY_SCRIPT = `IFS= read -r p && IFS= read -r m && IFS= read -r k && IFS= read -r u || exit 0; set -- "$p" "$m" "$k" "$u"; ${WRITE_SCRIPT}`;
+
+/** The umask under which a new file gets `mode` (octal text) at its creation; '' when none does. */
+export function creationUmask(mode: string): string {
+  const m = Number.parseInt(mode, 8);
+  return (m & ~0o666) === 0 ? (~m & 0o777).toString(8).padStart(3, '0') : '';
+}
 
 const REFILL_DELAY_MS = 100;
 /**
@@ -113,7 +129,9 @@ export class FileWriter {
     if (i >= 0) {
       child = this.standbys.splice(i, 1)[0]!.child;
       child.ref();
-      child.stdin!.write(`${req.target}\n${req.mode}\n${req.mkdirs ? '1' : '0'}\n`);
+      child.stdin!.write(
+        `${req.target}\n${req.mode}\n${req.mkdirs ? '1' : '0'}\n${creationUmask(req.mode)}\n`,
+      );
       this.scheduleFill();
     } else {
       child = this.spawn(h, [
@@ -124,6 +142,7 @@ export class FileWriter {
         req.target,
         req.mode,
         req.mkdirs ? '1' : '0',
+        creationUmask(req.mode),
       ]);
     }
     let stderr = '';
