@@ -48,6 +48,7 @@ export function createClient(options: { url: string; apiKey: string | null; time
       status: res.status,
       code: body.error ?? null,
       retryAfterSeconds: Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter : null,
+      serverMessage: typeof body.message === 'string' ? body.message : null,
     };
     if (res.status === 401) {
       return new ApiError(

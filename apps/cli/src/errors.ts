@@ -15,9 +15,16 @@ export class ApiError extends CliError {
   readonly status: number;
   readonly code: string | null;
   readonly retryAfterSeconds: number | null;
+  /** The server's own `message`, when its answer had one (the CLI's message may say something else). */
+  readonly serverMessage: string | null;
   constructor(
     message: string,
-    meta: { status: number; code: string | null; retryAfterSeconds: number | null },
+    meta: {
+      status: number;
+      code: string | null;
+      retryAfterSeconds: number | null;
+      serverMessage?: string | null;
+    },
     details: readonly string[] = [],
   ) {
     super(message, details);
@@ -25,6 +32,7 @@ export class ApiError extends CliError {
     this.status = meta.status;
     this.code = meta.code;
     this.retryAfterSeconds = meta.retryAfterSeconds;
+    this.serverMessage = meta.serverMessage ?? null;
   }
 }
 

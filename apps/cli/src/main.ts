@@ -15,7 +15,7 @@ import {
 } from './config.ts';
 import { deleteConversation, ExitStatus, registerConversationCommands } from './conversations.ts';
 import { registerCredentialCommands } from './credentials.ts';
-import { CliError } from './errors.ts';
+import { ApiError, CliError } from './errors.ts';
 import { compileManifests, redactedPlan } from './manifest.ts';
 import { type Io, json, type OutputFormat, table, withProgress } from './output.ts';
 import { promptHidden, promptLine, readAllStdin } from './prompt.ts';
@@ -66,15 +66,18 @@ export async function main(argv: string[], env: Env, io: Io): Promise<number> {
         );
       }
       const key = await withProgress(io, 'signing in', () =>
-        createClient({ url, apiKey: null }).request<{ key: string; prefix: string }>(
-          'POST',
-          '/api/auth/token',
-          {
+        createClient({ url, apiKey: null })
+          .request<{ key: string; prefix: string }>('POST', '/api/auth/token', {
             email,
             password,
             name: `paddock CLI on ${hostname()}`.slice(0, 100),
-          },
-        ),
+          })
+          .catch((err: unknown) => {
+            // A refused sign-in is not a missing login: say what the server said.
+            if (err instanceof ApiError && err.status === 401)
+              throw new CliError(`cannot sign in: ${err.serverMessage ?? 'invalid email or password'}`);
+            throw err;
+          }),
       );
       writeStoredConfig(resolved.path, { ...readStoredConfig(resolved.path), url, api_key: key.key });
       if (format() === 'json') print(json({ url, prefix: key.prefix, config: resolved.path }));

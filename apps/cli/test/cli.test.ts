@@ -266,7 +266,9 @@ describe('paddock login and keys', () => {
       'wrong-password\n',
     );
     assert.equal(wrong.code, 1);
-    assert.match(wrong.stderr, /paddock: /);
+    // The server's reason, not the "not logged in" of a command run without a key.
+    assert.match(wrong.stderr, /^paddock: cannot sign in: invalid email or password\n/m);
+    assert.doesNotMatch(wrong.stderr, /not logged in/);
 
     const login = await paddock(
       ['login', '--url', url, '--email', email, '--password-stdin'],
