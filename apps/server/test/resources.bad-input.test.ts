@@ -233,6 +233,36 @@ describe('generated bad input', () => {
     }
   });
 
+  it('reads an empty JSON body as no body: a route without one answers, one that needs one says what is missing', async () => {
+    const json = { ...user.auth, 'content-type': 'application/json' };
+    for (const payload of ['', '  \n']) {
+      const created = await t.app.inject({
+        method: 'POST',
+        url: '/api/vaults',
+        headers: json,
+        payload,
+      });
+      assert.equal(created.statusCode, 422, created.body);
+      assert.equal(created.json().error, 'validation_failed');
+      const listed = await t.app.inject({ method: 'GET', url: '/api/vaults', headers: json, payload });
+      assert.equal(listed.statusCode, 200, listed.body);
+    }
+    const doomed = await t.app.inject({
+      method: 'POST',
+      url: '/api/vaults',
+      headers: user.auth,
+      payload: { name: 'empty-body-delete' },
+    });
+    assert.equal(doomed.statusCode, 201, doomed.body);
+    const removed = await t.app.inject({
+      method: 'DELETE',
+      url: `/api/vaults/${(doomed.json() as { id: string }).id}`,
+      headers: json,
+      payload: '',
+    });
+    assert.equal(removed.statusCode, 204, removed.body);
+  });
+
   it('never answers random JSON with a 5xx (fast-check)', async () => {
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(...targets()), fc.jsonValue({ maxDepth: 4 }), async (target, body) => {

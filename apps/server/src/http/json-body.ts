@@ -7,7 +7,10 @@
 // - A body over the route's limit answers 413, from its Content-Length before a byte is
 //   read, or as soon as more bytes than the limit have arrived.
 // - Only a body that passes reaches Fastify's own JSON parser (prototype-poisoning
-//   protection, its messages for empty and malformed bodies).
+//   protection, its message for a malformed body).
+// - An empty body (or only whitespace) under `Content-Type: application/json` is no body: a
+//   route without one (DELETE, interrupt, terminate) answers as usual, one that needs a body
+//   answers 422 for its missing fields (clients that send the header on every request work).
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from './errors.ts';
 import { createJsonShapeScanner, type ShapeProblem } from './json-bounds.ts';
@@ -59,7 +62,12 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
     payload.on('end', () => {
       if (settled) return;
       settled = true;
-      parseJson(request, Buffer.concat(chunks).toString('utf8'), done);
+      const text = Buffer.concat(chunks).toString('utf8');
+      if (text.trim() === '') {
+        done(null, undefined);
+        return;
+      }
+      parseJson(request, text, done);
     });
     payload.on('error', (err: Error) => settle(err));
   });
