@@ -603,6 +603,12 @@ export function createConversationServer(
             await stopNow(true);
             return;
           }
+          if (stopped) {
+            // Stopped while it worked (a delete during provisioning, the process stopping): the
+            // work's calls were aborted on purpose, nothing failed.
+            log.info({ reason: safeReason(err) }, 'conversation server stopped during its work');
+            return;
+          }
           log.error({ err }, 'conversation server failed');
           await stopNow(false, true);
           return;
