@@ -253,6 +253,17 @@ describe('the log writer', () => {
     assert.equal(duration.duration_ms, 13);
   });
 
+  it('answers a stage after close with a rejected promise, never a throw (its callers chain .catch on it)', async () => {
+    const conversation = await insertConversation(database.handle.db, tenantId);
+    const writer = writerFor(conversation, createSecretRegistry());
+    await writer.close();
+    let promise: Promise<void> | undefined;
+    assert.doesNotThrow(() => {
+      promise = writer.stage({ stage: 'packages', state: 'interrupted' });
+    });
+    await assert.rejects(promise!, /log writer is closed/);
+  });
+
   it('stores stage messages and binary output as given, whatever bytes they hold', async () => {
     const conversation = await insertConversation(database.handle.db, tenantId);
     const writer = writerFor(conversation, createSecretRegistry(), { flushIntervalMs: 1000 });

@@ -597,7 +597,8 @@ export function createLogWriter(
       schedule();
     },
     stage(event) {
-      assertOpen();
+      // A promise in every case (its callers chain .catch() on it): a closed writer rejects.
+      if (closed) return Promise.reject(new Error('log writer is closed'));
       if (failure) return Promise.reject(failure);
       endHoldBack();
       const message =
