@@ -97,6 +97,10 @@ async function main(argv: string[]): Promise<number> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  // The terminal it runs in closed: drain and stop as for SIGTERM. Without a handler node dies at
+  // once, and an embedded PostgreSQL in the same process group (which reads SIGHUP as "reload")
+  // kept running without its server.
+  process.on('SIGHUP', onSignal);
   return -1; // keep running
 }
 

@@ -127,6 +127,40 @@ describe('paddock-server serve', () => {
     await db.drop();
   });
 
+  it('drains on SIGHUP (its terminal closed) with exit 0', async () => {
+    const port = await freePort();
+    const child = spawn(process.execPath, [MAIN, 'serve'], {
+      env: {
+        PATH: process.env['PATH'] ?? '',
+        NODE_ENV: 'test',
+        LOG_LEVEL: 'info',
+        PORT: String(port),
+        DATABASE_URL: db.url,
+        DATABASE_SSL: 'false',
+        MASTER_SECRETS_KEY: randomBytes(32).toString('base64url'),
+      },
+    });
+    let out = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+    });
+    child.stderr.on('data', (d) => {
+      out += d;
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    try {
+      for (let i = 0; i < 600 && !out.includes('Paddock is listening') && child.exitCode === null; i++)
+        await new Promise((r) => setTimeout(r, 100));
+      assert.match(out, /Paddock is listening/);
+      child.kill('SIGHUP');
+      assert.equal(await exited, 0);
+      assert.match(out, /"signal":"SIGHUP".*shutting down/);
+      assert.match(out, /shutdown complete/);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+
   it('serves, exposes /metrics only on METRICS_PORT, and drains on SIGTERM with exit 0', async () => {
     const port = await freePort();
     const metricsPort = await freePort();
