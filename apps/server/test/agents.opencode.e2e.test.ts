@@ -7,5 +7,5 @@ import { describeAgentE2E } from './helpers/agents-e2e-suite.ts';
 describeAgentE2E('opencode', {
   usagePerStep: true,
   missingCredential:
-    /paddock: no OpenAI credential for opencode: set one with PUT \/api\/account\/inference-credentials\/openai or a secret OPENAI_API_KEY/,
+    /paddock: no OpenAI credential for opencode: set one with `paddock credentials set openai`, the console's Account page or PUT \/api\/account\/inference-credentials\/openai, or a secret OPENAI_API_KEY in the agent's environment or vault/,
 });

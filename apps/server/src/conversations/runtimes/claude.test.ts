@@ -72,7 +72,7 @@ describe('claude adapter: the command', () => {
     assert.equal(r.stdout, '', 'the CLI never started');
     assert.match(
       r.stderr,
-      /^paddock: no Anthropic credential: set one with PUT \/api\/account\/inference-credentials\/anthropic or a secret ANTHROPIC_API_KEY\n$/,
+      /^paddock: no Anthropic credential: set one with `paddock credentials set anthropic`, the console's Account page or PUT \/api\/account\/inference-credentials\/anthropic, or a secret ANTHROPIC_API_KEY in the agent's environment or vault\n$/,
     );
     const alternatives: Record<string, string>[] = [
       { ANTHROPIC_AUTH_TOKEN: 'gw' },

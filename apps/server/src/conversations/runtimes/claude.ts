@@ -28,6 +28,7 @@ import {
   jsonLine,
   mcpServersJson,
   modelId,
+  noCredentialMessage,
   num,
   stdinArgv,
   turnDir,
@@ -37,8 +38,7 @@ import {
 
 const CREDENTIAL = {
   vars: ['ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN', 'CLAUDE_CODE_OAUTH_TOKEN'],
-  message:
-    'paddock: no Anthropic credential: set one with PUT /api/account/inference-credentials/anthropic or a secret ANTHROPIC_API_KEY',
+  message: noCredentialMessage('Anthropic', 'anthropic', 'ANTHROPIC_API_KEY'),
 };
 
 export const claudeAdapter: RuntimeAdapter = {

@@ -26,13 +26,12 @@ import type { McpServer } from '../../agents/agents.tables.ts';
 import type { RuntimeAdapter, TurnEvent } from '../contracts.ts';
 import type { TurnUsage } from '../conversations.tables.ts';
 import { pinnedCli } from '../runtime-probe.ts';
-import { HOME, jsonLine, modelId, num, turnFiles, WORKDIR } from './common.ts';
+import { HOME, jsonLine, modelId, noCredentialMessage, num, turnFiles, WORKDIR } from './common.ts';
 
 export const CODEX_HOME = `${HOME}/.codex`;
 /** Codex's API base when the sandbox env names none (its own default for OpenAI). */
 export const OPENAI_DEFAULT_BASE_URL = 'https://api.openai.com/v1';
-export const CODEX_NO_CREDENTIAL =
-  'paddock: no OpenAI credential for codex: set one with PUT /api/account/inference-credentials/openai or a secret OPENAI_API_KEY';
+export const CODEX_NO_CREDENTIAL = noCredentialMessage('OpenAI', 'openai', 'OPENAI_API_KEY', 'codex');
 
 /** TOML basic string (JSON's escapes are a subset TOML accepts for these characters). */
 function tomlString(value: string): string {

@@ -93,6 +93,18 @@ export function toEvents(summary: Summary): TurnEvent[] {
   return events;
 }
 
+/**
+ * The sentence a turn prints when its CLI has no credential: every way to set one (the CLI, the
+ * console, the API, a secret), so a person who reads it on a terminal knows the next step.
+ */
+export function noCredentialMessage(label: string, provider: string, keyVar: string, cli?: string): string {
+  return (
+    `paddock: no ${label} credential${cli ? ` for ${cli}` : ''}: set one with \`paddock credentials set ${provider}\`, ` +
+    `the console's Account page or PUT /api/account/inference-credentials/${provider}, ` +
+    `or a secret ${keyVar} in the agent's environment or vault`
+  );
+}
+
 /** A credential the CLI needs: any one of `vars` set, or the turn fails at once with `message`. */
 export interface CredentialCheck {
   vars: string[];

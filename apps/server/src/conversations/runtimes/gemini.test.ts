@@ -65,7 +65,7 @@ describe('gemini adapter: the command', () => {
     assert.equal(r.stdout, '', 'the CLI never started');
     assert.equal(
       r.stderr,
-      'paddock: no Gemini credential: set one with PUT /api/account/inference-credentials/gemini or a secret GEMINI_API_KEY\n',
+      "paddock: no Gemini credential: set one with `paddock credentials set gemini`, the console's Account page or PUT /api/account/inference-credentials/gemini, or a secret GEMINI_API_KEY in the agent's environment or vault\n",
     );
   });
 

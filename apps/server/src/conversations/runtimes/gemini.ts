@@ -26,6 +26,7 @@ import {
   jsonLine,
   mcpServersJson,
   modelId,
+  noCredentialMessage,
   num,
   stdinArgv,
   turnFiles,
@@ -34,8 +35,7 @@ import {
 
 const CREDENTIAL = {
   vars: ['GEMINI_API_KEY'],
-  message:
-    'paddock: no Gemini credential: set one with PUT /api/account/inference-credentials/gemini or a secret GEMINI_API_KEY',
+  message: noCredentialMessage('Gemini', 'gemini', 'GEMINI_API_KEY'),
 };
 
 export const GEMINI_SETTINGS_PATH = `${HOME}/.gemini/settings.json`;

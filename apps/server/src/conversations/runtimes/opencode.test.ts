@@ -167,7 +167,10 @@ describe('opencode adapter (runtimes/opencode.ts)', () => {
     const missing = runWrapper(build('openai/gpt-5.5', {}), ['sh', '-c', 'echo started'], {});
     assert.equal(missing.status, 2);
     assert.equal(missing.stdout, '');
-    assert.match(missing.stderr, /^paddock: no OpenAI credential for opencode: .*OPENAI_API_KEY\n$/);
+    assert.match(
+      missing.stderr,
+      /^paddock: no OpenAI credential for opencode: set one with `paddock credentials set openai`.*a secret OPENAI_API_KEY in the agent's environment or vault\n$/,
+    );
     const other = runWrapper(
       build('anthropic/claude-sonnet-4-5', { OPENAI_API_KEY: KEY }),
       ['sh', '-c', 'echo started'],

@@ -27,7 +27,7 @@ import type { McpServer } from '../../agents/agents.tables.ts';
 import type { RuntimeAdapter, TurnEvent } from '../contracts.ts';
 import type { TurnUsage } from '../conversations.tables.ts';
 import { pinnedCli } from '../runtime-probe.ts';
-import { HOME, jsonLine, num, turnFiles, WORKDIR } from './common.ts';
+import { HOME, jsonLine, noCredentialMessage, num, turnFiles, WORKDIR } from './common.ts';
 
 export const OPENCODE_CONFIG_DIR = `${HOME}/.config/opencode`;
 
@@ -133,7 +133,7 @@ export function opencodeSetup(input: {
     model,
     config,
     keyVar: family.keyVar,
-    missing: `paddock: no ${family.label} credential for opencode: set one with PUT /api/account/inference-credentials/${family.credentialPath} or a secret ${family.keyVar}`,
+    missing: noCredentialMessage(family.label, family.credentialPath, family.keyVar, 'opencode'),
   };
 }
 
