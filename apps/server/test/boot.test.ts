@@ -127,8 +127,8 @@ describe('paddock-server serve', () => {
     await db.drop();
   });
 
-  it('drains on SIGHUP (its terminal closed) with exit 0', async () => {
-    const port = await freePort();
+  /** Starts `serve` on `port` and waits until it listens; its output so far, and its exit code. */
+  async function serve(port: number, extra: Record<string, string> = {}) {
     const child = spawn(process.execPath, [MAIN, 'serve'], {
       env: {
         PATH: process.env['PATH'] ?? '',
@@ -138,6 +138,7 @@ describe('paddock-server serve', () => {
         DATABASE_URL: db.url,
         DATABASE_SSL: 'false',
         MASTER_SECRETS_KEY: randomBytes(32).toString('base64url'),
+        ...extra,
       },
     });
     let out = '';
@@ -148,47 +149,18 @@ describe('paddock-server serve', () => {
       out += d;
     });
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    try {
-      for (let i = 0; i < 600 && !out.includes('Paddock is listening') && child.exitCode === null; i++)
-        await new Promise((r) => setTimeout(r, 100));
-      assert.match(out, /Paddock is listening/);
-      child.kill('SIGHUP');
-      assert.equal(await exited, 0);
-      assert.match(out, /"signal":"SIGHUP".*shutting down/);
-      assert.match(out, /shutdown complete/);
-    } finally {
-      child.kill('SIGKILL');
-    }
-  });
+    // Boot time is not under test here (a loaded machine can take seconds); exiting early is.
+    for (let i = 0; i < 600 && !out.includes('Paddock is listening') && child.exitCode === null; i++)
+      await new Promise((r) => setTimeout(r, 100));
+    return { child, exited, out: () => out };
+  }
 
   it('serves, exposes /metrics only on METRICS_PORT, and drains on SIGTERM with exit 0', async () => {
     const port = await freePort();
     const metricsPort = await freePort();
-    const child = spawn(process.execPath, [MAIN, 'serve'], {
-      env: {
-        PATH: process.env['PATH'] ?? '',
-        NODE_ENV: 'test',
-        LOG_LEVEL: 'info',
-        PORT: String(port),
-        METRICS_PORT: String(metricsPort),
-        DATABASE_URL: db.url,
-        DATABASE_SSL: 'false',
-        MASTER_SECRETS_KEY: randomBytes(32).toString('base64url'),
-      },
-    });
-    let out = '';
-    child.stdout.on('data', (d) => {
-      out += d;
-    });
-    child.stderr.on('data', (d) => {
-      out += d;
-    });
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const { child, exited, out } = await serve(port, { METRICS_PORT: String(metricsPort) });
     try {
-      // Boot time is not under test here (a loaded machine can take seconds); exiting early is.
-      for (let i = 0; i < 600 && !out.includes('Paddock is listening') && child.exitCode === null; i++)
-        await new Promise((r) => setTimeout(r, 100));
-      assert.match(out, /Paddock is listening/);
+      assert.match(out(), /Paddock is listening/);
       assert.equal((await fetch(`http://127.0.0.1:${port}/health/ready`)).status, 200);
       assert.equal((await fetch(`http://127.0.0.1:${port}/metrics`)).status, 404);
       const metrics = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
@@ -196,7 +168,20 @@ describe('paddock-server serve', () => {
       assert.match(await metrics.text(), /paddock_http_request_duration_seconds/);
       child.kill('SIGTERM');
       assert.equal(await exited, 0);
-      assert.match(out, /shutdown complete/);
+      assert.match(out(), /shutdown complete/);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+
+  it('drains on SIGHUP (its terminal closed) with exit 0', async () => {
+    const { child, exited, out } = await serve(await freePort());
+    try {
+      assert.match(out(), /Paddock is listening/);
+      child.kill('SIGHUP');
+      assert.equal(await exited, 0);
+      assert.match(out(), /"signal":"SIGHUP".*shutting down/);
+      assert.match(out(), /shutdown complete/);
     } finally {
       child.kill('SIGKILL');
     }
