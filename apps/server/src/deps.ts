@@ -37,12 +37,13 @@ import {
   type LifecycleOptions,
 } from './conversations/lifecycle.ts';
 import { isConversationLocked } from './conversations/log-events.repo.ts';
+import { createLogTails, type LogTails } from './conversations/log-tail.ts';
 import { createLogWriterFactory } from './conversations/log-writer.ts';
 import { createOwnership, type Ownership } from './conversations/owner.ts';
 import { packageCommands } from './conversations/packages.ts';
 import { createProvisioner } from './conversations/provisioner.ts';
 import { defaultRuntimes } from './conversations/runtimes/registry.ts';
-import type { StreamOptions } from './conversations/stream.routes.ts';
+import { logEventFrameParts, type StreamOptions } from './conversations/stream.routes.ts';
 import { type DatabaseHandle, type Db, poolOptions } from './db/database.ts';
 import {
   createEnvironmentCheckpoints,
@@ -105,6 +106,8 @@ export interface Deps {
   feed: PgFeed;
   /** The single log writer of each owned conversation. */
   logWriters: LogWriterFactory;
+  /** The shared tail of each conversation with live viewers in this process (log-tail.ts). */
+  logTails: LogTails;
   /** Whether any process owns a conversation now (log streams tell viewers when none does). */
   ownershipProbe: OwnershipProbe;
   /** Heartbeat interval of the log streams; read per request (tests shorten it). */
@@ -205,7 +208,7 @@ export function createDeps(input: CreateDepsInput): Deps {
 
 function createConversationLogDeps(
   input: CreateDepsInput,
-): Pick<Deps, 'feed' | 'logWriters' | 'ownershipProbe' | 'streamOptions'> {
+): Pick<Deps, 'feed' | 'logWriters' | 'logTails' | 'ownershipProbe' | 'streamOptions'> {
   const { pool, url } = input.database;
   const { ssl, connectionTimeoutMillis, keepAlive } = poolOptions(input.config, url);
   const feed = createFeed({
@@ -222,6 +225,12 @@ function createConversationLogDeps(
   return {
     feed,
     logWriters,
+    logTails: createLogTails({
+      db: input.database.db,
+      feed,
+      logger: input.logger,
+      frame: logEventFrameParts,
+    }),
     ownershipProbe: { isOwned: (conversationId) => isConversationLocked(pool, conversationId) },
     streamOptions: { heartbeatMs: 15_000 },
   };

@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import type { LogWriter } from '../src/conversations/contracts.ts';
+import type { LogEventRow } from '../src/conversations/log-events.repo.ts';
 import {
   createSecretRegistry,
   REDACTION_MARKER,
@@ -202,6 +203,51 @@ describe('GET /api/conversations/:id/stream', () => {
     assert.deepEqual(outputs(stream.messages), ['hello from A\n', 'and more\n']);
     stream.close();
     await writer.close();
+  });
+
+  it('a filtered viewer with nothing to read yet follows from the shared tail', async () => {
+    // Only a stage row so far: a stdout viewer's first read finds nothing to send.
+    const conversation = await insertConversation(a.deps.db, user.id);
+    const writer = writerOn(a, conversation);
+    await writer.stage({ stage: 'provision', state: 'started' });
+    await writer.flush();
+    const stream = await openSse(
+      `${baseA}/api/conversations/${conversation.id}/stream?streams=stdout`,
+      user.auth,
+    );
+    const tail = await a.deps.logTails.acquire(conversation.tenantId, conversation.id);
+    try {
+      // Rows that exist only in a feed signal (as this process's writer hands over what it
+      // committed) reach a viewer that reads the shared tail, never one that queries PostgreSQL on
+      // every wake-up. Each one follows the last row the tail holds, so the tail takes it.
+      const handed = (n: number): LogEventRow => ({
+        id: (tail.last + 1000n).toString(),
+        turn_id: null,
+        stream: 'stdout',
+        data: Buffer.from(`handed ${n}\n`),
+        stage: null,
+        state: null,
+        duration_ms: null,
+        message: null,
+        created_at: new Date(),
+      });
+      const deadline = Date.now() + 10_000;
+      for (let n = 1; !stream.messages.some((m) => m.event === 'stdout'); n++) {
+        assert.ok(Date.now() < deadline, 'the viewer never read from the shared tail');
+        const row = handed(n);
+        a.deps.feed.publish(conversation.id, {
+          type: 'events',
+          lastId: String(row.id),
+          committed: { after: tail.last.toString(), rows: [row] },
+        });
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      assert.match(String(outputs(stream.messages)[0]), /^handed \d+\n$/);
+    } finally {
+      tail.release();
+      stream.close();
+      await writer.close();
+    }
   });
 
   it('delivers a large backlog in order, page by page, and /events pages through it with next_cursor', async () => {

@@ -21,6 +21,13 @@
 //    them, so an existing client never meets a stream it does not know and nobody pays for
 //    both views unasked. Test (conversations.events.test.ts): "offers turn events only to
 //    readers that ask for them".
+// 6. A viewer whose cursor is below the shared tail's floor reads the database. A read that came
+//    back complete (less than a page) moves the cursor up to the tail's newest row as it was when
+//    the read started: every row up to it was committed before (rows commit in id order, one
+//    writer per conversation), so the read answered all of them that the streams filter keeps.
+//    A viewer whose filter matched nothing yet (`streams=stdout` while only stages exist) so
+//    joins the tail instead of querying PostgreSQL on every wake-up. Test: "a filtered viewer
+//    with nothing to read yet follows from the shared tail".
 import { PassThrough } from 'node:stream';
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
@@ -36,7 +43,7 @@ import { ErrorResponse, ValidationErrorResponse } from '../secrets/responses.ts'
 import type { Feed, OwnershipProbe } from './contracts.ts';
 import type { LogStream } from './conversations.tables.ts';
 import { clearUnread, findConversationRef, type LogEventRow, listLogEvents } from './log-events.repo.ts';
-import { createLogTails, type LogTail, type LogTails } from './log-tail.ts';
+import type { LogTail, LogTails } from './log-tail.ts';
 import { SSE_HEADERS, SSE_PING, SSE_RETRY, sseEvent, sseEventParts } from './sse.ts';
 import { readStoredEvent } from './turn-events.ts';
 
@@ -60,8 +67,8 @@ export interface StreamOptions {
 
 export interface StreamRoutesDeps {
   db: Db;
-  /** Shared per-conversation tails (log-tail.ts); created by the plugin when not given. */
-  logTails?: LogTails;
+  /** The process's shared per-conversation tails (log-tail.ts). */
+  logTails: LogTails;
   logger: Logger;
   feed: Feed;
   ownershipProbe: OwnershipProbe;
@@ -229,7 +236,7 @@ export function streamRoutes(deps: StreamRoutesDeps): FastifyPluginAsync {
   return async (root) => {
     const app = root.withTypeProvider<ZodTypeProvider>();
     const viewers = new Set<() => void>();
-    const logTails = deps.logTails ?? createLogTails({ ...deps, frame: logEventFrameParts });
+    const { logTails } = deps;
     // Open streams end when the server stops (clients resume elsewhere with Last-Event-ID).
     app.addHook('preClose', async () => {
       for (const stop of [...viewers]) stop();
@@ -427,14 +434,21 @@ function startViewer(input: ViewerInput): () => void {
           if (input.ownerReads && got.stage) await clearUnread(db, tenantId, conversationId);
           continue;
         }
+        // Every row up to the tail's newest was committed before this read starts (invariant 6).
+        const held = tail?.last ?? null;
         const rows = await listLogEvents(db, tenantId, conversationId, {
           after: cursor.toString(),
           streams: input.streams,
           limit: PAGE_ROWS,
         });
         if (rows.length === PAGE_ROWS) dirty = true;
-        if (rows.length === 0 || stopped) break;
-        cursor = BigInt(rows.at(-1)!.id);
+        if (stopped) break;
+        const read = rows.length > 0 ? BigInt(rows.at(-1)!.id) : cursor;
+        // A complete read answered every row up to `held` that the filter keeps: the cursor joins
+        // the tail even when the filter kept none of them.
+        const next = rows.length < PAGE_ROWS && held !== null && held > read ? held : read;
+        cursor = next;
+        if (rows.length === 0) break;
         const page = rows.map(logEventFrame).join('');
         if (!write(page)) await drained();
         if (input.ownerReads && rows.some((row) => row.stream === 'stage'))
