@@ -75,7 +75,7 @@ export function registerCredentialCommands(program: Command, ctx: CommandContext
       if (format() === 'json') print(json(saved));
       else
         print(
-          `${LABEL[provider]} key set${saved.base_url ? ` (base URL ${saved.base_url})` : ''}; new conversations use it`,
+          `${LABEL[provider]} key set${saved.base_url ? ` (base URL ${saved.base_url})` : ''}; the next turn of each of your conversations uses it`,
         );
     });
 

@@ -76,4 +76,48 @@ describe('inference credentials in a conversation', () => {
     for (const id of [conv.id, overridden.id, theirs.id])
       await h.api(id === theirs.id ? other : user, 'DELETE', `/api/conversations/${id}`);
   });
+
+  test('a key set or deleted while the sandbox is warm reaches the next turn', async () => {
+    const user = await h.user();
+    const agent = await h.agent(user);
+    // The key as the turn sees it, the env file's line for it, and a digest of the callback key.
+    const prompt =
+      'echo "key=${ANTHROPIC_API_KEY:-unset} file=$(grep -c "^export ANTHROPIC_API_KEY=" ~/.paddock/env)' +
+      ' callback=$(printf %s "$PADDOCK_TOKEN" | sha256sum | cut -c1-12)"';
+    const conv = await h.start(user, { agent_id: agent, prompt });
+    const turn = async (seq: number) => {
+      const ended = await h.waitForTurn(user, conv.id, seq);
+      assert.equal(ended.status, 'succeeded');
+      const line = (await h.stdout(conv.id)).split('\n')[seq - 1] ?? '';
+      const match = /^key=(\S+) file=(\d) callback=([0-9a-f]{12})$/.exec(line);
+      assert.ok(match, line);
+      return { key: match[1], file: match[2], callback: match[3] };
+    };
+    const prompted = async () =>
+      assert.equal(
+        (await h.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, { prompt })).status,
+        202,
+      );
+
+    const first = await turn(1);
+    assert.deepEqual({ key: first.key, file: first.file }, { key: 'unset', file: '0' });
+    const KEY2 = 'sk-ant-set-while-warm-Hx7Lq3';
+    const put = await h.api(user, 'PUT', '/api/account/inference-credentials/anthropic', { api_key: KEY2 });
+    assert.equal(put.status, 200);
+    await prompted();
+    const second = await turn(2);
+    // The next turn has the key (redacted in the log) in its env and in the env file, and the same
+    // callback key: the sandbox was not provisioned again, its env was.
+    assert.deepEqual(second, { key: '[REDACTED]', file: '1', callback: first.callback });
+
+    assert.equal((await h.api(user, 'DELETE', '/api/account/inference-credentials/anthropic')).status, 204);
+    await prompted();
+    assert.deepEqual(await turn(3), { key: 'unset', file: '0', callback: first.callback });
+
+    const stages = (await h.events(conv.id)).filter((e) => e.stream === 'stage' && e.state === 'started');
+    assert.equal(stages.filter((e) => e.stage === 'provision').length, 1);
+    assert.ok(!JSON.stringify(await h.events(conv.id)).includes(KEY2));
+    assert.ok(!h.logs.join('').includes(KEY2));
+    await h.api(user, 'DELETE', `/api/conversations/${conv.id}`);
+  });
 });

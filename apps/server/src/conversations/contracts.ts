@@ -13,6 +13,7 @@
 // - lifecycle.ts    the minute clock: idle timeout, max lifetime, provision deadline
 // - reattach.ts     re-joining a still-running turn without losing or duplicating a byte
 import type { McpServer, Runtime, Skill } from '../agents/agents.tables.ts';
+import type { CallbackKey } from './callback-key.ts';
 import type { StageName, StageState, TurnUsage } from './conversations.tables.ts';
 import type { LogEventRow } from './log-events.repo.ts';
 import type { SecretRegistry } from './redactor.ts';
@@ -206,6 +207,8 @@ export interface Provisioned {
   mcpServers: Record<string, McpServer>;
   /** The sandbox callback key; revoked when the owner stops. */
   callbackKeyId: string;
+  /** That key (in the env as well): an env refreshed for new credentials keeps it. */
+  callback: CallbackKey;
   path: 'warm' | 'cold';
 }
 
@@ -222,8 +225,13 @@ export class ProvisionError extends Error {
 export interface Provisioner {
   /** Runs `provision` and the warm or cold path; moves the sandbox row pending → starting → ready. */
   provision(input: ProvisionInput): Promise<Provisioned>;
-  /** Reattach: decrypts again, mints a fresh callback key and rewrites the env file of a live sandbox. */
-  refreshEnv(input: ProvisionInput): Promise<Provisioned>;
+  /**
+   * Decrypts again and rewrites the env file of a live sandbox. Reattach: with a fresh callback key
+   * (the one before is revoked). With `callback` (the account's inference credentials changed
+   * while the sandbox was warm): with that key, so processes still running in the sandbox keep a
+   * working one.
+   */
+  refreshEnv(input: ProvisionInput, callback?: CallbackKey): Promise<Provisioned>;
   /** Saves the runtime's session state out of the sandbox (sealed with the tenant key). */
   saveSession(input: {
     lease: OwnerLease;

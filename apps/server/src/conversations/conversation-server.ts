@@ -22,6 +22,12 @@
 //    reclaim saves when the log says a turn ended after the last save (the rows, not this
 //    process's memory: a previous owner may have died before its save).
 //    Test (conversations.session-state.test.ts): "a reclaim saves the state a lost save left behind".
+// 7. A turn on a warm sandbox runs with the account's inference credentials as they are when its
+//    round reads them: when they changed since the sandbox's env was made (the round's credentials
+//    mark differs), the env is decrypted again and its file rewritten first, with the same
+//    callback key. So a person who sets the key a failed turn asked for can prompt again in the
+//    same conversation. Test (inference-credentials.conversation.test.ts): "a key set or deleted
+//    while the sandbox is warm reaches the next turn".
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SandboxClient } from '@paddock/sandbox-client';
 import { v7 as uuidv7 } from 'uuid';
@@ -125,6 +131,8 @@ export function createConversationServer(
   const writer = deps.writers.create({ lease, registry });
   let provisioned: Provisioned | null = null;
   let current: { id: string; name: string } | null = null;
+  /** The credentials mark (ownerRound) of the round whose provisioning or reattach made the env. */
+  let envMark: string | null = null;
   let run: TurnRun | null = null;
   let working: Promise<void> | null = null;
   let again = false;
@@ -443,7 +451,49 @@ export function createConversationServer(
    * `early`: the agent and the continuation gates, read together with the conversation when the
    * sandbox was warm (the loop below); null reads them now.
    */
-  const runTurn = async (conv: Conversation, turn: Turn, early: Promise<AgentSnapshot> | null) => {
+  /** Invariant 7: the warm sandbox's env again, for the credentials as of `mark`; false: the turn failed. */
+  const refreshCredentials = async (
+    conv: Conversation,
+    turn: Turn,
+    agent: AgentSnapshot,
+    mark: string,
+  ): Promise<boolean> => {
+    if (!provisioned || !current) return true;
+    try {
+      provisioned = await deps.provisioner.refreshEnv(
+        {
+          lease,
+          sandboxId: current.id,
+          sandboxName: current.name,
+          agent,
+          vaultId: conv.vault_id,
+          adapter: deps.runtimes(agent.runtime),
+          writer,
+          registry,
+          signal: abort.signal,
+        },
+        provisioned.callback,
+      );
+      envMark = mark;
+      log.info("the account's inference credentials changed: the sandbox env was refreshed");
+      return true;
+    } catch (err) {
+      if (err instanceof StaleOwnerError || stopped) throw err;
+      await failTurnEarly(
+        turn,
+        `the account's changed inference credentials could not be given to the sandbox: ${safeReason(err)}`,
+      );
+      return false;
+    }
+  };
+
+  /** `newMark`: the round's credentials mark when the warm sandbox's env predates it (invariant 7). */
+  const runTurn = async (
+    conv: Conversation,
+    turn: Turn,
+    early: Promise<AgentSnapshot> | null,
+    newMark: string | null = null,
+  ) => {
     let agent: AgentSnapshot;
     try {
       agent = await (early ?? gatedAgent(conv));
@@ -482,6 +532,7 @@ export function createConversationServer(
         await failTurnEarly(turn, 'interrupted before it started', 'interrupted');
         return;
       }
+      if (newMark !== null && !(await refreshCredentials(conv, turn, agent, newMark))) return;
       // The images, the turn's `running` row and the conversation's are independent round trips:
       // overlapped. A follow-up prompt marked the conversation `running` already (read above; a
       // successful provisioning does not change it): no write, and no read to tell a status that
@@ -568,7 +619,7 @@ export function createConversationServer(
       const early = kicked && lastAgentId !== null ? gatedAgentById(lastAgentId) : null;
       kicked = false;
       early?.catch(() => {}); // handled by runTurn when used; dropped otherwise
-      const { conv, turn, live } = await ownerRound(db, lease);
+      const { conv, turn, live, credentialsMark } = await ownerRound(db, lease);
       if (conv.status === 'terminated' || conv.status === 'failed') break;
       if (!turn) {
         // A command since this round's reads (`again`): the loop runs again first.
@@ -578,7 +629,14 @@ export function createConversationServer(
       const gated = early && conv.agent_id === lastAgentId ? early : null;
       const sandboxFor = await ensureSandbox(conv, live, gated);
       if (!sandboxFor) continue;
-      await runTurn(conv, turn, sandboxFor !== 'warm' ? Promise.resolve(sandboxFor) : gated);
+      // Provisioned or re-joined in this round: its env has the credentials as of this round's mark.
+      if (sandboxFor !== 'warm') envMark = credentialsMark;
+      await runTurn(
+        conv,
+        turn,
+        sandboxFor !== 'warm' ? Promise.resolve(sandboxFor) : gated,
+        sandboxFor === 'warm' && credentialsMark !== envMark ? credentialsMark : null,
+      );
     }
     // A command since this round's reads: kick() runs the loop again, which reads everything anew.
     if (again || stopped) return;

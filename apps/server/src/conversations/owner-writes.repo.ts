@@ -156,7 +156,8 @@ export async function ownerSessionBehind(
  * One round of the conversation server's loop in one statement: the conversation (StaleOwnerError
  * unless it is still this lease's), the turn to work on (a running one first, to reattach, else
  * the oldest queued) and the live sandbox, with the columns the loop uses: one round trip instead
- * of three on the way from a prompt to its turn's first byte.
+ * of three on the way from a prompt to its turn's first byte. Also the account's credentials mark
+ * (credentialsMark below), for a warm sandbox whose env predates a change of them.
  */
 export async function ownerRound(db: Db, lease: OwnerLease) {
   const row = await db
@@ -203,6 +204,7 @@ export async function ownerRound(db: Db, lease: OwnerLease) {
       's.id as sandbox_id',
       's.name as sandbox_name',
       's.status as sandbox_status',
+      credentialsMark(lease.tenantId).as('credentials_mark'),
     ])
     .where('c.tenant_id', '=', lease.tenantId)
     .where('c.id', '=', lease.conversationId)
@@ -231,7 +233,16 @@ export async function ownerRound(db: Db, lease: OwnerLease) {
     row.sandbox_id !== null && row.sandbox_name !== null && row.sandbox_status !== null
       ? { id: row.sandbox_id, name: row.sandbox_name, status: row.sandbox_status }
       : undefined;
-  return { conv, turn, live };
+  return { conv, turn, live, credentialsMark: row.credentials_mark };
+}
+
+/**
+ * A mark of the account's inference credentials that changes with every set and delete of one:
+ * each provider with the time its credential was last set (no value leaves the table). A set
+ * gives its provider a new time, a delete removes the provider.
+ */
+function credentialsMark(tenantId: string) {
+  return sql<string>`(SELECT coalesce(string_agg(ic.provider || '@' || ic.updated_at::text, ',' ORDER BY ic.provider), '') FROM inference_credentials ic WHERE ic.tenant_id = ${tenantId})`;
 }
 
 /**

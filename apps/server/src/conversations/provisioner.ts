@@ -530,21 +530,29 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
         await markSandbox(lease, input.sandboxId, 'ready', ['starting'], {
           checkpoint_id: path === 'warm' ? (environment?.checkpoint_id ?? null) : null,
         });
-        return { env: assembled.env, mcpServers: assembled.mcpServers, callbackKeyId: callback.id, path };
+        return {
+          env: assembled.env,
+          mcpServers: assembled.mcpServers,
+          callbackKeyId: callback.id,
+          callback,
+          path,
+        };
       } catch (err) {
         return await fail(input, created, err);
       }
     },
 
-    async refreshEnv(input) {
+    async refreshEnv(input, kept) {
       const environment = await loadEnvironment(input.lease.tenantId, input.agent.environmentId);
-      const callback = await deps.callbackKeys.mint(input.lease.tenantId, input.lease.conversationId);
+      const callback =
+        kept ?? (await deps.callbackKeys.mint(input.lease.tenantId, input.lease.conversationId));
       const assembled = await assemble(input, environment, callback);
       await writeEnvFile(input.sandboxName, assembled.env);
       return {
         env: assembled.env,
         mcpServers: assembled.mcpServers,
         callbackKeyId: callback.id,
+        callback,
         path: 'warm',
       };
     },
