@@ -70,16 +70,51 @@ const USER = 'paddock';
 /** The database processes' whole environment. */
 const CLEAN_ENV = { PATH: '/usr/local/bin:/usr/bin:/bin', LC_ALL: 'C', LANG: 'C', TZ: 'UTC' };
 
-export async function freePort(): Promise<number> {
-  return await new Promise((resolvePort, reject) => {
+/** Ports the kernel hands out for outgoing connections (and listen(0)): ip_local_port_range. */
+function ephemeralRange(): [number, number] {
+  try {
+    const [low, high] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8')
+      .trim()
+      .split(/\s+/)
+      .map(Number);
+    if (low && high && low <= high) return [low, high];
+  } catch {}
+  return [32768, 60999];
+}
+
+/** Listens on 127.0.0.1:`port` and closes again: the port it got (0: the kernel's choice), or null when taken. */
+function probePort(port: number): Promise<number | null> {
+  return new Promise((resolvePort, reject) => {
     const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
+    srv.once('error', (err: NodeJS.ErrnoException) =>
+      err.code === 'EADDRINUSE' || err.code === 'EACCES' ? resolvePort(null) : reject(err),
+    );
+    srv.listen(port, '127.0.0.1', () => {
       const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolvePort(port));
+      const got = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => resolvePort(got));
     });
   });
+}
+
+/**
+ * A free 127.0.0.1 port for a listener started a little later (PostgreSQL here; sandboxd and app
+ * instances in tests). Chosen at random below the ephemeral range, so that no outgoing connection
+ * opened meanwhile (every test process makes many) can take it before the listener binds, as one
+ * that listen(0) picked can (EADDRINUSE seen in CI). Falls back to the kernel's choice.
+ */
+export async function freePort(): Promise<number> {
+  const [low] = ephemeralRange();
+  const from = 10_000;
+  if (low - from >= 1000) {
+    for (let attempt = 0; attempt < 50; attempt++) {
+      const port = from + Math.floor(Math.random() * (low - from));
+      if ((await probePort(port)) !== null) return port;
+    }
+  }
+  const port = await probePort(0);
+  if (!port) throw new Error('no free port on 127.0.0.1');
+  return port;
 }
 
 interface Ids {

@@ -178,8 +178,14 @@ export async function startConversationHarness(options: HarnessOptions = {}): Pr
       engine: { runtimes: scriptedRuntimes, ...options.engine },
     });
     const app = await buildApp(deps);
-    await app.listen({ port, host: '127.0.0.1' });
-    await deps.conversationEngine.start();
+    try {
+      await app.listen({ port, host: '127.0.0.1' });
+      await deps.conversationEngine.start();
+    } catch (err) {
+      // Nothing of a half-started app may keep the test process alive (its pool, its engine).
+      await app.close().catch(() => {});
+      throw err;
+    }
     const address = app.server.address();
     return {
       app,
@@ -187,7 +193,11 @@ export async function startConversationHarness(options: HarnessOptions = {}): Pr
       url: `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`,
     };
   };
-  const { app, deps, url } = await instance(database.handle, options.port);
+  const { app, deps, url } = await instance(database.handle, options.port).catch(async (err: unknown) => {
+    await sandboxd.stop().catch(() => {});
+    await database.drop().catch(() => {});
+    throw err;
+  });
   const others: (() => Promise<void>)[] = [];
 
   const api = apiAt(url);
