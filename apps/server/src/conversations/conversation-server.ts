@@ -42,6 +42,7 @@ import {
   ProvisionError,
   type Provisioned,
   type Provisioner,
+  type ProvisionInput,
   type RuntimeRegistry,
   type StageEvent,
   StaleOwnerError,
@@ -193,6 +194,23 @@ export function createConversationServer(
    * The agent as its gates passed at the wake's start, or null when provisioning failed. `early`:
    * that agent and its gates, read with the loop's round (null: read now).
    */
+  /** What the provisioner needs to make (or make again) the env of `sandbox` for `agent`. */
+  const provisionInput = (
+    sandbox: { id: string; name: string },
+    conv: Conversation,
+    agent: AgentSnapshot,
+  ): ProvisionInput => ({
+    lease,
+    sandboxId: sandbox.id,
+    sandboxName: sandbox.name,
+    agent,
+    vaultId: conv.vault_id,
+    adapter: deps.runtimes(agent.runtime),
+    writer,
+    registry,
+    signal: abort.signal,
+  });
+
   const provision = async (
     row: NonNullable<Live>,
     conv: Conversation,
@@ -202,22 +220,12 @@ export function createConversationServer(
     provisioning = true;
     try {
       const agent = await (early ?? gatedAgent(conv));
-      const adapter = deps.runtimes(agent.runtime);
-      provisioned = await deps.provisioner.provision({
-        lease,
-        sandboxId: row.id,
-        sandboxName: row.name,
-        agent,
-        vaultId: conv.vault_id,
-        adapter,
-        writer,
-        registry,
-        signal: abort.signal,
-      });
+      const input = provisionInput(row, conv, agent);
+      provisioned = await deps.provisioner.provision(input);
       current = { id: row.id, name: row.name };
       if (!firstWake) {
         await deps.provisioner
-          .restoreSession({ lease, sandboxName: row.name, adapter, env: provisioned.env })
+          .restoreSession({ lease, sandboxName: row.name, adapter: input.adapter, env: provisioned.env })
           .catch((err: unknown) =>
             log.warn({ err: safeReason(err) }, 'restoring the runtime session failed'),
           );
@@ -280,17 +288,7 @@ export function createConversationServer(
         return 'gone';
       }
       const agent = await (early ?? gatedAgent(conv));
-      provisioned = await deps.provisioner.refreshEnv({
-        lease,
-        sandboxId: row.id,
-        sandboxName: row.name,
-        agent,
-        vaultId: conv.vault_id,
-        adapter: deps.runtimes(agent.runtime),
-        writer,
-        registry,
-        signal: abort.signal,
-      });
+      provisioned = await deps.provisioner.refreshEnv(provisionInput(row, conv, agent));
       current = { id: row.id, name: row.name };
       await stage({ stage: 'reattach', state: 'done', durationMs: Date.now() - t0 });
       return agent;
@@ -461,17 +459,7 @@ export function createConversationServer(
     if (!provisioned || !current) return true;
     try {
       provisioned = await deps.provisioner.refreshEnv(
-        {
-          lease,
-          sandboxId: current.id,
-          sandboxName: current.name,
-          agent,
-          vaultId: conv.vault_id,
-          adapter: deps.runtimes(agent.runtime),
-          writer,
-          registry,
-          signal: abort.signal,
-        },
+        provisionInput(current, conv, agent),
         provisioned.callback,
       );
       envMark = mark;
