@@ -135,8 +135,8 @@ export function shellQuote(value: string): string {
 /** The env file body: `export KEY='value'` per line, keys sorted, names checked. */
 export function renderEnvFile(env: Record<string, string>): string {
   const lines: string[] = [
-    '# Written by Paddock when the sandbox was provisioned. Values are single-quoted: sourcing',
-    '# this file only assigns variables.',
+    '# Written by Paddock when the sandbox is provisioned, re-joined, or given changed inference',
+    '# credentials. Values are single-quoted: sourcing this file only assigns variables.',
   ];
   for (const key of Object.keys(env).sort()) {
     // Names come from validated resources; a bad one here would be a bug, never written.
