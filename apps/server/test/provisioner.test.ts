@@ -95,7 +95,7 @@ describe('provisioner', () => {
     const key = await h.t.deps.db
       .selectFrom('api_keys')
       .select(['scope', 'conversation_id', 'revoked_at', 'expires_at'])
-      .where('id', '=', result.callbackKeyId)
+      .where('id', '=', result.callback.id)
       .executeTakeFirstOrThrow();
     assert.equal(key.scope, 'conversation');
     assert.equal(key.conversation_id, c.lease.conversationId);
@@ -302,14 +302,14 @@ describe('provisioner', () => {
     const ctx = { tenantId: h.user.id, actor: { kind: 'system' as const }, ip: null };
     await h.t.deps.environments.secrets.upsert(ctx, environmentId, 'ROTATING', 'second-value-ghijkl');
     const second = await p.refreshEnv(c.input);
-    assert.notEqual(second.callbackKeyId, first.callbackKeyId);
+    assert.notEqual(second.callback.id, first.callback.id);
     const keys = await h.t.deps.db
       .selectFrom('api_keys')
       .select(['id', 'revoked_at'])
       .where('conversation_id', '=', c.lease.conversationId)
       .execute();
-    assert.ok(keys.find((k) => k.id === first.callbackKeyId)?.revoked_at);
-    assert.equal(keys.find((k) => k.id === second.callbackKeyId)?.revoked_at, null);
+    assert.ok(keys.find((k) => k.id === first.callback.id)?.revoked_at);
+    assert.equal(keys.find((k) => k.id === second.callback.id)?.revoked_at, null);
     const got = await sh(
       h.client,
       c.input.sandboxName,

@@ -205,9 +205,10 @@ export interface Provisioned {
   env: Record<string, string>;
   /** The agent's MCP servers with `${VAR}` resolved. */
   mcpServers: Record<string, McpServer>;
-  /** The sandbox callback key; revoked when the owner stops. */
-  callbackKeyId: string;
-  /** That key (in the env as well): an env refreshed for new credentials keeps it. */
+  /**
+   * The sandbox callback key (in the env as well); revoked when the owner stops. An env refreshed
+   * for changed credentials keeps it.
+   */
   callback: CallbackKey;
   path: 'warm' | 'cold';
 }

@@ -190,10 +190,6 @@ export function createConversationServer(
     await deps.destroys.destroy(lease.tenantId, name);
   };
 
-  /**
-   * The agent as its gates passed at the wake's start, or null when provisioning failed. `early`:
-   * that agent and its gates, read with the loop's round (null: read now).
-   */
   /** What the provisioner needs to make (or make again) the env of `sandbox` for `agent`. */
   const provisionInput = (
     sandbox: { id: string; name: string },
@@ -211,6 +207,10 @@ export function createConversationServer(
     signal: abort.signal,
   });
 
+  /**
+   * The agent as its gates passed at the wake's start, or null when provisioning failed. `early`:
+   * that agent and its gates, read with the loop's round (null: read now).
+   */
   const provision = async (
     row: NonNullable<Live>,
     conv: Conversation,
@@ -445,10 +445,6 @@ export function createConversationServer(
       publishStatus('idle');
   };
 
-  /**
-   * `early`: the agent and the continuation gates, read together with the conversation when the
-   * sandbox was warm (the loop below); null reads them now.
-   */
   /** Invariant 7: the warm sandbox's env again, for the credentials as of `mark`; false: the turn failed. */
   const refreshCredentials = async (
     conv: Conversation,
@@ -475,7 +471,11 @@ export function createConversationServer(
     }
   };
 
-  /** `newMark`: the round's credentials mark when the warm sandbox's env predates it (invariant 7). */
+  /**
+   * `early`: the agent and the continuation gates, read together with the conversation when the
+   * sandbox was warm (the loop below); null reads them now. `newMark`: the round's credentials mark
+   * when the warm sandbox's env predates it (invariant 7).
+   */
   const runTurn = async (
     conv: Conversation,
     turn: Turn,

@@ -533,7 +533,6 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
         return {
           env: assembled.env,
           mcpServers: assembled.mcpServers,
-          callbackKeyId: callback.id,
           callback,
           path,
         };
@@ -551,7 +550,6 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
       return {
         env: assembled.env,
         mcpServers: assembled.mcpServers,
-        callbackKeyId: callback.id,
         callback,
         path: 'warm',
       };

@@ -443,11 +443,10 @@ function startViewer(input: ViewerInput): () => void {
         });
         if (rows.length === PAGE_ROWS) dirty = true;
         if (stopped) break;
-        const read = rows.length > 0 ? BigInt(rows.at(-1)!.id) : cursor;
+        if (rows.length > 0) cursor = BigInt(rows.at(-1)!.id);
         // A complete read answered every row up to `held` that the filter keeps: the cursor joins
         // the tail even when the filter kept none of them.
-        const next = rows.length < PAGE_ROWS && held !== null && held > read ? held : read;
-        cursor = next;
+        if (rows.length < PAGE_ROWS && held !== null && held > cursor) cursor = held;
         if (rows.length === 0) break;
         const page = rows.map(logEventFrame).join('');
         if (!write(page)) await drained();

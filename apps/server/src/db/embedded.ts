@@ -70,16 +70,13 @@ const USER = 'paddock';
 /** The database processes' whole environment. */
 const CLEAN_ENV = { PATH: '/usr/local/bin:/usr/bin:/bin', LC_ALL: 'C', LANG: 'C', TZ: 'UTC' };
 
-/** Ports the kernel hands out for outgoing connections (and listen(0)): ip_local_port_range. */
-function ephemeralRange(): [number, number] {
+/** The lowest port the kernel hands out for outgoing connections (and listen(0)): ip_local_port_range. */
+function ephemeralLow(): number {
   try {
-    const [low, high] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8')
-      .trim()
-      .split(/\s+/)
-      .map(Number);
-    if (low && high && low <= high) return [low, high];
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    if (low > 0) return low;
   } catch {}
-  return [32768, 60999];
+  return 32768;
 }
 
 /** Listens on 127.0.0.1:`port` and closes again: the port it got (0: the kernel's choice), or null when taken. */
@@ -104,7 +101,7 @@ function probePort(port: number): Promise<number | null> {
  * that listen(0) picked can (EADDRINUSE seen in CI). Falls back to the kernel's choice.
  */
 export async function freePort(): Promise<number> {
-  const [low] = ephemeralRange();
+  const low = ephemeralLow();
   const from = 10_000;
   if (low - from >= 1000) {
     for (let attempt = 0; attempt < 50; attempt++) {
