@@ -80,17 +80,19 @@ describe('inference credentials in a conversation', () => {
   test('a key set or deleted while the sandbox is warm reaches the next turn', async () => {
     const user = await h.user();
     const agent = await h.agent(user);
-    // The key as the turn sees it, the env file's line for it, and a digest of the callback key.
+    // The key as the turn sees it, the env file's line for it, a digest of the callback key, and
+    // the env file's mode (spec, Secrets model: owner-only, also when it is written again).
     const prompt =
       'echo "key=${ANTHROPIC_API_KEY:-unset} file=$(grep -c "^export ANTHROPIC_API_KEY=" ~/.paddock/env)' +
-      ' callback=$(printf %s "$PADDOCK_TOKEN" | sha256sum | cut -c1-12)"';
+      ' callback=$(printf %s "$PADDOCK_TOKEN" | sha256sum | cut -c1-12) mode=$(stat -c %a ~/.paddock/env)"';
     const conv = await h.start(user, { agent_id: agent, prompt });
     const turn = async (seq: number) => {
       const ended = await h.waitForTurn(user, conv.id, seq);
       assert.equal(ended.status, 'succeeded');
       const line = (await h.stdout(conv.id)).split('\n')[seq - 1] ?? '';
-      const match = /^key=(\S+) file=(\d) callback=([0-9a-f]{12})$/.exec(line);
+      const match = /^key=(\S+) file=(\d) callback=([0-9a-f]{12}) mode=(\d+)$/.exec(line);
       assert.ok(match, line);
+      assert.equal(match[4], '600', `the env file's mode after turn ${seq}`);
       return { key: match[1], file: match[2], callback: match[3] };
     };
     const prompted = async () =>
