@@ -1,6 +1,7 @@
-// How a conversation's log looks on the user's side. Output bytes go where they came from
-// (the agent's stdout to our stdout, its stderr to our stderr), untouched, as they arrive.
-// Stage events go to stderr, so `paddock run … -f > out.txt` keeps out.txt the agent's words:
+// How a conversation's log looks on the user's side. Output bytes go out untouched, as they
+// arrive: a turn's stdout to our stdout; a turn's stderr, and the output of the provisioning
+// commands (packages, clone, setup, the runtime check: rows of no turn), to our stderr with
+// the stage events, so `paddock run … -f > out.txt` keeps out.txt the agent's words:
 // - `person`: for a terminal on stderr: a spinner while a stage runs, then one line per stage
 //   with ✔/✖ and its duration, the message of a failure; the `turn` stage has no spinner
 //   (its output is the progress);
@@ -260,6 +261,8 @@ export function createRenderer(
   const showEvents = options.events === true;
   /** A turn's raw stdout, shown through its events instead. */
   const skipped = (e: LogEvent) => showEvents && e.stream === 'stdout' && e.turn_id !== null;
+  /** Only a turn's stdout goes to stdout; provisioning output is progress, like the stages (see the top). */
+  const toStdout = (e: LogEvent) => e.stream === 'stdout' && e.turn_id != null;
   if (mode === 'json') {
     return {
       event: (e) => sink.out(`${JSON.stringify(e)}\n`),
@@ -309,7 +312,7 @@ export function createRenderer(
           const took = e.duration_ms != null ? ` in ${formatDuration(e.duration_ms)}` : '';
           line(`[${e.stage}] ${e.state}${took}${e.message ? `: ${e.message}` : ''}`);
         } else if (e.text) {
-          (e.stream === 'stdout' ? sink.out : sink.err)(e.text);
+          (toStdout(e) ? sink.out : sink.err)(e.text);
           track(e.text);
         }
       },
@@ -404,12 +407,12 @@ export function createRenderer(
       view.settle();
       if (e.stream !== 'stage') {
         if (!e.text) return;
-        if (e.stream === 'stdout' && options.outIsTerminal === false) {
+        if (toStdout(e) && options.outIsTerminal === false) {
           sink.out(e.text);
           return;
         }
         clearSpinner();
-        (e.stream === 'stdout' ? sink.out : sink.err)(e.text);
+        (toStdout(e) ? sink.out : sink.err)(e.text);
         atLineStart = e.text.endsWith('\n');
         return;
       }

@@ -77,10 +77,11 @@ const screen = (s: string) =>
     .join('\n');
 
 describe('rendering the log', () => {
-  it("writes the agent's stdout and stderr bytes untouched to stdout and stderr in every text mode", () => {
+  it("writes a turn's stdout to stdout and its stderr and the provisioning output to stderr, bytes untouched, in every text mode", () => {
     for (const mode of ['person', 'plain'] as const) {
       const { out, err } = render(mode, LOG);
-      assert.equal(out, 'installinghello\n', mode);
+      assert.equal(out, 'hello\n', mode);
+      assert.ok(err.includes('installing\n'), mode);
       assert.ok(err.includes('warn: x\n'), mode);
     }
   });
@@ -116,7 +117,7 @@ describe('rendering the log', () => {
         '[provision] started',
         '[provision] done in 1.2s',
         '[setup] started',
-        '', // after "installing" (stdout) the stage line begins a fresh line
+        'installing', // the setup output ended without a newline: the stage line begins a fresh line
         '[setup] done in 80ms',
         '[turn] started',
         'warn: x',
@@ -228,11 +229,10 @@ describe('rendering turn events', () => {
         '',
       ].join('\n'),
     );
-    // The agent's words on stdout (a file gets whole lines), the rest on stderr; the turn's raw stdout is skipped.
-    assert.equal(
-      out,
-      "cloned\nI'll look at the files.\nEditing now.\na line the adapter did not know\nDone.\n",
-    );
+    // The agent's words on stdout (a file gets whole lines), the rest on stderr (the clone's
+    // output too); the turn's raw stdout is skipped.
+    assert.equal(out, "I'll look at the files.\nEditing now.\na line the adapter did not know\nDone.\n");
+    assert.ok(screen(err).startsWith('cloned\n'), err);
     assert.ok(!err.includes('"type":"system"') && !out.includes('"type":"system"'));
   });
 
@@ -254,7 +254,7 @@ describe('rendering turn events', () => {
       TURN.filter((e) => e.stream !== 'events'),
       { color: false },
     );
-    assert.equal(out, 'cloned\n{"type":"system","subtype":"init","session_id":"s1"}\n');
+    assert.equal(out, '{"type":"system","subtype":"init","session_id":"s1"}\n');
   });
 
   it('prints turn events as JSON lines with -o json, exactly as received', () => {
