@@ -199,6 +199,7 @@ async function serve(
     async close() {
       layer.stop();
       service.shutdown();
+      cgroups.release();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       unlock();

@@ -25,6 +25,19 @@ export interface Cgroups {
   /** Which limits are actually enforced. */
   enforced: { memory: boolean; pids: boolean; cpu: boolean; freezer: boolean };
   create(key: string): SandboxCgroup | null;
+  /**
+   * sandboxd is stopping: removes its cgroup parent (one per v1 controller) when no sandbox cgroup is left
+   * in it, so stopped daemons leave no empty directories behind. Sandboxes that outlive the daemon (they
+   * survive a restart) keep the parent (rmdir answers EBUSY); the next start makes it again if needed.
+   */
+  release(): void;
+}
+
+/** Removes an empty cgroup directory; one that still has children or processes stays. */
+function removeIfEmpty(dir: string): void {
+  try {
+    rmdirSync(dir);
+  } catch {}
 }
 
 function tryWrite(file: string, value: string): boolean {
@@ -154,6 +167,7 @@ function detectV2(root: string, instance: string, limits: Limits, log: Logger): 
         remove: () => killAndRemove(dir, 'cgroup.procs'),
       };
     },
+    release: () => removeIfEmpty(parent),
   };
 }
 
@@ -224,6 +238,9 @@ function detectV1(root: string, instance: string, limits: Limits, log: Logger): 
         },
       };
     },
+    release: () => {
+      for (const parent of dirs.values()) removeIfEmpty(parent);
+    },
   };
 }
 
@@ -250,5 +267,6 @@ export function detectCgroups(
     mode: 'none',
     enforced: { memory: false, pids: false, cpu: false, freezer: false },
     create: () => null,
+    release: () => {},
   };
 }
