@@ -2,32 +2,10 @@
 // release()): its per-daemon parent goes when its sandboxes are gone, and stays while a sandbox
 // that outlives the daemon (they survive a restart) still has its cgroup in it.
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import path from 'node:path';
+import { existsSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { startTestSandboxd, type TestSandboxd } from './harness.ts';
+import { daemonCgroupParents, startTestSandboxd, type TestSandboxd } from './harness.ts';
 import { api, sh } from './helpers.ts';
-
-/** The daemon's cgroup parents (one per v1 controller, or the v2 one) as its log named them. */
-function parentsOf(d: TestSandboxd): string[] {
-  const instance = createHash('sha256').update(d.dataDir).digest('hex').slice(0, 12);
-  const name = `paddock-sandboxd-${instance}`;
-  const found: string[] = [];
-  for (const line of readFileSync('/proc/self/cgroup', 'utf8').split('\n')) {
-    const [, ctrls, rel] = line.split(':');
-    if (rel === undefined || ctrls === undefined) continue;
-    const mounts =
-      ctrls === ''
-        ? ['/sys/fs/cgroup/unified', '/sys/fs/cgroup']
-        : ctrls.split(',').map((c) => `/sys/fs/cgroup/${c}`);
-    for (const m of mounts) {
-      const parent = path.join(m, rel, name);
-      if (existsSync(parent)) found.push(parent);
-    }
-  }
-  return found;
-}
 
 /** Stops the daemon with SIGTERM (its own shutdown), keeping the data dir for the harness. */
 async function terminate(d: TestSandboxd): Promise<void> {
@@ -46,7 +24,7 @@ describe('sandboxd cgroups on stop', () => {
       assert.ok(cgroupsIn(d), `sandboxd found no writable cgroup tree here: ${d.logs().join('\n')}`);
       assert.equal((await api(d, 'POST', '/v1/sandboxes', { name: 'cg-gone' })).status, 201);
       assert.equal((await sh(d, 'cg-gone', 'true')).exitCode, 0);
-      const parents = parentsOf(d);
+      const parents = daemonCgroupParents(d.dataDir);
       assert.ok(parents.length > 0, 'the daemon made its cgroup parent');
       assert.equal((await api(d, 'DELETE', '/v1/sandboxes/cg-gone')).status, 204);
       await terminate(d);
@@ -63,7 +41,7 @@ describe('sandboxd cgroups on stop', () => {
       try {
         assert.equal((await api(kept, 'POST', '/v1/sandboxes', { name: 'cg-kept' })).status, 201);
         assert.equal((await sh(kept, 'cg-kept', 'true')).exitCode, 0);
-        const parents = parentsOf(kept);
+        const parents = daemonCgroupParents(kept.dataDir);
         await terminate(kept);
         assert.deepEqual(
           parents.filter((p) => !existsSync(p)),

@@ -294,28 +294,36 @@ export function unmountUnder(dataDir: string): void {
 }
 
 /** Removes the per-data-dir cgroup subtree sandboxd created (src/runtime/cgroups.ts naming). */
-function removeCgroups(dataDir: string): void {
+/** The cgroup parents of the daemon on `dataDir` that exist (runtime/cgroups.ts naming): one per v1 controller, or the v2 one. */
+export function daemonCgroupParents(dataDir: string): string[] {
   const instance = createHash('sha256').update(dataDir).digest('hex').slice(0, 12);
+  const found: string[] = [];
   for (const line of readFileSync('/proc/self/cgroup', 'utf8').split('\n')) {
     const [, ctrls, rel] = line.split(':');
     if (rel === undefined || ctrls === undefined) continue;
-    const mount =
+    const mounts =
       ctrls === ''
         ? ['/sys/fs/cgroup/unified', '/sys/fs/cgroup']
-        : ctrls.split(',').map((c) => `/sys/fs/cgroup/${c}`);
-    for (const m of mount) {
+        : ctrls.split(',').map((c) => `/sys/fs/cgroup/${c.replace(/^name=/, '')}`);
+    for (const m of mounts) {
       const parent = path.join(m, rel, `paddock-sandboxd-${instance}`);
-      if (!existsSync(parent)) continue;
-      for (const child of readdirSync(parent, { withFileTypes: true })) {
-        if (!child.isDirectory()) continue;
-        try {
-          rmdirSync(path.join(parent, child.name));
-        } catch {}
-      }
+      if (existsSync(parent)) found.push(parent);
+    }
+  }
+  return found;
+}
+
+function removeCgroups(dataDir: string): void {
+  for (const parent of daemonCgroupParents(dataDir)) {
+    for (const child of readdirSync(parent, { withFileTypes: true })) {
+      if (!child.isDirectory()) continue;
       try {
-        rmdirSync(parent);
+        rmdirSync(path.join(parent, child.name));
       } catch {}
     }
+    try {
+      rmdirSync(parent);
+    } catch {}
   }
 }
 

@@ -33,7 +33,7 @@ import { ensureBase, sandboxIds } from '../src/runtime/base.ts';
 import { resolveHostTools } from '../src/runtime/host-tools.ts';
 import { assertNoSubidOverlap } from '../src/runtime/id-ranges.ts';
 import { EXEC_MODES, initPid, pathPlant, preloadPlant, sandboxDir, sandboxLayer } from './attacks.ts';
-import { startTestSandboxd, type TestSandboxd } from './harness.ts';
+import { daemonCgroupParents, startTestSandboxd, type TestSandboxd } from './harness.ts';
 import { api, collect, exec, openExec, sh, waitFor } from './helpers.ts';
 
 const SYSCALLS: Record<string, { inotifyInit1: number; addKey: number }> = {
@@ -524,23 +524,11 @@ describe('low findings (finding 12)', () => {
 
 /** Sandbox cgroup directories of the daemon on `dataDir` (runtime/cgroups.ts naming), in any controller. */
 function sandboxCgroups(dataDir: string): string[] {
-  const instance = createHash('sha256').update(dataDir).digest('hex').slice(0, 12);
-  const out: string[] = [];
-  for (const line of readFileSync('/proc/self/cgroup', 'utf8').split('\n')) {
-    const [, ctrls, rel] = line.split(':');
-    if (rel === undefined || ctrls === undefined) continue;
-    const mounts =
-      ctrls === ''
-        ? ['/sys/fs/cgroup/unified', '/sys/fs/cgroup']
-        : ctrls.split(',').map((c) => `/sys/fs/cgroup/${c.replace(/^name=/, '')}`);
-    for (const m of mounts) {
-      const parent = path.join(m, rel, `paddock-sandboxd-${instance}`);
-      if (!existsSync(parent)) continue;
-      for (const e of readdirSync(parent, { withFileTypes: true }))
-        if (e.isDirectory()) out.push(path.join(parent, e.name));
-    }
-  }
-  return out;
+  return daemonCgroupParents(dataDir).flatMap((parent) =>
+    readdirSync(parent, { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => path.join(parent, e.name)),
+  );
 }
 
 /** The host pid of a process whose command line contains `needle` (arguments joined by NUL), or 0. */
