@@ -259,10 +259,10 @@ export function createRenderer(
 ): Renderer {
   const now = options.now ?? Date.now;
   const showEvents = options.events === true;
-  /** A turn's raw stdout, shown through its events instead. */
-  const skipped = (e: LogEvent) => showEvents && e.stream === 'stdout' && e.turn_id !== null;
   /** Only a turn's stdout goes to stdout; provisioning output is progress, like the stages (see the top). */
-  const toStdout = (e: LogEvent) => e.stream === 'stdout' && e.turn_id != null;
+  const toStdout = (e: LogEvent) => e.stream === 'stdout' && e.turn_id !== null;
+  /** A turn's raw stdout, shown through its events instead. */
+  const skipped = (e: LogEvent) => showEvents && toStdout(e);
   if (mode === 'json') {
     return {
       event: (e) => sink.out(`${JSON.stringify(e)}\n`),

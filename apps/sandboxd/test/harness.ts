@@ -293,7 +293,6 @@ export function unmountUnder(dataDir: string): void {
   }
 }
 
-/** Removes the per-data-dir cgroup subtree sandboxd created (src/runtime/cgroups.ts naming). */
 /** The cgroup parents of the daemon on `dataDir` that exist (runtime/cgroups.ts naming): one per v1 controller, or the v2 one. */
 export function daemonCgroupParents(dataDir: string): string[] {
   const instance = createHash('sha256').update(dataDir).digest('hex').slice(0, 12);
@@ -313,7 +312,11 @@ export function daemonCgroupParents(dataDir: string): string[] {
   return found;
 }
 
-function removeCgroups(dataDir: string): void {
+/**
+ * Removes the per-data-dir cgroup subtree sandboxd created (src/runtime/cgroups.ts naming): what a daemon
+ * killed outright (kill -9) leaves, or one whose sandboxes were killed around it.
+ */
+export function removeCgroups(dataDir: string): void {
   for (const parent of daemonCgroupParents(dataDir)) {
     for (const child of readdirSync(parent, { withFileTypes: true })) {
       if (!child.isDirectory()) continue;

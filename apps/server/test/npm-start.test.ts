@@ -6,12 +6,12 @@
 // embedded PostgreSQL is involved. A sandboxd that stops on its own meanwhile is started again.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
-import { daemonCgroupParents } from '../../sandboxd/test/harness.ts';
+import { removeCgroups } from '../../sandboxd/test/harness.ts';
 import { createTestDatabase, type TestDatabase } from './helpers/database.ts';
 
 const REPO = resolve(import.meta.dirname, '..', '..', '..');
@@ -110,11 +110,7 @@ async function startStack(): Promise<Started> {
   const dataDir = mkdtempSync(join(tmpdir(), 'npm-start-'));
   cleanup.push(() => {
     // A sandboxd killed outright (kill -9) cannot remove its cgroup directories itself.
-    for (const parent of daemonCgroupParents(join(dataDir, 'sandboxd'))) {
-      try {
-        rmdirSync(parent);
-      } catch {}
-    }
+    removeCgroups(join(dataDir, 'sandboxd'));
     rmSync(dataDir, { recursive: true, force: true });
   });
   const port = await freePort();

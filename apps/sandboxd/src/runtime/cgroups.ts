@@ -91,9 +91,7 @@ function killAndRemove(dir: string, procs: string): void {
     }
     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
   }
-  try {
-    rmdirSync(dir);
-  } catch {}
+  removeIfEmpty(dir);
 }
 
 function detectV2(root: string, instance: string, limits: Limits, log: Logger): Cgroups | null {
