@@ -196,6 +196,7 @@ export class FileWriter {
       env: this.chain.env(),
     });
     child.stdin!.on('error', () => {});
+    child.stderr!.on('error', () => {}); // its 'close' ends the write
     // A chain that cannot be spawned (never on a healthy host) fails its write with the reason.
     child.on('error', () => {});
     return child;

@@ -151,7 +151,13 @@ export class ShimPool {
       stdio: ['pipe', 'pipe', 'ignore'],
       env: { ...HOST_ENV, NODE_COMPILE_CACHE: this.compileCache },
     });
+    // A read or write error on a shim's pipes (never on a healthy host) must not end sandboxd: an idle
+    // shim whose stdout broke is useless and is killed (its exit takes it out of the pool); a taken one's
+    // link handles its close (sessions.ts).
     child.stdin!.on('error', () => {});
+    child.stdout!.on('error', () => {
+      if (this.idle.has(child)) child.kill('SIGKILL');
+    });
     child.on('error', () => {});
     return child;
   }

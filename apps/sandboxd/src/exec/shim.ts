@@ -96,6 +96,7 @@ function warmUp(): void {
       stdio: ['ignore', 'pipe', 'ignore'],
     });
     child.on('error', () => {});
+    child.stdout.on('error', () => {});
     child.stdout.on('data', (d: Buffer) => {
       const warm = new ReplayBuffer(1024);
       warm.push(1, d);

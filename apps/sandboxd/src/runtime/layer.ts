@@ -197,6 +197,8 @@ function run(
     };
     child.stdout.on('data', keep);
     child.stderr.on('data', keep);
+    child.stdout.on('error', () => {}); // the child's 'close' reports the end
+    child.stderr.on('error', () => {});
     child.on('error', (err) => {
       opts.children.delete(child);
       reject(new InstallError(`${path.basename(argv[0]!)}: ${err.message}`));

@@ -210,6 +210,7 @@ export function receiveListener(
   child.stderr?.on('data', (d: Buffer) => {
     stderr += d.toString();
   });
+  child.stderr?.on('error', () => {}); // the child's 'close' reports the end
   let settled = false;
   return new Promise<net.Server>((resolve, reject) => {
     const fail = (message: string) => {
@@ -498,6 +499,9 @@ export class NamespaceRuntime {
     child.stderr.on('data', (d: Buffer) => {
       if (err.length < 4096) err += d.toString();
     });
+    // A read error ends the pipe like its close does: the child's 'close' reports the start's failure.
+    child.stdout.on('error', () => {});
+    child.stderr.on('error', () => {});
     let idmapOff: string | undefined;
     const pid = await new Promise<number>((resolve, reject) => {
       const timer = setTimeout(() => {

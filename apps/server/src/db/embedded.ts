@@ -290,6 +290,9 @@ function collect(child: ChildProcess): Promise<{ code: number; text: string }> {
   let text = '';
   child.stdout?.on('data', (c: Buffer) => (text += c.toString('utf8')));
   child.stderr?.on('data', (c: Buffer) => (text += c.toString('utf8')));
+  // A read error ends a pipe like its close does ('close' below answers); never an uncaught error.
+  child.stdout?.on('error', () => {});
+  child.stderr?.on('error', () => {});
   return new Promise((ok) => {
     child.on('error', (err) => ok({ code: -1, text: `${text}${err.message}` }));
     child.on('close', (code) => ok({ code: code ?? -1, text }));
@@ -368,6 +371,9 @@ function startPostmaster(
     };
     child.stdout?.on('data', onData);
     child.stderr?.on('data', onData);
+    // A read error on PostgreSQL's output pipes must not end the server (it only loses log lines).
+    child.stdout?.on('error', () => {});
+    child.stderr?.on('error', () => {});
     child.once('error', (err) => fail(new EmbeddedPostgresError(`cannot run postgres: ${err.message}`)));
     child.once('exit', () =>
       fail(
