@@ -73,6 +73,57 @@ describe('byte automaton', () => {
     });
   }
 
+  it('skips ahead over long patterns and still finds what a naive search does, in chunks of any size', () => {
+    // Patterns of 8 bytes or more turn on the skip table (Wu-Manber blocks of 3 bytes): small
+    // alphabets make most windows candidates, larger ones let the scan jump.
+    const random = prng(23);
+    for (let round = 0; round < 300; round++) {
+      const size = [2, 3, 4, 8, 26, 200][round % 6]!;
+      const alphabet = Array.from({ length: size }, (_, i) => (0x41 + i * 7) & 0xff);
+      const patterns = Array.from({ length: 1 + random(20) }, () =>
+        bytesOf(random, alphabet, 8 + random(16)),
+      );
+      // Some text with the patterns planted in it, some without.
+      const parts: Buffer[] = [];
+      for (let k = random(40); k > 0; k--) {
+        parts.push(bytesOf(random, alphabet, random(120)));
+        if (random(2) === 0) {
+          const p = patterns[random(patterns.length)]!;
+          parts.push(random(4) === 0 ? p.subarray(0, random(p.length)) : p);
+        }
+      }
+      const text = Buffer.concat(parts);
+      const expected = naive(patterns, text);
+      for (const denseEntries of [undefined, 0]) {
+        const automaton = buildByteAutomaton(patterns, { denseEntries });
+        const whole: number[] = [];
+        automaton.scan(text, 0, text.length, automaton.start, 0, whole);
+        assert.deepEqual(whole, expected, `round ${round} whole`);
+
+        // Random chunks, each scanned from 0 in a buffer of its own (as the redactor does), the
+        // state carried over; after each chunk every occurrence that ends later starts at or
+        // after (position − lookback).
+        const chunked: number[] = [];
+        let state = automaton.start;
+        for (let at = 0; at < text.length; ) {
+          const end = Math.min(text.length, at + 1 + random(64));
+          state = automaton.scan(Buffer.from(text.subarray(at, end)), 0, end - at, state, at, chunked);
+          const lookback = automaton.lookback(state);
+          for (let k = 0; k < expected.length; k += 2) {
+            const occurrenceEnd = expected[k]!;
+            if (occurrenceEnd > end)
+              assert.ok(
+                occurrenceEnd - expected[k + 1]! >= end - lookback,
+                `round ${round}: an occurrence ending at ${occurrenceEnd} starts before the lookback at ${end}`,
+              );
+          }
+          at = end;
+        }
+        assert.deepEqual(chunked, expected, `round ${round} chunked`);
+      }
+    }
+  });
+
   it('reports stream offsets from the given base and nothing without patterns', () => {
     const automaton = buildByteAutomaton([Buffer.from('needle')]);
     const found: number[] = [];
