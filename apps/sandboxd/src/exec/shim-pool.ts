@@ -14,6 +14,10 @@
  * - A pooled shim never outlives sandboxd: its stdin is sandboxd's pipe, and a shim whose stdin ends
  *   without a session exits (shim.ts); close() kills the idle ones at once. Test: "a stopped sandboxd
  *   leaves no idle shim behind" (test/sessions-restart.test.ts).
+ * - A read or write error on a pooled shim's pipes costs that shim, never sandboxd: every pipe has an
+ *   'error' listener (an uncaught one would end the daemon and every session it serves), and an idle shim
+ *   whose stdout fails is killed, which takes it out of the pool. Test: "kills an idle shim whose stdout
+ *   fails to read, and goes on with a fresh one" (test/shim-pool.test.ts).
  * - Taking never waits for a pooled shim to finish starting: a shim still starting is at least as far
  *   along as one spawned now. An empty pool spawns a fresh shim (the pool is an accelerator, never a
  *   limit on concurrent sessions).
