@@ -172,8 +172,19 @@ for (const mode of daemonModes()) {
 
     it('refuses every address of this host, v4 and v6, in every form, by GET, CONNECT and SOCKS, with no policy', async () => {
       // The target is live: the host itself reaches it on every one of its addresses.
-      const mine = [...new Set([...(await hostAddresses(tnet)), tnet.hostIp, tnet.hostIp6])];
-      for (const a of mine) assert.equal(await hostGet(tnet, a, hostPort), 'host service', a);
+      const listed = [...new Set([...(await hostAddresses(tnet)), tnet.hostIp, tnet.hostIp6])];
+      // As root the host's addresses include the veths of test files running beside this one; one
+      // removed meanwhile (its test ended) is no longer this host's and is left out.
+      const mine: string[] = [];
+      for (const a of listed) {
+        const body = await hostGet(tnet, a, hostPort).catch(async (err: unknown) => {
+          if ((await hostAddresses(tnet)).includes(a)) throw err;
+          return null;
+        });
+        if (body === null) continue;
+        assert.equal(body, 'host service', a);
+        mine.push(a);
+      }
       hostHits.length = 0;
       const v4 = mine.filter((a) => net.isIPv4(a));
       const targets = [
@@ -194,6 +205,7 @@ for (const mode of daemonModes()) {
 
     it('refuses names resolving to the host, loopback, metadata or an unopened private address (DNS rebinding); reaches what the operator opened', async () => {
       upHits.clear();
+      hostHits.length = 0;
       const denied = [
         'rebind-host.test',
         'rebind-host6.test',
