@@ -12,6 +12,7 @@ import { PassThrough } from 'node:stream';
 import { after, describe, it } from 'node:test';
 import { ShimPool } from '../src/exec/shim-pool.ts';
 import { createLogger } from '../src/log.ts';
+import { waitFor } from './helpers.ts';
 
 const dirs: string[] = [];
 const pools: ShimPool[] = [];
@@ -21,14 +22,6 @@ after(() => {
   for (const child of taken) child.kill('SIGKILL');
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
-
-async function until(check: () => boolean, what: string, ms = 20_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out: ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 describe('the session shim pool', () => {
   it('kills an idle shim whose stdout fails to read, and goes on with a fresh one', async () => {
@@ -43,7 +36,7 @@ describe('the session shim pool', () => {
     pool.warm(0);
     // The pool's idle set is private: the test reaches in to break one pipe, as the kernel would.
     const idle = (pool as unknown as { idle: Set<ChildProcess> }).idle;
-    await until(() => idle.size === 1, 'one idle shim');
+    await waitFor(() => idle.size === 1, 'one idle shim');
     const broken = [...idle][0]!;
     const exited = new Promise<NodeJS.Signals | null>((r) => broken.once('exit', (_c, signal) => r(signal)));
     broken.stdout!.destroy(Object.assign(new Error('read ENOTCONN'), { code: 'ENOTCONN', syscall: 'read' }));

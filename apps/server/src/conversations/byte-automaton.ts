@@ -176,29 +176,7 @@ export function buildByteAutomaton(
   // The scan reads only constants of this scope, so V8 can keep them in registers.
   const shallow = dense;
   const width = classes;
-  /** One step of the automaton from state `s` on byte class `c` (the slow path of the scans). */
-  const step = (s: number, c: number): number => {
-    for (;;) {
-      if (s < shallow) {
-        const n = rows[s * width + c]!;
-        return n >= 0 ? n / width : -n - 1;
-      }
-      const first = childStart[s]!;
-      const last = first + childCount[s]!;
-      let k = first;
-      while (k < last && inClass[k] !== c) k++;
-      if (k < last) return k;
-      s = fail[s]!;
-    }
-  };
-  const plain = (
-    buf: Uint8Array,
-    from: number,
-    to: number,
-    state: number,
-    offset: number,
-    found: number[],
-  ): number => {
+  const plain: ByteAutomaton['scan'] = (buf, from, to, state, offset, found) => {
     let s = state;
     let i = from;
     while (i < to) {
@@ -215,7 +193,23 @@ export function buildByteAutomaton(
         s = -n - 1;
       } else {
         // A deep state: its children, else its failure link, down to a shallow state.
-        s = step(s, classOf[buf[i++]!]!);
+        const c = classOf[buf[i++]!]!;
+        for (;;) {
+          if (s < shallow) {
+            const n = rows[s * width + c]!;
+            s = n >= 0 ? n / width : -n - 1;
+            break;
+          }
+          const first = childStart[s]!;
+          const last = first + childCount[s]!;
+          let k = first;
+          while (k < last && inClass[k] !== c) k++;
+          if (k < last) {
+            s = k;
+            break;
+          }
+          s = fail[s]!;
+        }
       }
       const length = out[s]!;
       if (length !== 0) found.push(offset + i, length);
@@ -300,7 +294,7 @@ function skipping(skip: Skip, depth: Int32Array, plain: ByteAutomaton['scan']): 
       const d = depth[s]!;
       const j = i - d + last;
       if (j >= to) return plain(buf, i, to, s, offset, found);
-      if (j >= i && j - 2 >= from) {
+      if (j >= i && j - (BLOCK - 1) >= from) {
         const k = shift[blockHash(buf[j - 2]!, buf[j - 1]!, buf[j]!, bits)]!;
         if (k > d) {
           i += k - d;
