@@ -82,9 +82,11 @@ export type FeedSignal =
 
 /**
  * In-process only, never on the wire: the rows a log batch just committed, so readers in the
- * writer's own process need not read them back (log-tail.ts). `after` is the id of the row this
- * writer committed before them (null for its first batch): a reader that holds exactly the rows up
- * to `after` may append these; any other reader reads the database as it would without them.
+ * writer's own process need not read them back (log-tail.ts). `after` is the id of the row the
+ * conversation's log ended with before them: the one this writer committed before, or for its first
+ * batch the conversation's last row when the writer started ('0' when it had none; log-writer.ts
+ * invariant 7). A reader that holds exactly the rows up to `after` may append these; any other
+ * reader reads the database as it would without them. Null: unknown (read the database).
  */
 export interface CommittedRows {
   after: string | null;

@@ -134,10 +134,41 @@ describe('the log writer', () => {
       handed.map((r) => ({ ...r, id: String(r.id) })),
       stored.map((r) => ({ ...r, id: String(r.id) })),
     );
-    // Each batch names the last row of the one before (the first: none), and its own last.
-    assert.equal(batches[0]!.after, null);
+    // Each batch names the last row of the one before (the first: the empty log's '0'), and its own last.
+    assert.equal(batches[0]!.after, '0');
     for (let i = 1; i < batches.length; i++) assert.equal(batches[i]!.after, batches[i - 1]!.lastId);
     for (const b of batches) assert.equal(b.lastId, String(b.rows.at(-1)!.id));
+  });
+
+  it("chains a new writer's first batch to the rows an earlier owner's writer committed", async () => {
+    const conversation = await insertConversation(database.handle.db, tenantId);
+    const turnId = await insertTurn(database.handle.db, conversation);
+    const first = writerFor(conversation, createSecretRegistry());
+    first.output('stdout', Buffer.from('before the restart\n'), turnId);
+    await first.close();
+    // Rows of another conversation committed meanwhile do not count.
+    const other = writerFor(await insertConversation(database.handle.db, tenantId), createSecretRegistry());
+    await other.stage({ stage: 'provision', state: 'started' });
+    await other.close();
+    // The next owner (as after a restart) writes with the next epoch.
+    const epoch = String(Number(conversation.epoch) + 1);
+    await database.handle.db
+      .updateTable('conversations')
+      .set({ owner_epoch: Number(epoch) })
+      .where('id', '=', conversation.id)
+      .execute();
+    const handed: { after: string | null; ids: string[] }[] = [];
+    const unsubscribe = feed.subscribe(conversation.id, (signal) => {
+      if (signal.type === 'events' && signal.committed)
+        handed.push({ after: signal.committed.after, ids: signal.committed.rows.map((r) => String(r.id)) });
+    });
+    const second = writerFor({ ...conversation, epoch }, createSecretRegistry());
+    second.output('stdout', Buffer.from('after the restart\n'), turnId);
+    await second.close();
+    unsubscribe();
+    const stored = (await logRows(database.handle.db, conversation.id)).map((r) => String(r.id));
+    assert.equal(stored.length, 2);
+    assert.deepEqual(handed, [{ after: stored[0], ids: [stored[1]] }]);
   });
 
   it('never stores a secret printed whole, split at every offset or base64-encoded at each alignment', async () => {

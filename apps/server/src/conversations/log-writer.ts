@@ -46,7 +46,10 @@
 //    writers", "counts turn events against the budget".
 // 7. Readers are woken only after a commit, once per batch, in commit order: feed.publish(events,
 //    lastId), with the committed rows as stored (ids, created_at) for readers in this process
-//    (CommittedRows in contracts.ts: `after` chains a batch to this writer's previous one). The
+//    (CommittedRows in contracts.ts: `after` chains a batch to this writer's previous one; for its
+//    first batch it is the conversation's last row before the writer started, read with the
+//    budget state: every earlier writer's batches committed before this owner's epoch did, and no
+//    one else appends, so no row can come between them). The
 //    wake-up (and the settling of the batch's stages) runs on the next turn of the event loop,
 //    after the next batch was sent; flush(), close() and a stage's promise resolve only after it.
 //    Test: "hands the rows it committed to the feed, as stored" (log-writer.test.ts).
@@ -274,7 +277,10 @@ export function createLogWriter(
     endText();
   };
 
-  /** The id of the last row this writer committed (CommittedRows.after), null before the first. */
+  /**
+   * The id of the last row this writer committed (CommittedRows.after); before its first commit,
+   * the conversation's last row as the first batch read it (invariant 7), '0' when it had none.
+   */
   let lastCommitted: string | null = null;
 
   /** When the last batch started (performance.now()); -Infinity before the first. */
@@ -351,14 +357,18 @@ export function createLogWriter(
         log_bytes: number | string;
         log_truncated: boolean;
         mine: boolean;
-      }>('SELECT log_bytes, log_truncated, owner_epoch = $2 AS mine FROM conversations WHERE id = $1', [
-        lease.conversationId,
-        lease.epoch,
-      ]);
+        last_id: number | string | null;
+      }>(
+        `SELECT log_bytes, log_truncated, owner_epoch = $2 AS mine,
+          (SELECT max(id) FROM log_events WHERE conversation_id = $1) AS last_id
+        FROM conversations WHERE id = $1`,
+        [lease.conversationId, lease.epoch],
+      );
       const row = res.rows[0];
       if (!row?.mine) throw new StaleOwnerError(lease.conversationId);
       logBytes = Number(row.log_bytes);
       truncated = row.log_truncated;
+      lastCommitted = String(row.last_id ?? 0);
       loaded = true;
     }
     // Take items up to the batch size (at least one).
