@@ -87,6 +87,35 @@ describe('egress', () => {
     );
   });
 
+  it('says why in the status line of a refusal, which is what tools print (npm, apt)', async () => {
+    await policy([{ domain: 'allowed.test', action: 'allow' }]);
+    // A forwarded request (curl -i prints the status line) and a CONNECT (curl -v shows its answer).
+    const forward = await sh(d, SB, `curl -sS -m 5 -i http://denied.test:${webPort}/ | head -1`);
+    assert.equal(
+      forward.stdout.trim(),
+      'HTTP/1.1 403 Forbidden (egress to denied.test is denied by the sandbox network policy)',
+    );
+    const tunnel = await sh(
+      d,
+      SB,
+      `curl -sS -m 5 -v -p http://denied.test:${webPort}/ 2>&1 | grep '^< HTTP'`,
+    );
+    assert.equal(
+      tunnel.stdout.trim(),
+      '< HTTP/1.1 403 Forbidden (egress to denied.test is denied by the sandbox network policy)',
+    );
+    await policy([]);
+    const local = await sh(
+      d,
+      SB,
+      `curl -sS -m 5 -i --noproxy "" -x http://127.0.0.1:3128 http://127.0.0.1:${webPort}/ | head -1`,
+    );
+    assert.equal(
+      local.stdout.trim(),
+      'HTTP/1.1 403 Forbidden (egress to 127.0.0.1 is refused: not a public address)',
+    );
+  });
+
   it('refuses everything for a limited environment (single * deny) and literal IPs while enforcing', async () => {
     await policy([{ domain: '*', action: 'deny' }]);
     assert.match((await curl(`http://allowed.test:${webPort}/`)).stdout, / 403 rc=0/);

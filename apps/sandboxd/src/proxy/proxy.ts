@@ -58,6 +58,17 @@ class Refused extends Error {
   }
 }
 
+/**
+ * The status line's reason phrase of a refusal: the standard text, then why (printable ASCII, at
+ * most 200 characters). Clients print it where they print nothing of the body: npm's "403 Forbidden
+ * (egress to registry.npmjs.org is refused: not a public address) - GET …", apt's "Failed to fetch
+ * … 403 Forbidden (…)". It goes back only to the sandbox that asked (the host name is its own) and
+ * is never logged here: a name may carry a secret, and sandboxd's log has no redactor.
+ */
+export function refusalReason(status: number, why: string): string {
+  return `${http.STATUS_CODES[status] ?? 'Refused'} (${why.replace(/[^\x20-\x7e]/g, '?').slice(0, 200)})`;
+}
+
 const HOP_HEADERS = new Set([
   'proxy-connection',
   'proxy-authorization',
@@ -222,7 +233,7 @@ export class EgressProxy {
       const status = err instanceof Refused ? err.status : 502;
       const msg = err instanceof Refused ? err.message : 'refused';
       client.end(
-        `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n${msg}\n`,
+        `HTTP/1.1 ${status} ${refusalReason(status, msg)}\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n${msg}\n`,
       );
       return;
     }
@@ -240,14 +251,19 @@ export class EgressProxy {
     this.track(host, [client, upstream]);
   }
 
-  /** Answers a forwarded request with a short text, or drops the connection if that is no longer possible. */
+  /**
+   * Answers a forwarded request with a short text, also in the reason phrase, or drops the
+   * connection if that is no longer possible.
+   */
   private answer(res: http.ServerResponse, status: number, text: string): void {
     if (res.headersSent || res.destroyed) {
       res.destroy();
       return;
     }
     try {
-      res.writeHead(status, { 'content-type': 'text/plain', connection: 'close' }).end(`${text}\n`);
+      res
+        .writeHead(status, refusalReason(status, text), { 'content-type': 'text/plain', connection: 'close' })
+        .end(`${text}\n`);
     } catch {
       res.destroy();
     }
