@@ -69,6 +69,17 @@ async function turnBytes(turnId: string): Promise<{ stdout: number; stderr: numb
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Another process takes the conversation over: its epoch moves on. Returns the new one. */
+async function takeOver(conversation: ConversationRow): Promise<string> {
+  const epoch = Number(conversation.epoch) + 1;
+  await database.handle.db
+    .updateTable('conversations')
+    .set({ owner_epoch: epoch })
+    .where('id', '=', conversation.id)
+    .execute();
+  return String(epoch);
+}
+
 describe('the log writer', () => {
   it('stores output in order as rows and wakes readers after the commit with the last id', async () => {
     const conversation = await insertConversation(database.handle.db, tenantId);
@@ -151,12 +162,7 @@ describe('the log writer', () => {
     await other.stage({ stage: 'provision', state: 'started' });
     await other.close();
     // The next owner (as after a restart) writes with the next epoch.
-    const epoch = String(Number(conversation.epoch) + 1);
-    await database.handle.db
-      .updateTable('conversations')
-      .set({ owner_epoch: Number(epoch) })
-      .where('id', '=', conversation.id)
-      .execute();
+    const epoch = await takeOver(conversation);
     const handed: { after: string | null; ids: string[] }[] = [];
     const unsubscribe = feed.subscribe(conversation.id, (signal) => {
       if (signal.type === 'events' && signal.committed)
@@ -519,12 +525,7 @@ describe('the log writer', () => {
     const writer = writerFor(conversation, createSecretRegistry());
     writer.output('stdout', Buffer.from('before takeover\n'), turnId);
     await writer.flush();
-    // Another process takes the conversation over.
-    await database.handle.db
-      .updateTable('conversations')
-      .set({ owner_epoch: Number(conversation.epoch) + 1 })
-      .where('id', '=', conversation.id)
-      .execute();
+    await takeOver(conversation);
     writer.output('stdout', Buffer.from('after takeover\n'), turnId);
     const failure = await writer.failed;
     assert.ok(failure instanceof StaleOwnerError);
