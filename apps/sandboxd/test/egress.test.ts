@@ -87,7 +87,7 @@ describe('egress', () => {
     );
   });
 
-  it('says why in the status line of a refusal, which is what tools print (npm, apt)', async () => {
+  it('says why in the status line of a refusal, which is what tools print (npm, pip, apt)', async () => {
     await policy([{ domain: 'allowed.test', action: 'allow' }]);
     // A forwarded request (curl -i prints the status line) and a CONNECT (curl -v shows its answer).
     const forward = await sh(d, SB, `curl -sS -m 5 -i http://denied.test:${webPort}/ | head -1`);

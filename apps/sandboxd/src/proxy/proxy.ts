@@ -61,8 +61,8 @@ class Refused extends Error {
 /**
  * The status line's reason phrase of a refusal: the standard text, then why (printable ASCII, at
  * most 200 characters). Clients print it where they print nothing of the body: npm's "403 Forbidden
- * (egress to registry.npmjs.org is refused: not a public address) - GET …", apt's "Failed to fetch
- * … 403 Forbidden (…)". It goes back only to the sandbox that asked (the host name is its own) and
+ * (egress to registry.npmjs.org is refused: not a public address) - GET …", pip's "Tunnel
+ * connection failed: 403 Forbidden (…)", apt's "Failed to fetch … 403 Forbidden (…)". It goes back only to the sandbox that asked (the host name is its own) and
  * is never logged here: a name may carry a secret, and sandboxd's log has no redactor.
  */
 export function refusalReason(status: number, why: string): string {
