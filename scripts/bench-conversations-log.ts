@@ -325,11 +325,11 @@ if (!isMainThread) {
           [user.id, conversation.id, ...Array.from({ length: CEILING_ROWS }, () => rowData)],
         );
       }
-      const ceilingMbps =
-        (batches * CEILING_ROWS * rowSize) / 1024 / 1024 / ((performance.now() - ceilingStarted) / 1000);
+      const ceilingMs = performance.now() - ceilingStarted;
+      const ceilingMbps = (batches * CEILING_ROWS * rowSize) / 1024 / 1024 / (ceilingMs / 1000);
       if (ceilingCpu)
         console.error(
-          `ceiling: ${Math.round(performance.now() - ceilingStarted)} ms; CPU by thread ${cpuDiff(ceilingCpu, cpuSnapshot())}`,
+          `ceiling: ${Math.round(ceilingMs)} ms; CPU by thread ${cpuDiff(ceilingCpu, cpuSnapshot())}`,
         );
       ceiling.push(ceilingMbps);
       ratios.push(mbps / ceilingMbps);

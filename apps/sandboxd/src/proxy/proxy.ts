@@ -59,13 +59,14 @@ class Refused extends Error {
 }
 
 /**
- * The status line's reason phrase of a refusal: the standard text, then why (printable ASCII, at
- * most 200 characters). Clients print it where they print nothing of the body: npm's "403 Forbidden
- * (egress to registry.npmjs.org is refused: not a public address) - GET …", pip's "Tunnel
- * connection failed: 403 Forbidden (…)", apt's "Failed to fetch … 403 Forbidden (…)". It goes back only to the sandbox that asked (the host name is its own) and
- * is never logged here: a name may carry a secret, and sandboxd's log has no redactor.
+ * The reason phrase of the proxy's own answers (refusals, bad gateway): the standard text, then why
+ * (printable ASCII, at most 200 characters). Clients print it where they print nothing of the body:
+ * npm's "403 Forbidden (egress to registry.npmjs.org is refused: not a public address) - GET …",
+ * pip's "Tunnel connection failed: 403 Forbidden (…)", apt's "Failed to fetch … 403 Forbidden (…)".
+ * It goes back only to the sandbox that asked (the host name is its own) and is never logged here:
+ * a name may carry a secret, and sandboxd's log has no redactor.
  */
-export function refusalReason(status: number, why: string): string {
+function reasonPhrase(status: number, why: string): string {
   return `${http.STATUS_CODES[status] ?? 'Refused'} (${why.replace(/[^\x20-\x7e]/g, '?').slice(0, 200)})`;
 }
 
@@ -233,7 +234,7 @@ export class EgressProxy {
       const status = err instanceof Refused ? err.status : 502;
       const msg = err instanceof Refused ? err.message : 'refused';
       client.end(
-        `HTTP/1.1 ${status} ${refusalReason(status, msg)}\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n${msg}\n`,
+        `HTTP/1.1 ${status} ${reasonPhrase(status, msg)}\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n${msg}\n`,
       );
       return;
     }
@@ -262,7 +263,7 @@ export class EgressProxy {
     }
     try {
       res
-        .writeHead(status, refusalReason(status, text), { 'content-type': 'text/plain', connection: 'close' })
+        .writeHead(status, reasonPhrase(status, text), { 'content-type': 'text/plain', connection: 'close' })
         .end(`${text}\n`);
     } catch {
       res.destroy();

@@ -86,10 +86,10 @@ export type FeedSignal =
  * conversation's log ended with before them: the one this writer committed before, or for its first
  * batch the conversation's last row when the writer started ('0' when it had none; log-writer.ts
  * invariant 7). A reader that holds exactly the rows up to `after` may append these; any other
- * reader reads the database as it would without them. Null: unknown (read the database).
+ * reader reads the database as it would without them.
  */
 export interface CommittedRows {
-  after: string | null;
+  after: string;
   /** In id order, as stored (output redacted). */
   rows: LogEventRow[];
 }

@@ -178,7 +178,7 @@ export function createLogTails(deps: {
       if (signal.lastId !== '' && /^\d+$/.test(signal.lastId) && BigInt(signal.lastId) <= last) return;
       // Rows committed by this process's writer right after the ones held: no read (invariant 5).
       const committed = signal.committed;
-      if (committed && !reading && committed.after !== null && BigInt(committed.after) === last) {
+      if (committed && !reading && BigInt(committed.after) === last) {
         add(committed.rows);
         return;
       }

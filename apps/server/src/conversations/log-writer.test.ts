@@ -120,7 +120,7 @@ describe('the log writer', () => {
   it('hands the rows it committed to the feed, as stored', async () => {
     const conversation = await insertConversation(database.handle.db, tenantId);
     const turnId = await insertTurn(database.handle.db, conversation);
-    const batches: { lastId: string; after: string | null; rows: LogEventRow[] }[] = [];
+    const batches: { lastId: string; after: string; rows: LogEventRow[] }[] = [];
     const unsubscribe = feed.subscribe(conversation.id, (signal) => {
       if (signal.type === 'events' && signal.committed)
         batches.push({ lastId: signal.lastId, ...signal.committed });
@@ -163,7 +163,7 @@ describe('the log writer', () => {
     await other.close();
     // The next owner (as after a restart) writes with the next epoch.
     const epoch = await takeOver(conversation);
-    const handed: { after: string | null; ids: string[] }[] = [];
+    const handed: { after: string; ids: string[] }[] = [];
     const unsubscribe = feed.subscribe(conversation.id, (signal) => {
       if (signal.type === 'events' && signal.committed)
         handed.push({ after: signal.committed.after, ids: signal.committed.rows.map((r) => String(r.id)) });

@@ -49,9 +49,9 @@
 //    (CommittedRows in contracts.ts: `after` chains a batch to this writer's previous one; for its
 //    first batch it is the conversation's last row before the writer started, read with the
 //    budget state: every earlier writer's batches committed before this owner's epoch did, and no
-//    one else appends, so no row can come between them). The
-//    wake-up (and the settling of the batch's stages) runs on the next turn of the event loop,
-//    after the next batch was sent; flush(), close() and a stage's promise resolve only after it.
+//    one else appends, so no row can come between them). The wake-up (and the settling of the
+//    batch's stages) runs on the next turn of the event loop, after the next batch was sent;
+//    flush(), close() and a stage's promise resolve only after it.
 //    Test: "hands the rows it committed to the feed, as stored" (log-writer.test.ts).
 import type pg from 'pg';
 import type { Logger } from '../observability/logger.ts';
@@ -281,7 +281,7 @@ export function createLogWriter(
    * The id of the last row this writer committed (CommittedRows.after); before its first commit,
    * the conversation's last row as the first batch read it (invariant 7), '0' when it had none.
    */
-  let lastCommitted: string | null = null;
+  let lastCommitted = '0';
 
   /** When the last batch started (performance.now()); -Infinity before the first. */
   let lastBatchAt = Number.NEGATIVE_INFINITY;
