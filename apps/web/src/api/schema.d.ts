@@ -1872,6 +1872,7 @@ export interface operations {
                             conversation_count: number;
                             /** @description RFC 3339 UTC */
                             created_at: string;
+                            delegate_agent_ids: string[];
                             description: string | null;
                             environment_id: string | null;
                             id: string;
@@ -1962,6 +1963,11 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /**
+                     * @description agents of the same tenant on which this agent's sandboxes may start sub-conversations beyond those on its own environment (with any vault on that agent's allowlist); docs/security.md
+                     * @default []
+                     */
+                    delegate_agent_ids?: string[];
                     /** @default null */
                     description?: string | null;
                     /**
@@ -2019,6 +2025,7 @@ export interface operations {
                         conversation_count: number;
                         /** @description RFC 3339 UTC */
                         created_at: string;
+                        delegate_agent_ids: string[];
                         description: string | null;
                         environment_id: string | null;
                         id: string;
@@ -2148,6 +2155,7 @@ export interface operations {
                         conversation_count: number;
                         /** @description RFC 3339 UTC */
                         created_at: string;
+                        delegate_agent_ids: string[];
                         description: string | null;
                         environment_id: string | null;
                         id: string;
@@ -2236,6 +2244,11 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /**
+                     * @description agents of the same tenant on which this agent's sandboxes may start sub-conversations beyond those on its own environment (with any vault on that agent's allowlist); docs/security.md
+                     * @default []
+                     */
+                    delegate_agent_ids?: string[];
                     /** @default null */
                     description?: string | null;
                     /**
@@ -2293,6 +2306,7 @@ export interface operations {
                         conversation_count: number;
                         /** @description RFC 3339 UTC */
                         created_at: string;
+                        delegate_agent_ids: string[];
                         description: string | null;
                         environment_id: string | null;
                         id: string;
@@ -3967,6 +3981,20 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4233,6 +4261,20 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4367,6 +4409,20 @@ export interface operations {
             };
             /** @description Default Response */
             402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4605,6 +4661,20 @@ export interface operations {
             };
             /** @description Default Response */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
