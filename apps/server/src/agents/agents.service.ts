@@ -74,10 +74,9 @@ export function createAgentsService(deps: { db: Db; audit: Pick<AuditService, 'r
   const { db, audit } = deps;
 
   const references = async (conn: Db, tenantId: string, ids: string[]) => {
-    const [vaults, delegates] = await Promise.all([
-      vaultIdsByAgent(conn, tenantId, ids),
-      delegateIdsByAgent(conn, tenantId, ids),
-    ]);
+    // One after the other: `conn` may be a transaction (one connection).
+    const vaults = await vaultIdsByAgent(conn, tenantId, ids);
+    const delegates = await delegateIdsByAgent(conn, tenantId, ids);
     return (id: string): References => ({
       vaultIds: vaults.get(id) ?? [],
       delegateIds: delegates.get(id) ?? [],
