@@ -47,11 +47,13 @@ export async function lineageSecretValues(
     if (row.environment_id) environments.add(row.environment_id);
     if (row.vault_id) vaults.add(row.vault_id);
   }
-  const decrypted = await Promise.all([
-    ...[...environments].map((id) =>
-      deps.secrets.decryptOwner(tenantId, { kind: 'environment', id }, deps.db),
-    ),
-    ...[...vaults].map((id) => deps.secrets.decryptOwner(tenantId, { kind: 'vault', id }, deps.db)),
-  ]);
-  return decrypted.flatMap((secrets) => Object.values(secrets));
+  // One owner after the other: `deps.db` may be a transaction (one connection).
+  const owners = [
+    ...[...environments].map((id) => ({ kind: 'environment' as const, id })),
+    ...[...vaults].map((id) => ({ kind: 'vault' as const, id })),
+  ];
+  const values: string[] = [];
+  for (const owner of owners)
+    values.push(...Object.values(await deps.secrets.decryptOwner(tenantId, owner, deps.db)));
+  return values;
 }
