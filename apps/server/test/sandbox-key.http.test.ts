@@ -88,11 +88,18 @@ describe('the sandbox key reads and stops only its own conversation and its desc
     const childTurns = await h.api(key, 'GET', `/api/conversations/${child}/turns`);
     assert.equal(childTurns.body.data[0].prompt, 'echo child');
 
-    for (const query of ['', `?agent_id=${agent}`, '?status=idle', '?limit=1']) {
+    for (const [query, expected] of [
+      ['', [child, a]],
+      [`?agent_id=${agent}`, [child, a]],
+      ['?status=idle', [child, a]],
+      ['?limit=1', [child]],
+      [`?parent_id=${a}`, [child]],
+      // The parent's children are A and the sibling; the key sees only A.
+      [`?parent_id=${parent}`, [a]],
+    ] as const) {
       const list = await h.api(key, 'GET', `/api/conversations${query}`);
       assert.equal(list.status, 200);
       const ids = list.body.data.map((c: { id: string }) => c.id);
-      const expected = query === '?limit=1' ? [child] : [child, a];
       assert.deepEqual(ids, expected, `GET /api/conversations${query}`);
     }
     const full = await h.api(owner, 'GET', '/api/conversations');

@@ -71,6 +71,8 @@ export async function findConversation(db: Conn, tenantId: string, id: string) {
 export interface ConversationFilters {
   status?: ConversationStatus;
   agentId?: string;
+  /** Only the conversations this one started. */
+  parentId?: string;
   /** Only this conversation and its descendants (a sandbox key's list, sandbox-key.ts). */
   tree?: string;
 }
@@ -86,6 +88,7 @@ export async function listConversations(
   let q = withLatestSandbox(db).where('c.tenant_id', '=', tenantId);
   if (filters.status) q = q.where('c.status', '=', filters.status);
   if (filters.agentId) q = q.where('c.agent_id', '=', filters.agentId);
+  if (filters.parentId) q = q.where('c.parent_conversation_id', '=', filters.parentId);
   if (filters.tree) q = q.where('c.id', 'in', treeOf(tenantId, filters.tree));
   if (afterId) q = q.where('c.id', '<', afterId);
   return await q

@@ -84,7 +84,7 @@ export function conversationsRoutes(deps: {
         config: { allowConversationScope: true },
         schema: {
           tags: [TAG],
-          summary: 'List conversations, newest first, with optional status and agent filters',
+          summary: 'List conversations, newest first, with optional status, agent and parent filters',
           security,
           querystring: ConversationListQuery,
           response: { 200: ConversationPage, 422: ValidationErrorResponse },
@@ -100,6 +100,7 @@ export function conversationsRoutes(deps: {
           ...(q.cursor ? { cursor: q.cursor } : {}),
           ...(q.status ? { status: q.status } : {}),
           ...(q.agent_id ? { agentId: q.agent_id } : {}),
+          ...(q.parent_id ? { parentId: q.parent_id } : {}),
         });
       },
     );

@@ -113,6 +113,7 @@ export type TurnView = z.infer<typeof TurnView>;
 export const ConversationListQuery = z.object({
   status: z.enum(CONVERSATION_STATUSES).optional(),
   agent_id: z.uuid().optional(),
+  parent_id: z.uuid().optional().describe('only the sub-conversations this conversation started'),
   limit: z.coerce.number().int().min(1).max(200).default(50),
   cursor: z.string().max(200).optional(),
 });

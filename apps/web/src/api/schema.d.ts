@@ -560,7 +560,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List conversations, newest first, with optional status and agent filters */
+        /** List conversations, newest first, with optional status, agent and parent filters */
         get: operations["getConversations"];
         put?: never;
         /** Start a conversation: the gates, then a sandbox is provisioned and the prompt runs */
@@ -3614,6 +3614,8 @@ export interface operations {
                 agent_id?: string;
                 cursor?: string;
                 limit?: number;
+                /** @description only the sub-conversations this conversation started */
+                parent_id?: string;
                 status?: "pending" | "running" | "idle" | "failed" | "terminated";
             };
             header?: never;
