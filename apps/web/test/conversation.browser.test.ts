@@ -186,7 +186,16 @@ describe('a conversation in the console', () => {
       agent_id: agent.id,
       prompt: '# The orchestrator\ntrue',
     });
-    // The parent's sandbox starts a child with its own key, as an agent in it would.
+    // Once provisioned (which mints the sandbox's key, revoking any before it), the parent's
+    // sandbox starts a child with a key of its own, as an agent in it would.
+    for (
+      let tries = 0;
+      (await apiAs(page, 'GET', `/api/conversations/${parent.id}`)).status !== 'idle';
+      tries++
+    ) {
+      assert.ok(tries < 200, 'the parent conversation comes to rest');
+      await new Promise((r) => setTimeout(r, 100));
+    }
     const key = await c.h.deps.apiKeys.mintConversationKey(me.id, parent.id);
     const started = await fetch(c.url('/api/conversations'), {
       method: 'POST',
