@@ -148,6 +148,14 @@ describe('the sandbox key reads and stops only its own conversation and its desc
     const childKey = await keyOf(owner, child);
     assert.equal((await h.api(childKey, 'GET', `/api/conversations/${a}`)).status, 404);
     assert.equal((await h.api(childKey, 'GET', `/api/conversations/${grandchild}`)).status, 200);
+    // Deleting the child would unlink the grandchild (out of the key's reach, out from under
+    // the depth bound): the key deletes from the bottom up.
+    const early = await h.api(key, 'DELETE', `/api/conversations/${child}`);
+    assert.equal(early.status, 409);
+    assert.equal(early.body.error, 'conflict');
+    assert.equal((await h.api(key, 'DELETE', `/api/conversations/${grandchild}`)).status, 204);
+    assert.equal((await h.api(key, 'DELETE', `/api/conversations/${child}`)).status, 204);
+    assert.equal((await h.get(owner, a)).status, 'idle');
   });
 });
 
@@ -229,6 +237,24 @@ describe('the sandbox key starts children only with what its sandbox holds', () 
     const again = await start({ agent_id: agent });
     assert.equal(again.status, 201, 'a terminated child frees its place');
     await h.waitFor(owner, again.body.id, idle);
+  });
+
+  it('admits exactly the live-children bound of parallel starts', async () => {
+    const owner = await h.user();
+    const agent = await h.agent(owner);
+    const key = await keyOf(owner, await row(owner, agent));
+    const answers = await Promise.all(
+      Array.from({ length: 2 * MAX_LIVE_CHILDREN }, () =>
+        h.api(key, 'POST', '/api/conversations', { agent_id: agent, prompt: 'true' }),
+      ),
+    );
+    const admitted = answers.filter((r) => r.status === 201);
+    assert.equal(admitted.length, MAX_LIVE_CHILDREN);
+    for (const r of answers.filter((x) => x.status !== 201)) {
+      assert.equal(r.status, 429);
+      assert.equal(r.body.error, 'sub_conversation_limit_exceeded');
+    }
+    for (const r of admitted) await h.waitFor(owner, r.body.id, idle);
   });
 
   it(`refuses a sub-conversation deeper than ${MAX_DEPTH} levels`, async () => {

@@ -43,6 +43,7 @@ export function conversationsRoutes(deps: {
   const rule = deps.sandboxKey;
   const reads = { preValidation: rule.reads, config: { allowConversationScope: true } };
   const controls = { preValidation: rule.controls, config: { allowConversationScope: true } };
+  const deletes = { preValidation: rule.deletes, config: { allowConversationScope: true } };
   return async (root) => {
     const app = root.withTypeProvider<ZodTypeProvider>();
     if (deps.onClose) {
@@ -125,13 +126,13 @@ export function conversationsRoutes(deps: {
       '/api/conversations/:id',
       {
         onRequest: [app.requireAuth],
-        ...controls,
+        ...deletes,
         schema: {
           tags: [TAG],
           summary: 'Delete a conversation: destroys its sandbox and removes its turns and logs',
           security,
           params: IdParams,
-          response: { 204: z.null(), 403: ErrorResponse, 404: ErrorResponse },
+          response: { 204: z.null(), 403: ErrorResponse, 404: ErrorResponse, 409: ErrorResponse },
         },
       },
       async (request, reply) => {

@@ -18,7 +18,10 @@
 //    The child bound is checked inside the admitting transaction, after the per-user lock, so
 //    parallel starts of one key cannot pass it together.
 // 4. Interrupts, terminates and deletes its descendants only: its own conversation is 403 (the
-//    owner ends it), anything it cannot read 404. It never prompts (403, auth.plugin.ts).
+//    owner ends it), anything it cannot read 404. It never prompts (403, auth.plugin.ts). It
+//    deletes a descendant only once that one has no sub-conversations left (409 `conflict`):
+//    deleting a conversation unlinks its children (ON DELETE SET NULL), which would take them
+//    out of the key's reach and out from under the depth bound.
 //
 // Tests: sandbox-key.http.test.ts (every route × the key of A against A, A's child, A's parent,
 // a sibling, another account; the admission rules and bounds).
@@ -97,8 +100,10 @@ export function treeOf(tenantId: string, root: string) {
 export interface SandboxKeyRule {
   /** preValidation hook of a reading route (`:id`): 404 unless the key reads that conversation. */
   reads(request: FastifyRequest): Promise<void>;
-  /** preValidation hook of interrupt, terminate, delete: 404/403 unless `:id` is a descendant. */
+  /** preValidation hook of interrupt and terminate: 404/403 unless `:id` is a descendant. */
   controls(request: FastifyRequest): Promise<void>;
+  /** preValidation hook of delete: controls(), and 409 while `:id` has sub-conversations. */
+  deletes(request: FastifyRequest): Promise<void>;
   /** Whether the principal reads the conversation `id` (a full credential: every one of its tenant). */
   mayRead(principal: Principal, id: string): Promise<boolean>;
   /** The conversation whose tree the list is cut to; null for a full credential (the whole tenant). */
@@ -127,6 +132,20 @@ export function createSandboxKeyRule(deps: { db: Db }): SandboxKeyRule {
       "a sandbox may start sub-conversations only on agents of its own agent's environment, or on agents its agent delegates (delegate_agent_ids)",
     );
 
+  /** The key, once `:id` is one of its descendants (null: a full credential, nothing to check). */
+  const descendant = async (request: FastifyRequest): Promise<SandboxKey | null> => {
+    const principal = principalIn(request);
+    if (!isSandboxKey(principal)) return null;
+    const below = await level(principal, idOf(request));
+    if (below === null) throw AppError.notFound('conversation');
+    if (below === 0)
+      throw new AppError(
+        'forbidden',
+        'a sandbox key cannot interrupt, terminate or delete its own conversation; only the sub-conversations it started',
+      );
+    return principal;
+  };
+
   return {
     async reads(request) {
       const principal = principalIn(request);
@@ -135,14 +154,23 @@ export function createSandboxKeyRule(deps: { db: Db }): SandboxKeyRule {
     },
 
     async controls(request) {
-      const principal = principalIn(request);
-      if (!isSandboxKey(principal)) return;
-      const below = await level(principal, idOf(request));
-      if (below === null) throw AppError.notFound('conversation');
-      if (below === 0)
+      await descendant(request);
+    },
+
+    async deletes(request) {
+      const key = await descendant(request);
+      if (!key) return;
+      const child = await db
+        .selectFrom('conversations')
+        .select('id')
+        .where('tenant_id', '=', key.tenantId)
+        .where('parent_conversation_id', '=', idOf(request))
+        .limit(1)
+        .executeTakeFirst();
+      if (child)
         throw new AppError(
-          'forbidden',
-          'a sandbox key cannot interrupt, terminate or delete its own conversation; only the sub-conversations it started',
+          'conflict',
+          'this conversation has sub-conversations of its own; delete those first',
         );
     },
 
