@@ -151,7 +151,11 @@ const server = http.createServer((req, res) => {
   if (path === '/api/agents') return json(200, { data: [agent] });
   if (path === `/api/agents/${AGENT}`) return json(200, agent);
   if (path === '/api/conversations')
-    return json(200, { data: [conversation], meta: { next_cursor: null, has_more: false } });
+    return json(200, {
+      // The conversation page asks for its sub-conversations: it has none.
+      data: (req.url ?? '').includes('parent_id=') ? [] : [conversation],
+      meta: { next_cursor: null, has_more: false },
+    });
   if (path === `/api/conversations/${ID}`) return json(200, conversation);
   if (path === `/api/conversations/${ID}/turns`) return json(200, { data: [turn] });
   if (path === `/api/conversations/${ID}/stream`) {

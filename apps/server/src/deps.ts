@@ -43,6 +43,7 @@ import { createOwnership, type Ownership } from './conversations/owner.ts';
 import { packageCommands } from './conversations/packages.ts';
 import { createProvisioner } from './conversations/provisioner.ts';
 import { defaultRuntimes } from './conversations/runtimes/registry.ts';
+import { createSandboxKeyRule, type SandboxKeyRule } from './conversations/sandbox-key.ts';
 import { logEventFrameParts, type StreamOptions } from './conversations/stream.routes.ts';
 import { type DatabaseHandle, type Db, poolOptions } from './db/database.ts';
 import {
@@ -92,6 +93,8 @@ export interface Deps {
   exporter: ExportService;
   admin: AdminService;
   conversations: ConversationsService;
+  /** What a sandbox's conversation-scoped key may do under /api/conversations (sandbox-key.ts). */
+  sandboxKey: SandboxKeyRule;
   /** Builds environment checkpoints (POST /api/environments/:id/checkpoint). */
   environmentCheckpoints: EnvironmentCheckpoints;
   /** This process's conversation servers, command bus and lifecycle clock (start() at boot). */
@@ -341,12 +344,16 @@ function createConversationDeps(
     newSandboxName: sandboxName,
     lifecycle,
   });
+  const sandboxKey = createSandboxKeyRule({ db });
   const conversations = createConversationsService({
     db,
     gates,
+    sandboxKey,
     engine: conversationEngine,
     logger,
     bounds: lifecycle,
+    lineage: { db, secrets },
+    inferenceCredentials,
   });
-  return { conversations, conversationEngine, ownership, environmentCheckpoints };
+  return { conversations, sandboxKey, conversationEngine, ownership, environmentCheckpoints };
 }

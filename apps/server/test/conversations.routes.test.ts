@@ -214,7 +214,7 @@ describe('the Conversation resource', () => {
     await settle(browserUser, ui.body.id);
   });
 
-  it('a sandbox callback key starts sub-conversations (source sandbox, parent set) but cannot prompt, terminate or delete', async () => {
+  it('a sandbox callback key starts sub-conversations (source sandbox, parent set) but cannot prompt them, nor stop its own', async () => {
     const { user, agent } = await fresh();
     const parent = await h.start(user, { agent_id: agent, prompt: 'true' });
     await settle(user, parent.id);
@@ -226,11 +226,13 @@ describe('the Conversation resource', () => {
     assert.equal(child.body.parent_conversation_id, parent.id);
     assert.equal((await h.api(callback, 'GET', `/api/conversations/${child.body.id}`)).status, 200);
     await settle(user, child.body.id);
+    // Stopping the sub-conversations it started is sandbox-key.http.test.ts's.
     for (const [method, path] of [
       ['POST', `/api/conversations/${child.body.id}/prompts`],
-      ['POST', `/api/conversations/${child.body.id}/terminate`],
-      ['POST', `/api/conversations/${child.body.id}/interrupt`],
-      ['DELETE', `/api/conversations/${child.body.id}`],
+      ['POST', `/api/conversations/${parent.id}/prompts`],
+      ['POST', `/api/conversations/${parent.id}/terminate`],
+      ['POST', `/api/conversations/${parent.id}/interrupt`],
+      ['DELETE', `/api/conversations/${parent.id}`],
     ] as const) {
       const res = await h.api(
         callback,

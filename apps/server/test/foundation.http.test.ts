@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { startMetricsServer } from '../src/observability/metrics.ts';
 import { buildTestApp, type TestApp } from './helpers/app.ts';
 import { createTestDatabase, type TestDatabase } from './helpers/database.ts';
+import { createVerifiedUser } from './helpers/factories.ts';
 
 let database: TestDatabase;
 before(async () => {
@@ -100,15 +101,28 @@ describe('public listener', () => {
     assert.deepEqual(res.json(), { error: 'invalid_body', message: 'request body is not valid JSON' });
   });
 
-  it('answers 415 to a body in a media type the API does not take', async () => {
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/api/auth/login',
-      headers: { 'content-type': 'text/xml' },
-      payload: '<login/>',
-    });
-    assert.equal(res.statusCode, 415);
-    assert.equal(res.json().error, 'unsupported_media_type');
+  it('answers 400 invalid_body to a body that is not JSON, whatever its media type, on every route', async () => {
+    const user = await createVerifiedUser(t.deps.db);
+    const cases = [
+      { url: '/api/auth/login', auth: {}, type: 'text/xml', payload: '<login/>' },
+      { url: '/api/auth/login', auth: {}, type: 'text/plain', payload: '{"email":"a@example.com"}' },
+      { url: '/api/conversations', auth: user.auth, type: 'text/plain', payload: 'hello' },
+      { url: '/api/agents', auth: user.auth, type: 'text/plain; charset=utf-8', payload: 'hello' },
+      { url: '/api/agents', auth: user.auth, type: 'application/x-www-form-urlencoded', payload: 'a=b' },
+    ];
+    for (const c of cases) {
+      const res = await t.app.inject({
+        method: 'POST',
+        url: c.url,
+        headers: { ...c.auth, 'content-type': c.type },
+        payload: c.payload,
+      });
+      assert.equal(res.statusCode, 400, `${c.type} to ${c.url}`);
+      assert.deepEqual(res.json(), {
+        error: 'invalid_body',
+        message: 'the request body must be JSON (Content-Type: application/json)',
+      });
+    }
   });
 
   it('never serves /metrics on the public listener', async () => {

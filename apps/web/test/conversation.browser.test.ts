@@ -168,4 +168,55 @@ describe('a conversation in the console', () => {
     );
     assert.deepEqual(c.pageProblems(), []);
   });
+
+  it("shows a conversation's sub-conversations and the conversation that started it, with links", async () => {
+    const page = await c.page({ width: 1440, height: 1200 });
+    await page.goto(c.url('/sign-up'));
+    await page.getByLabel('Email').fill(`ada-${Date.now()}@example.com`);
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Create account' }).click();
+    await page.getByRole('heading', { name: 'Conversations' }).waitFor();
+    const me = await apiAs(page, 'GET', '/api/auth/me');
+    const agent = await apiAs(page, 'POST', '/api/agents', {
+      name: 'tree-agent',
+      model: 'anthropic/claude-sonnet-4-5',
+      runtime: 'claude',
+    });
+    const parent = await apiAs(page, 'POST', '/api/conversations', {
+      agent_id: agent.id,
+      prompt: '# The orchestrator\ntrue',
+    });
+    // Once provisioned (which mints the sandbox's key, revoking any before it), the parent's
+    // sandbox starts a child with a key of its own, as an agent in it would.
+    for (
+      let tries = 0;
+      (await apiAs(page, 'GET', `/api/conversations/${parent.id}`)).status !== 'idle';
+      tries++
+    ) {
+      assert.ok(tries < 200, 'the parent conversation comes to rest');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const key = await c.h.deps.apiKeys.mintConversationKey(me.id, parent.id);
+    const started = await fetch(c.url('/api/conversations'), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ agent_id: agent.id, prompt: '# A worker\ntrue' }),
+    });
+    assert.equal(started.status, 201, await started.clone().text());
+    const child = (await started.json()) as { id: string };
+
+    await page.goto(c.url(`/conversations/${parent.id}`));
+    const children = page.locator('.conv-children');
+    await children.getByRole('link', { name: 'A worker' }).waitFor();
+    await c.axe(page, 'conversation with a sub-conversation');
+    await children.getByRole('link', { name: 'A worker' }).click();
+    await page.waitForURL(c.url(`/conversations/${child.id}`));
+    await page.getByRole('heading', { name: 'A worker' }).waitFor();
+    const startedBy = page.locator('.conv-facts div', { hasText: 'Started by' });
+    await startedBy.getByRole('link', { name: 'The orchestrator' }).click();
+    await page.waitForURL(c.url(`/conversations/${parent.id}`));
+    await page.getByRole('heading', { name: 'The orchestrator' }).waitFor();
+    assert.equal(await page.locator('.conv-facts div', { hasText: 'Started by' }).count(), 0);
+    assert.deepEqual(c.pageProblems(), []);
+  });
 });

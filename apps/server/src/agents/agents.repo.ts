@@ -147,3 +147,53 @@ export async function vaultIdsByAgent(
   for (const r of rows) out.set(r.agent_id, [...(out.get(r.agent_id) ?? []), r.vault_id]);
   return out;
 }
+
+export async function replaceAgentDelegates(
+  db: Db,
+  tenantId: string,
+  agentId: string,
+  delegateIds: readonly string[],
+): Promise<void> {
+  await db
+    .deleteFrom('agent_delegates')
+    .where('tenant_id', '=', tenantId)
+    .where('agent_id', '=', agentId)
+    .execute();
+  if (delegateIds.length === 0) return;
+  await db
+    .insertInto('agent_delegates')
+    .values(
+      delegateIds.map((delegate_agent_id) => ({ tenant_id: tenantId, agent_id: agentId, delegate_agent_id })),
+    )
+    .execute();
+}
+
+export async function delegateIdsByAgent(
+  db: Db,
+  tenantId: string,
+  agentIds: readonly string[],
+): Promise<Map<string, string[]>> {
+  const out = new Map<string, string[]>();
+  if (agentIds.length === 0) return out;
+  const rows = await db
+    .selectFrom('agent_delegates')
+    .select(['agent_id', 'delegate_agent_id'])
+    .where('tenant_id', '=', tenantId)
+    .where('agent_id', 'in', agentIds)
+    .orderBy('delegate_agent_id')
+    .execute();
+  for (const r of rows) out.set(r.agent_id, [...(out.get(r.agent_id) ?? []), r.delegate_agent_id]);
+  return out;
+}
+
+/** The ids among `ids` that are agents of the tenant. */
+export async function existingAgentIds(db: Db, tenantId: string, ids: readonly string[]): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const rows = await db
+    .selectFrom('agents')
+    .select('id')
+    .where('tenant_id', '=', tenantId)
+    .where('id', 'in', ids)
+    .execute();
+  return rows.map((r) => r.id);
+}

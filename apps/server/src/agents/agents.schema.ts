@@ -19,6 +19,7 @@ export const SKILLS_MAX = 50;
 export const SKILL_CONTENT_MAX_BYTES = 256 * 1024;
 export const MCP_SERVERS_MAX = 50;
 export const VAULTS_MAX = 50;
+export const DELEGATES_MAX = 50;
 
 /** `<model_provider>/<model_id>`; the model id may itself contain slashes (openrouter/meta/llama-3). */
 export const MODEL_RE = /^[a-z0-9][a-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._:@+/-]*$/;
@@ -140,6 +141,18 @@ export const AgentBody = z
       )
       .default([])
       .describe('vault allowlist: vaults a conversation of this agent may use'),
+    delegate_agent_ids: z
+      .array(uuid)
+      .max(DELEGATES_MAX, `must have at most ${DELEGATES_MAX} entries`)
+      .refine(
+        (ids) => new Set(ids.map((i) => i.toLowerCase())).size === ids.length,
+        'must not repeat an agent',
+      )
+      .default([])
+      .describe(
+        "agents of the same tenant on which this agent's sandboxes may start sub-conversations " +
+          "beyond those on its own environment (with any vault on that agent's allowlist); docs/security.md",
+      ),
   })
   .strict();
 
@@ -152,6 +165,7 @@ export const AgentView = z.object({
   runtime: Runtime,
   environment_id: z.string().nullable(),
   vault_ids: z.array(z.string()),
+  delegate_agent_ids: z.array(z.string()),
   system: z.string().nullable(),
   description: z.string().nullable(),
   skills: z.array(

@@ -12,11 +12,14 @@ import { findVaultsByIds } from '../vaults/vaults.repo.ts';
 import {
   type AgentFilters,
   type AgentRow,
+  delegateIdsByAgent,
   deleteAgent,
+  existingAgentIds,
   findAgent,
   findAgentByName,
   insertAgent,
   listAgents,
+  replaceAgentDelegates,
   replaceAgentVaults,
   updateAgent,
   vaultIdsByAgent,
@@ -42,16 +45,23 @@ function normalized(input: AgentInput): AgentInput {
     ...input,
     environment_id: input.environment_id?.toLowerCase() ?? null,
     vault_ids: [...new Set(input.vault_ids.map((v) => v.toLowerCase()))].sort(),
+    delegate_agent_ids: [...new Set(input.delegate_agent_ids.map((a) => a.toLowerCase()))].sort(),
   };
 }
 
-function mutable(row: AgentRow, vaultIds: string[]): AgentInput {
+interface References {
+  vaultIds: string[];
+  delegateIds: string[];
+}
+
+function mutable(row: AgentRow, refs: References): AgentInput {
   return {
     name: row.name,
     model: row.model,
     runtime: row.runtime,
     environment_id: row.environment_id,
-    vault_ids: [...vaultIds].sort(),
+    vault_ids: [...refs.vaultIds].sort(),
+    delegate_agent_ids: [...refs.delegateIds].sort(),
     system: row.system,
     description: row.description,
     skills: row.skills,
@@ -63,15 +73,25 @@ function mutable(row: AgentRow, vaultIds: string[]): AgentInput {
 export function createAgentsService(deps: { db: Db; audit: Pick<AuditService, 'record'> }): AgentsService {
   const { db, audit } = deps;
 
+  const references = async (conn: Db, tenantId: string, ids: string[]) => {
+    // One after the other: `conn` may be a transaction (one connection).
+    const vaults = await vaultIdsByAgent(conn, tenantId, ids);
+    const delegates = await delegateIdsByAgent(conn, tenantId, ids);
+    return (id: string): References => ({
+      vaultIds: vaults.get(id) ?? [],
+      delegateIds: delegates.get(id) ?? [],
+    });
+  };
+
   const views = async (conn: Db, tenantId: string, rows: AgentRow[]): Promise<AgentViewT[]> => {
-    const vaults = await vaultIdsByAgent(
+    const refs = await references(
       conn,
       tenantId,
       rows.map((r) => r.id),
     );
     return rows.map((r) => ({
       id: r.id,
-      ...mutable(r, vaults.get(r.id) ?? []),
+      ...mutable(r, refs(r.id)),
       // Conversations do not exist yet; the count joins them once they do.
       conversation_count: 0,
       created_at: r.created_at.toISOString(),
@@ -79,13 +99,15 @@ export function createAgentsService(deps: { db: Db; audit: Pick<AuditService, 'r
     }));
   };
 
-  /** Both references must exist in the caller's tenant. */
+  /** Every reference (environment, vaults, delegated agents) must exist in the caller's tenant. */
   const checkReferences = async (conn: Db, tenantId: string, input: AgentInput): Promise<void> => {
     if (input.environment_id && !(await findEnvironment(conn, tenantId, input.environment_id))) {
       throw AppError.notFound('environment');
     }
     const found = await findVaultsByIds(conn, tenantId, input.vault_ids);
     if (found.length !== input.vault_ids.length) throw AppError.notFound('vault');
+    const delegates = await existingAgentIds(conn, tenantId, input.delegate_agent_ids);
+    if (delegates.length !== input.delegate_agent_ids.length) throw AppError.notFound('agent');
   };
 
   const core = createNamedResource({
@@ -106,29 +128,33 @@ export function createAgentsService(deps: { db: Db; audit: Pick<AuditService, 'r
       await checkReferences(conn, tenantId, input);
       const row = await insertAgent(conn, tenantId, id, input);
       await replaceAgentVaults(conn, tenantId, row.id, input.vault_ids);
+      await replaceAgentDelegates(conn, tenantId, row.id, input.delegate_agent_ids);
       return row;
     },
     update: async (conn, tenantId, id, input) => {
       await checkReferences(conn, tenantId, input);
       const row = await updateAgent(conn, tenantId, id, input);
-      if (row) await replaceAgentVaults(conn, tenantId, row.id, input.vault_ids);
+      if (row) {
+        await replaceAgentVaults(conn, tenantId, row.id, input.vault_ids);
+        await replaceAgentDelegates(conn, tenantId, row.id, input.delegate_agent_ids);
+      }
       return row;
     },
     delete: deleteAgent,
     views,
     unchanged: async (conn, tenantId, row, input) => {
-      const vaults = (await vaultIdsByAgent(conn, tenantId, [row.id])).get(row.id) ?? [];
-      return canonicalJson(mutable(row, vaults)) === canonicalJson(input);
+      const refs = await references(conn, tenantId, [row.id]);
+      return canonicalJson(mutable(row, refs(row.id))) === canonicalJson(input);
     },
     normalize: normalized,
-    // A referenced environment or vault deleted between the check and the write: the
+    // A referenced environment, vault or agent deleted between the check and the write: the
     // request was valid when checked, so this is a conflict with a concurrent change (409),
     // not a missing reference (404, answered by checkReferences).
     mapError: (err) =>
       isForeignKeyViolation(err)
         ? new AppError(
             'conflict',
-            'a referenced environment or vault was deleted while the agent was being saved; try again',
+            'a referenced environment, vault or agent was deleted while the agent was being saved; try again',
           )
         : undefined,
   });

@@ -41,7 +41,15 @@ export interface AgentVaultsTable {
   vault_id: string;
 }
 
+/** Agents a sandbox of this agent's conversations may start sub-conversations on (sandbox-key.ts). */
+export interface AgentDelegatesTable {
+  tenant_id: string;
+  agent_id: string;
+  delegate_agent_id: string;
+}
+
 export interface AgentsTables {
   agents: AgentsTable;
   agent_vaults: AgentVaultsTable;
+  agent_delegates: AgentDelegatesTable;
 }

@@ -9,6 +9,7 @@
 // seeing the environments of the same manifest) and nothing is written or audited
 // (test/apply.http.test.ts "dry run").
 import type { z } from 'zod';
+import { delegateIdsByAgent, findAgentByName } from '../agents/agents.repo.ts';
 import type { AgentsService } from '../agents/agents.service.ts';
 import type { AuditService } from '../audit/audit.service.ts';
 import type { Db } from '../db/database.ts';
@@ -142,9 +143,20 @@ export function createApplyService(deps: {
     if (missing.length > 0) {
       throw new ResourceError({ 'spec.vaults': missing.map((v) => `vault "${v}" not found`) }, 'not_found');
     }
+    // A manifest does not name delegations (docs/security.md): an agent keeps the ones it has.
+    const existing = await findAgentByName(trx, ctx.tenantId, name);
+    const delegates = existing
+      ? ((await delegateIdsByAgent(trx, ctx.tenantId, [existing.id])).get(existing.id) ?? [])
+      : [];
     const { id, action } = await deps.agents.upsertByName(
       ctx,
-      { name, ...fields, environment_id: environmentId, vault_ids: found.map((f) => f.id) },
+      {
+        name,
+        ...fields,
+        environment_id: environmentId,
+        vault_ids: found.map((f) => f.id),
+        delegate_agent_ids: delegates,
+      },
       trx,
     );
     return { id, action };

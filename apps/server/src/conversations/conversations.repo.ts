@@ -6,6 +6,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { Db } from '../db/database.ts';
 import type { Database as DatabaseSchema } from '../db/schema.ts';
 import type { TurnImage } from './contracts.ts';
+import { CONVERSATION_INPUT_MAX_BYTES } from './conversations.schemas.ts';
 import type {
   ConversationSource,
   ConversationStatus,
@@ -13,6 +14,7 @@ import type {
   TurnStatus,
 } from './conversations.tables.ts';
 import { LIVE_SANDBOX_STATUSES } from './conversations.tables.ts';
+import { treeOf } from './sandbox-key.ts';
 
 type Conn = Kysely<DatabaseSchema> | Transaction<DatabaseSchema>;
 
@@ -69,6 +71,10 @@ export async function findConversation(db: Conn, tenantId: string, id: string) {
 export interface ConversationFilters {
   status?: ConversationStatus;
   agentId?: string;
+  /** Only the conversations this one started. */
+  parentId?: string;
+  /** Only this conversation and its descendants (a sandbox key's list, sandbox-key.ts). */
+  tree?: string;
 }
 
 /** Newest first (ids are UUIDv7, so id order is creation order); `afterId` is the last id of the previous page. */
@@ -82,6 +88,8 @@ export async function listConversations(
   let q = withLatestSandbox(db).where('c.tenant_id', '=', tenantId);
   if (filters.status) q = q.where('c.status', '=', filters.status);
   if (filters.agentId) q = q.where('c.agent_id', '=', filters.agentId);
+  if (filters.parentId) q = q.where('c.parent_conversation_id', '=', filters.parentId);
+  if (filters.tree) q = q.where('c.id', 'in', treeOf(tenantId, filters.tree));
   if (afterId) q = q.where('c.id', '<', afterId);
   return await q
     .orderBy('c.id', 'desc')
@@ -131,6 +139,8 @@ export async function insertStartedConversation(
     sandboxName: string;
     prompt: string;
     images: TurnImage[];
+    /** The prompt's and images' bytes, the input bound's first count. */
+    inputBytes: number;
   },
 ): Promise<void> {
   const turnId = uuidv7();
@@ -145,6 +155,7 @@ export async function insertStartedConversation(
         source: row.source,
         parent_conversation_id: row.parentConversationId,
         title: row.title,
+        input_bytes: row.inputBytes,
       }),
     )
     .with('s', (db) =>
@@ -203,6 +214,11 @@ export async function insertSandbox(
   return id;
 }
 
+/** The bytes a turn's prompt and images (decoded) take in the conversation's input bound. */
+export function turnInputBytes(row: Pick<NewTurn, 'prompt' | 'images'>): number {
+  return row.images.reduce((sum, image) => sum + image.data.length, Buffer.byteLength(row.prompt, 'utf8'));
+}
+
 /** A follow-up prompt's turn, as the request admitted it. */
 export interface NewTurn {
   tenantId: string;
@@ -213,7 +229,8 @@ export interface NewTurn {
 
 /**
  * A follow-up's turn: queued with the next sequence number, and in the same statement the
- * conversation becomes `running` and its activity clock restarts; then its images. Only when
+ * conversation becomes `running`, its activity clock restarts and its input bytes grow by the
+ * prompt's and images'; then its images. Only when
  * `condition` (on the conversation row) holds: the turn is inserted from the conversation row the
  * update returned, so both happen or nothing is written.
  */
@@ -222,7 +239,12 @@ async function queueTurn(conn: Conn, row: NewTurn, condition: RawBuilder<boolean
     .with('running', (db) =>
       db
         .updateTable('conversations')
-        .set({ status: 'running', updated_at: sql<Date>`now()`, last_activity_at: sql<Date>`now()` })
+        .set({
+          status: 'running',
+          updated_at: sql<Date>`now()`,
+          last_activity_at: sql<Date>`now()`,
+          input_bytes: sql<string>`input_bytes + ${turnInputBytes(row)}`,
+        })
         .where('tenant_id', '=', row.tenantId)
         .where('id', '=', row.conversationId)
         .where(condition)
@@ -261,7 +283,8 @@ export async function insertTurn(trx: Conn, row: NewTurn): Promise<TurnRow> {
 
 /**
  * The common follow-up in one statement, before any transaction: the conversation `idle`, its
- * agent present, its user not suspended and its live sandbox `ready` (warm), so every check of the
+ * agent present, its input bound not reached by this turn, its user not suspended and its live
+ * sandbox `ready` (warm), so every check of the
  * long way would pass and no sandbox is admitted. undefined, with nothing written, otherwise (the
  * caller takes the long way, which answers what the fast way could not). The update's row lock
  * serializes it with every other write of the conversation: a concurrent prompt that took the
@@ -271,6 +294,7 @@ export async function insertTurn(trx: Conn, row: NewTurn): Promise<TurnRow> {
  */
 export async function queueWarmTurn(db: Db, row: NewTurn): Promise<TurnRow | undefined> {
   const warm = sql<boolean>`conversations.status = 'idle' AND conversations.agent_id IS NOT NULL
+    AND conversations.input_bytes + ${turnInputBytes(row)} <= ${CONVERSATION_INPUT_MAX_BYTES}
     AND NOT EXISTS (SELECT 1 FROM users u WHERE u.id = ${row.tenantId} AND u.suspended_at IS NOT NULL)
     AND EXISTS (SELECT 1 FROM sandboxes s WHERE s.tenant_id = ${row.tenantId} AND s.conversation_id = ${row.conversationId} AND s.status = 'ready')`;
   if (row.images.length === 0) return await queueTurn(db, row, warm);
@@ -290,6 +314,7 @@ export async function lockConversation(trx: Transaction<DatabaseSchema>, tenantI
       'conversations.status',
       'conversations.agent_id',
       'conversations.vault_id',
+      'conversations.input_bytes',
       'users.suspended_at',
     ])
     .where('conversations.tenant_id', '=', tenantId)

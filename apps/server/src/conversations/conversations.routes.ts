@@ -1,10 +1,11 @@
 // /api/conversations (except the log feed: stream.routes.ts). Thin: schema → service → reply.
-// A sandbox's callback key (conversation scope) may start sub-conversations and read them; it
-// cannot prompt, interrupt, terminate or delete.
+// What a sandbox's key (conversation scope) may do on each route is sandbox-key.ts's rule: its
+// hooks run before the body is validated, so the key learns nothing of a conversation it may
+// not reach; it never prompts (the route does not opt in to conversation scope).
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { principalOf } from '../auth/auth.plugin.ts';
+import { bearerToken, principalOf } from '../auth/auth.plugin.ts';
 import { ErrorResponse, ValidationErrorResponse } from '../secrets/responses.ts';
 import {
   ConversationListQuery,
@@ -17,6 +18,7 @@ import {
   TurnView,
 } from './conversations.schemas.ts';
 import type { Caller, ConversationsService } from './conversations.service.ts';
+import type { SandboxKeyRule } from './sandbox-key.ts';
 
 const TAG = 'Conversations';
 const security = [{ bearer: [] }];
@@ -24,15 +26,24 @@ const TurnEnvelope = z.object({ turn: TurnView });
 
 function callerOf(request: FastifyRequest): Caller {
   const header = request.headers['x-paddock-client'];
-  return { principal: principalOf(request), client: Array.isArray(header) ? header[0] : header };
+  return {
+    principal: principalOf(request),
+    client: Array.isArray(header) ? header[0] : header,
+    bearer: bearerToken(request),
+  };
 }
 
 export function conversationsRoutes(deps: {
   conversations: ConversationsService;
+  sandboxKey: SandboxKeyRule;
   /** Stops this process's conversation servers when the app closes. */
   onClose?: () => Promise<void>;
 }): FastifyPluginAsync {
   const service = deps.conversations;
+  const rule = deps.sandboxKey;
+  const reads = { preValidation: rule.reads, config: { allowConversationScope: true } };
+  const controls = { preValidation: rule.controls, config: { allowConversationScope: true } };
+  const deletes = { preValidation: rule.deletes, config: { allowConversationScope: true } };
   return async (root) => {
     const app = root.withTypeProvider<ZodTypeProvider>();
     if (deps.onClose) {
@@ -74,7 +85,7 @@ export function conversationsRoutes(deps: {
         config: { allowConversationScope: true },
         schema: {
           tags: [TAG],
-          summary: 'List conversations, newest first, with optional status and agent filters',
+          summary: 'List conversations, newest first, with optional status, agent and parent filters',
           security,
           querystring: ConversationListQuery,
           response: { 200: ConversationPage, 422: ValidationErrorResponse },
@@ -82,11 +93,15 @@ export function conversationsRoutes(deps: {
       },
       async (request) => {
         const q = request.query;
-        return await service.list(principalOf(request).tenantId, {
+        const principal = principalOf(request);
+        const tree = rule.listRoot(principal);
+        return await service.list(principal.tenantId, {
           limit: q.limit,
+          ...(tree ? { tree } : {}),
           ...(q.cursor ? { cursor: q.cursor } : {}),
           ...(q.status ? { status: q.status } : {}),
           ...(q.agent_id ? { agentId: q.agent_id } : {}),
+          ...(q.parent_id ? { parentId: q.parent_id } : {}),
         });
       },
     );
@@ -95,7 +110,7 @@ export function conversationsRoutes(deps: {
       '/api/conversations/:id',
       {
         onRequest: [app.requireAuth],
-        config: { allowConversationScope: true },
+        ...reads,
         schema: {
           tags: [TAG],
           summary: 'Get a conversation',
@@ -111,12 +126,13 @@ export function conversationsRoutes(deps: {
       '/api/conversations/:id',
       {
         onRequest: [app.requireAuth],
+        ...deletes,
         schema: {
           tags: [TAG],
           summary: 'Delete a conversation: destroys its sandbox and removes its turns and logs',
           security,
           params: IdParams,
-          response: { 204: z.null(), 404: ErrorResponse },
+          response: { 204: z.null(), 403: ErrorResponse, 404: ErrorResponse, 409: ErrorResponse },
         },
       },
       async (request, reply) => {
@@ -129,7 +145,7 @@ export function conversationsRoutes(deps: {
       '/api/conversations/:id/turns',
       {
         onRequest: [app.requireAuth],
-        config: { allowConversationScope: true },
+        ...reads,
         schema: {
           tags: [TAG],
           summary: "A conversation's turns, in order",
@@ -155,6 +171,7 @@ export function conversationsRoutes(deps: {
           response: {
             202: TurnEnvelope,
             402: ErrorResponse,
+            403: ErrorResponse,
             404: ErrorResponse,
             409: ErrorResponse,
             410: ErrorResponse,
@@ -174,6 +191,7 @@ export function conversationsRoutes(deps: {
       '/api/conversations/:id/interrupt',
       {
         onRequest: [app.requireAuth],
+        ...controls,
         schema: {
           tags: [TAG],
           summary: 'Interrupt the running turn (SIGTERM to its process group, SIGKILL after 5 s)',
@@ -181,6 +199,7 @@ export function conversationsRoutes(deps: {
           params: IdParams,
           response: {
             202: TurnEnvelope,
+            403: ErrorResponse,
             404: ErrorResponse,
             409: ErrorResponse,
             410: ErrorResponse,
@@ -198,6 +217,7 @@ export function conversationsRoutes(deps: {
       '/api/conversations/:id/terminate',
       {
         onRequest: [app.requireAuth],
+        ...controls,
         schema: {
           tags: [TAG],
           summary: 'Terminate: destroys the sandbox; the conversation accepts no more prompts',
@@ -205,6 +225,7 @@ export function conversationsRoutes(deps: {
           params: IdParams,
           response: {
             200: ConversationView,
+            403: ErrorResponse,
             404: ErrorResponse,
             409: ErrorResponse,
             410: ErrorResponse,

@@ -1,6 +1,7 @@
 // The Conversation and Turn resources as the API shows them, and the bodies it accepts.
 // Limits (docs/conversations.md): a prompt is 1 to 100,000 characters; at most 4 images per
-// prompt, each PNG, JPEG, GIF or WebP of at most 5 MiB decoded.
+// prompt, each PNG, JPEG, GIF or WebP of at most 5 MiB decoded; at most 50 MiB of prompts and
+// images per conversation.
 import { z } from 'zod';
 import { PageMeta } from '../accounts/accounts.schemas.ts';
 import { text } from '../secrets/fields.ts';
@@ -9,6 +10,13 @@ export const PROMPT_MAX_CHARS = 100_000;
 export const IMAGES_MAX = 4;
 export const IMAGE_MAX_BYTES = 5 * 1024 * 1024;
 export const IMAGE_MEDIA_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/webp'] as const;
+/**
+ * Bytes of prompts and images (decoded) one conversation stores, kept until it is deleted: as
+ * much as its log may hold (LOG_OUTPUT_BUDGET_MB's default), so a conversation stays within
+ * about 100 MiB in all. That is two prompts with four images at their 5 MiB limit, or hundreds
+ * of prompts with screenshots; a longer task starts a new conversation.
+ */
+export const CONVERSATION_INPUT_MAX_BYTES = 50 * 1024 * 1024;
 /** Base64 of IMAGE_MAX_BYTES plus padding: longer text cannot decode within the limit. */
 const IMAGE_MAX_BASE64_CHARS = Math.ceil(IMAGE_MAX_BYTES / 3) * 4;
 /**
@@ -105,6 +113,7 @@ export type TurnView = z.infer<typeof TurnView>;
 export const ConversationListQuery = z.object({
   status: z.enum(CONVERSATION_STATUSES).optional(),
   agent_id: z.uuid().optional(),
+  parent_id: z.uuid().optional().describe('only the sub-conversations this conversation started'),
   limit: z.coerce.number().int().min(1).max(200).default(50),
   cursor: z.string().max(200).optional(),
 });

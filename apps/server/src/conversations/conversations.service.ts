@@ -14,11 +14,19 @@
 // - Every accepted prompt resets the idle clock (last_activity_at) in the accepting transaction.
 // - A follow-up prompt to a conversation whose sandbox is gone re-admits a sandbox through the
 //   quota in the same transaction that queues the turn.
+// - A conversation stores at most CONVERSATION_INPUT_MAX_BYTES of prompts and images (counted
+//   in `input_bytes` by the statement that queues the turn); a prompt beyond is 409
+//   conversation_storage_exceeded, checked on the locked row (test: "bounds the bytes of
+//   prompts and images a conversation stores").
+// - What a sandbox key may do here is sandbox-key.ts's rule, asked at each step it names; the
+//   prompt and title of a sub-conversation it starts are stored redacted with the values of its
+//   lineage (lineage-secrets.ts) and with the key itself.
 import { randomBytes } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import type { Principal } from '../auth/principal.ts';
 import type { Db } from '../db/database.ts';
 import { AppError } from '../http/errors.ts';
+import type { InferenceCredentialsService } from '../inference-credentials/inference-credentials.service.ts';
 import type { Logger } from '../observability/logger.ts';
 import { isUuid } from '../secrets/fields.ts';
 import type { Command } from './commands.ts';
@@ -39,11 +47,19 @@ import {
   queueWarmTurn,
   setConversationStatus,
   type TurnRow,
+  turnInputBytes,
 } from './conversations.repo.ts';
-import type { ConversationView, TurnView } from './conversations.schemas.ts';
+import {
+  CONVERSATION_INPUT_MAX_BYTES,
+  type ConversationView,
+  type TurnView,
+} from './conversations.schemas.ts';
 import type { ConversationSource } from './conversations.tables.ts';
 import type { Gates } from './gates.ts';
 import { decodeImages } from './images.ts';
+import { type LineageDeps, lineageSecretValues } from './lineage-secrets.ts';
+import { createSecretRegistry } from './redactor.ts';
+import { isSandboxKey, type SandboxKeyRule } from './sandbox-key.ts';
 
 export const PROVISIONING_RETRY_AFTER_SECONDS = 5;
 const TITLE_MAX = 80;
@@ -59,6 +75,8 @@ export interface Caller {
   principal: Principal;
   /** The X-Paddock-Client header, when sent. */
   client: string | undefined;
+  /** The bearer key presented, if any: a sandbox key is redacted from what it writes. */
+  bearer: string | null;
 }
 
 interface ImageInput {
@@ -76,6 +94,7 @@ export interface ConversationsService {
       images?: ImageInput[] | undefined;
     },
   ): Promise<ConversationView>;
+  /** `tree` (sandbox-key.ts listRoot): only that conversation and its descendants. */
   list(
     tenantId: string,
     query: ConversationFilters & { limit: number; cursor?: string | undefined },
@@ -218,9 +237,20 @@ const blockedInProvisioning = (live: { status: string } | undefined): boolean =>
 const terminated = () => new AppError('conversation_terminated', 'the conversation is terminated');
 const failed = () => new AppError('conversation_failed', 'the conversation failed; start a new one');
 
+const storageExceeded = (used: number) =>
+  new AppError(
+    'conversation_storage_exceeded',
+    `a conversation stores at most ${CONVERSATION_INPUT_MAX_BYTES / (1024 * 1024)} MiB of prompts and images; this one holds ${(used / (1024 * 1024)).toFixed(1)} MiB: start a new conversation`,
+    { extra: { limit: CONVERSATION_INPUT_MAX_BYTES, used } },
+  );
+
 export function createConversationsService(deps: {
   db: Db;
   gates: Gates;
+  sandboxKey: SandboxKeyRule;
+  /** Where a sub-conversation's redaction values come from (lineage-secrets.ts). */
+  lineage: LineageDeps;
+  inferenceCredentials: Pick<InferenceCredentialsService, 'forSandbox'>;
   engine: EngineCommands;
   logger: Logger;
   /** Shown as the sandbox's `expires_at` / `idle_expires_at` (the console's "lifetime left"). */
@@ -247,6 +277,27 @@ export function createConversationsService(deps: {
     return row;
   };
 
+  /**
+   * The prompt and title a sandbox key writes, redacted with what its sandbox's redactor hides:
+   * its lineage's secret values, the account's inference keys and the key itself.
+   */
+  const redactedForKey = async (caller: Caller, prompt: string) => {
+    const p = caller.principal;
+    if (!isSandboxKey(p)) return { prompt, title: titleOf(prompt) };
+    const registry = createSecretRegistry();
+    const [lineage, credentials] = await Promise.all([
+      lineageSecretValues(deps.lineage, p.tenantId, p.conversationId, { self: true }),
+      deps.inferenceCredentials.forSandbox(p.tenantId, db),
+    ]);
+    registry.registerAll([
+      ...lineage,
+      ...credentials.map((c) => c.apiKey),
+      ...(caller.bearer ? [caller.bearer] : []),
+    ]);
+    const redacted = registry.size === 0 ? prompt : registry.redact(prompt).toString('utf8');
+    return { prompt: redacted, title: titleOf(redacted) };
+  };
+
   const isProvisioning = async (tenantId: string, id: string, status: string) =>
     status === 'pending' || blockedInProvisioning(await findLiveSandbox(db, tenantId, id));
 
@@ -256,12 +307,15 @@ export function createConversationsService(deps: {
       const agent = await gates.agent(tenantId, input.agent_id);
       const vaultId = input.vault_id ?? null;
       if (vaultId !== null) await gates.vault(tenantId, agent.id, vaultId);
+      await deps.sandboxKey.admitChild(caller.principal, agent, vaultId);
       await gates.subscription(tenantId);
       const images = decodeImages(input.images);
       const { source, parent } = sourceOf(caller);
+      const { prompt, title } = await redactedForKey(caller, input.prompt);
       const id = uuidv7();
       await db.transaction().execute(async (trx) => {
         await gates.admit(trx, tenantId, { newSandbox: true });
+        await deps.sandboxKey.admitChildSandbox(trx, caller.principal);
         await insertStartedConversation(trx, {
           id,
           tenantId,
@@ -269,10 +323,11 @@ export function createConversationsService(deps: {
           vaultId,
           source,
           parentConversationId: parent,
-          title: titleOf(input.prompt),
+          title,
           sandboxName: sandboxName(tenantId),
-          prompt: input.prompt,
+          prompt,
           images,
+          inputBytes: turnInputBytes({ prompt, images }),
         });
       });
       kick({ type: 'prompt', tenantId, conversationId: id });
@@ -350,6 +405,9 @@ export function createConversationsService(deps: {
           throw new AppError('conversation_busy', 'a turn is running; wait for it to end');
         if (conv.agent_id === null)
           throw AppError.validation({ agent_id: ['the agent of this conversation was deleted'] });
+        const used = Number(conv.input_bytes);
+        if (used + turnInputBytes({ prompt: input.prompt, images }) > CONVERSATION_INPUT_MAX_BYTES)
+          throw storageExceeded(used);
         await gates.admit(trx, tenantId, {
           newSandbox: live === undefined,
           suspended: conv.suspended_at !== null,

@@ -54,6 +54,8 @@ export interface ConversationsTable {
   session_state_at: NullableTimestamp;
   log_bytes: ColumnType<string, string | number | undefined, string | number>;
   log_truncated: ColumnType<boolean, boolean | undefined, boolean>;
+  /** Bytes of the prompts and images its turns store (the input bound, conversations.service.ts). */
+  input_bytes: ColumnType<string, string | number | undefined, string | number>;
   owner_epoch: ColumnType<string, string | number | undefined, string | number>;
   owner_node: string | null;
   last_activity_at: Timestamp;

@@ -12,7 +12,8 @@
 // - Every decrypted secret value, every account inference key (also one a later layer
 //   overrides) and the callback key are registered with the conversation's SecretRegistry
 //   before this module returns anything, so no caller can write or log a value that is not yet
-//   redactable. env_vars are not registered: they are not secret (the API returns
+//   redactable. So are the secret values of the conversation's ancestors (a sub-conversation's
+//   log hides what its parents' hide), which the sandbox is not given. env_vars are not registered: they are not secret (the API returns
 //   them as written), and redacting a value like "production" would mangle every log line.
 // - `${VAR}` in the agent's MCP config resolves against the merged map; a missing variable fails
 //   with the variable names only, never a value.
@@ -26,6 +27,7 @@ import { PROVIDER_SPECS } from '../inference-credentials/providers.ts';
 import type { SecretsService } from '../secrets/secrets.service.ts';
 import { substitute } from '../secrets/substitution.ts';
 import { ProvisionError } from './contracts.ts';
+import { lineageSecretValues } from './lineage-secrets.ts';
 import type { SecretRegistry } from './redactor.ts';
 
 /** Where the env file lives in the sandbox (mode 600, owned by the sandbox user). */
@@ -88,8 +90,11 @@ export async function assembleEnv(
     ...Object.values(environmentSecrets),
     ...Object.values(vaultSecrets),
   ];
+  // A sub-conversation's log hides what its parents' logs hide (lineage-secrets.ts); the values
+  // are registered only, never given to this sandbox.
+  const lineage = await lineageSecretValues(deps, layers.tenantId, layers.conversationId, { self: false });
   // Before anything else can see a value.
-  registry.registerAll([...secretValues, layers.callback.key]);
+  registry.registerAll([...secretValues, ...lineage, layers.callback.key]);
 
   const tenantEnv = { ...layers.envVars, ...environmentSecrets, ...vaultSecrets };
   const credentialEnv: Record<string, string> = {};

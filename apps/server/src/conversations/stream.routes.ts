@@ -13,9 +13,9 @@
 // 3. Never silent heartbeats: while the conversation is pending or running and no process holds
 //    its ownership lock, every heartbeat (and a feed `owner_lost`) sends `event: owner_lost`
 //    instead of a ping. Test: "tells the viewer when the owner is gone".
-// 4. Who may read: the tenant's full-scope credentials, and a sandbox callback key for its own
-//    conversation and the sub-conversations it started; anything else is 404. Only the former
-//    clears `unread`. Test: "a callback key cannot read another conversation of the tenant".
+// 4. Who may read: the tenant's full-scope credentials, and a sandbox callback key as
+//    sandbox-key.ts rules (its own conversation and its descendants); anything else is 404. Only
+//    the former clears `unread`. Test: "a callback key cannot read another conversation of the tenant".
 // 5. Without `streams` a reader gets stdout, stderr and stage, as before the `events` stream
 //    existed: the turn events (a second view of stdout) come only to a reader that asks for
 //    them, so an existing client never meets a stream it does not know and nobody pays for
@@ -44,6 +44,7 @@ import type { Feed, OwnershipProbe } from './contracts.ts';
 import type { LogStream } from './conversations.tables.ts';
 import { clearUnread, findConversationRef, type LogEventRow, listLogEvents } from './log-events.repo.ts';
 import type { LogTail, LogTails } from './log-tail.ts';
+import type { SandboxKeyRule } from './sandbox-key.ts';
 import { SSE_HEADERS, SSE_PING, SSE_RETRY, sseEvent, sseEventParts } from './sse.ts';
 import { readStoredEvent } from './turn-events.ts';
 
@@ -74,6 +75,7 @@ export interface StreamRoutesDeps {
   ownershipProbe: OwnershipProbe;
   /** Read on every request, so a test can shorten the heartbeat of a running app. */
   streamOptions: StreamOptions;
+  sandboxKey: Pick<SandboxKeyRule, 'mayRead'>;
 }
 
 const StreamsParam = z
@@ -208,17 +210,12 @@ function parseStreams(value: string | undefined): LogStream[] {
 }
 
 /** The conversation, if this principal may read its log (invariant 4); else 404. */
-async function readable(db: Db, principal: Principal, id: string) {
+async function readable(deps: StreamRoutesDeps, principal: Principal, id: string) {
   const notFound = AppError.notFound('conversation');
   if (!isUuid(id)) throw notFound;
-  const conversation = await findConversationRef(db, principal.tenantId, id);
+  const conversation = await findConversationRef(deps.db, principal.tenantId, id);
   if (!conversation) throw notFound;
-  if (
-    principal.scope === 'conversation' &&
-    conversation.id !== principal.conversationId &&
-    conversation.parent_conversation_id !== principal.conversationId
-  )
-    throw notFound;
+  if (!(await deps.sandboxKey.mayRead(principal, conversation.id))) throw notFound;
   return conversation;
 }
 
@@ -273,7 +270,7 @@ export function streamRoutes(deps: StreamRoutesDeps): FastifyPluginAsync {
       },
       async (request, reply) => {
         const principal = principalOf(request);
-        const conversation = await readable(deps.db, principal, request.params.id);
+        const conversation = await readable(deps, principal, request.params.id);
         const cursor = resumeCursor(request.headers['last-event-id'], request.query.after);
         const ownerReads = principal.scope === 'full';
         if (ownerReads) await clearUnread(deps.db, principal.tenantId, conversation.id);
@@ -325,7 +322,7 @@ export function streamRoutes(deps: StreamRoutesDeps): FastifyPluginAsync {
       },
       async (request) => {
         const principal = principalOf(request);
-        const conversation = await readable(deps.db, principal, request.params.id);
+        const conversation = await readable(deps, principal, request.params.id);
         const { limit } = request.query;
         const rows = await listLogEvents(deps.db, principal.tenantId, conversation.id, {
           after: request.query.after ?? '0',

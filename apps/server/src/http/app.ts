@@ -227,15 +227,9 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       return reply.code(429).send({ error: 'rate_limited', message: 'rate limit exceeded' });
     }
     if (status >= 400 && status < 500) {
-      // Fastify's own client errors: malformed JSON, wrong content type, body too large.
-      const code =
-        status === 413
-          ? 'payload_too_large'
-          : status === 415
-            ? 'unsupported_media_type'
-            : status === 404
-              ? 'not_found'
-              : 'invalid_body';
+      // Fastify's own client errors: malformed JSON, body too large (every body that is not
+      // JSON is refused by the parser of json-body.ts, with invalid_body).
+      const code = status === 413 ? 'payload_too_large' : status === 404 ? 'not_found' : 'invalid_body';
       const message =
         error.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || error instanceof SyntaxError
           ? 'request body is not valid JSON'

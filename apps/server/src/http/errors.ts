@@ -10,6 +10,12 @@ export const ERROR_CODES = {
   forbidden: 403,
   /** A suspended account cannot start or continue conversations. */
   account_suspended: 403,
+  /** A sandbox key starts a sub-conversation on an agent outside its environment, not delegated. */
+  agent_not_delegated: 403,
+  /** A sandbox key starts a sub-conversation with another vault than its own, not delegated. */
+  vault_not_delegated: 403,
+  /** A sandbox key's sub-conversation would be deeper than sandbox-key.ts MAX_DEPTH. */
+  sub_conversation_depth_exceeded: 403,
   csrf_failed: 403,
   email_not_verified: 403,
   account_unavailable: 403,
@@ -23,16 +29,19 @@ export const ERROR_CODES = {
   conversation_failed: 409,
   /** An interrupt while no turn runs. */
   no_turn_running: 409,
+  /** A prompt beyond the bytes of prompts and images one conversation may store. */
+  conversation_storage_exceeded: 409,
   conversation_terminated: 410,
   payload_too_large: 413,
   uri_too_long: 414,
-  unsupported_media_type: 415,
   validation_failed: 422,
   /** The vault is not on the agent's allowlist. */
   vault_not_allowed: 422,
   rate_limited: 429,
   /** The concurrent-sandbox quota per user is reached (with Retry-After). */
   sandbox_quota_exceeded: 429,
+  /** A conversation has sandbox-key.ts MAX_LIVE_CHILDREN children with a live sandbox (with Retry-After). */
+  sub_conversation_limit_exceeded: 429,
   headers_too_large: 431,
   internal_error: 500,
   service_unavailable: 503,

@@ -11,6 +11,11 @@
 // - An empty body (or only whitespace) under `Content-Type: application/json` is no body: a
 //   route without one (DELETE, interrupt, terminate) answers as usual, one that needs a body
 //   answers 422 for its missing fields (clients that send the header on every request work).
+// - Every body is JSON: a body of any other media type (text/plain, which Fastify would parse as
+//   a string for the schema to refuse with 422, or one it does not know, or none named) answers
+//   400 invalid_body, as docs/api.md documents, on every route (test: foundation.http.test.ts
+//   "answers 400 invalid_body to a body that is not JSON"). It is read and dropped within the
+//   route's limit, so the connection stays usable.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from './errors.ts';
 import { createJsonShapeScanner, type ShapeProblem } from './json-bounds.ts';
@@ -34,7 +39,29 @@ function tooLarge(limit: number): AppError {
 export function registerJsonBodyParser(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser('error', 'error');
   const limitOf = (request: FastifyRequest) => request.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit;
-  app.removeContentTypeParser('application/json');
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', (request, payload, done) => {
+    const limit = limitOf(request);
+    if (Number(request.headers['content-length']) > limit) {
+      done(tooLarge(limit), undefined);
+      return;
+    }
+    let received = 0;
+    let settled = false;
+    const settle = (err: Error) => {
+      if (settled) return;
+      settled = true;
+      done(err, undefined);
+    };
+    payload.on('data', (chunk: Buffer) => {
+      received += chunk.length;
+      if (received > limit) settle(tooLarge(limit));
+    });
+    payload.on('end', () =>
+      settle(new AppError('invalid_body', 'the request body must be JSON (Content-Type: application/json)')),
+    );
+    payload.on('error', (err: Error) => settle(err));
+  });
   app.addContentTypeParser('application/json', (request, payload, done) => {
     const limit = limitOf(request);
     if (Number(request.headers['content-length']) > limit) {

@@ -33,7 +33,11 @@ export async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<
   await app.register(agentsRoutes(deps));
   await app.register(applyRoutes(deps));
   await app.register(
-    conversationsRoutes({ conversations: deps.conversations, onClose: () => deps.conversationEngine.stop() }),
+    conversationsRoutes({
+      conversations: deps.conversations,
+      sandboxKey: deps.sandboxKey,
+      onClose: () => deps.conversationEngine.stop(),
+    }),
   );
   await app.register(streamRoutes(deps));
   await app.register(siteRoutes(deps));

@@ -160,9 +160,11 @@ one or more **turns**, and its output streams back live.
 
 - Inside a Paddock sandbox, use the environment variables Paddock sets:
   \`PADDOCK_BASE_URL\` (the service address) and \`PADDOCK_TOKEN\` (this conversation's
-  callback key). This key may start sub-conversations, list them and read their log; it
-  cannot prompt, interrupt, terminate or delete them, and it expires when this
-  conversation's server stops.
+  callback key). This key reads this conversation and the sub-conversations it started
+  (and theirs), starts sub-conversations with what this sandbox holds (agents on this
+  agent's environment, this conversation's vault or none, unless the owner delegated more
+  agents), and interrupts, terminates or deletes the ones it started; it cannot prompt, and
+  it expires when this conversation's server stops.
 - Elsewhere, use \`${baseUrl}\` and an API key from \`POST /api/auth/token\` (email and
   password in, key out) or the console's API keys page.
 
@@ -171,8 +173,8 @@ Send \`Authorization: Bearer $PADDOCK_TOKEN\` on every request; bodies are JSON.
 ## Start a sub-conversation
 
 \`\`\`sh
-# Which agents can I run?
-curl -s -H "Authorization: Bearer $PADDOCK_TOKEN" "$PADDOCK_BASE_URL/api/agents"
+# Which agent am I? (agent_id, vault_id; other agents' ids come from the owner)
+curl -s -H "Authorization: Bearer $PADDOCK_TOKEN" "$PADDOCK_BASE_URL/api/conversations/$PADDOCK_CONVERSATION_ID"
 
 # Start one (201: the conversation, status "pending")
 curl -s -X POST -H "Authorization: Bearer $PADDOCK_TOKEN" -H 'content-type: application/json' \\
@@ -191,7 +193,12 @@ curl -sN -H "Authorization: Bearer $PADDOCK_TOKEN" "$PADDOCK_BASE_URL/api/conver
 \`\`\`
 
 The sub-conversation is listed with \`source: "sandbox"\` and \`parent_conversation_id\` set to
-this conversation. \`vault_id\` (optional) must be on the agent's vault allowlist.
+this conversation. \`vault_id\` (optional) must be this conversation's vault and on the agent's
+vault allowlist. 403 \`agent_not_delegated\` / \`vault_not_delegated\`: that agent or vault is
+not this sandbox's to use. At most 3 levels of sub-conversations (403
+\`sub_conversation_depth_exceeded\`) and 3 running at once per conversation (429
+\`sub_conversation_limit_exceeded\`: terminate one you no longer need, or wait). Stop one with
+\`POST $PADDOCK_BASE_URL/api/conversations/<id>/terminate\`.
 
 ## Rules of the road
 

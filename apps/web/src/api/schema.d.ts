@@ -560,7 +560,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List conversations, newest first, with optional status and agent filters */
+        /** List conversations, newest first, with optional status, agent and parent filters */
         get: operations["getConversations"];
         put?: never;
         /** Start a conversation: the gates, then a sandbox is provisioned and the prompt runs */
@@ -1872,6 +1872,7 @@ export interface operations {
                             conversation_count: number;
                             /** @description RFC 3339 UTC */
                             created_at: string;
+                            delegate_agent_ids: string[];
                             description: string | null;
                             environment_id: string | null;
                             id: string;
@@ -1962,6 +1963,11 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /**
+                     * @description agents of the same tenant on which this agent's sandboxes may start sub-conversations beyond those on its own environment (with any vault on that agent's allowlist); docs/security.md
+                     * @default []
+                     */
+                    delegate_agent_ids?: string[];
                     /** @default null */
                     description?: string | null;
                     /**
@@ -2019,6 +2025,7 @@ export interface operations {
                         conversation_count: number;
                         /** @description RFC 3339 UTC */
                         created_at: string;
+                        delegate_agent_ids: string[];
                         description: string | null;
                         environment_id: string | null;
                         id: string;
@@ -2148,6 +2155,7 @@ export interface operations {
                         conversation_count: number;
                         /** @description RFC 3339 UTC */
                         created_at: string;
+                        delegate_agent_ids: string[];
                         description: string | null;
                         environment_id: string | null;
                         id: string;
@@ -2236,6 +2244,11 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /**
+                     * @description agents of the same tenant on which this agent's sandboxes may start sub-conversations beyond those on its own environment (with any vault on that agent's allowlist); docs/security.md
+                     * @default []
+                     */
+                    delegate_agent_ids?: string[];
                     /** @default null */
                     description?: string | null;
                     /**
@@ -2293,6 +2306,7 @@ export interface operations {
                         conversation_count: number;
                         /** @description RFC 3339 UTC */
                         created_at: string;
+                        delegate_agent_ids: string[];
                         description: string | null;
                         environment_id: string | null;
                         id: string;
@@ -3600,6 +3614,8 @@ export interface operations {
                 agent_id?: string;
                 cursor?: string;
                 limit?: number;
+                /** @description only the sub-conversations this conversation started */
+                parent_id?: string;
                 status?: "pending" | "running" | "idle" | "failed" | "terminated";
             };
             header?: never;
@@ -3967,7 +3983,35 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4233,6 +4277,20 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4367,6 +4425,20 @@ export interface operations {
             };
             /** @description Default Response */
             402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4605,6 +4677,20 @@ export interface operations {
             };
             /** @description Default Response */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,6 +1,7 @@
-// One conversation, live: header (title, status, agent, sandbox and its lifetime left,
-// interrupt / terminate / delete), the agent's transcript and the raw output (both from the
-// SSE feed), the stage timeline, the turns with their usage, and the follow-up prompt.
+// One conversation, live: header (title, status, agent, sandbox and its lifetime left, the
+// conversation that started it, interrupt / terminate / delete), the agent's transcript and the
+// raw output (both from the SSE feed), the stage timeline, the turns with their usage, the
+// sub-conversations it started, and the follow-up prompt.
 // The conversation row and its turns are re-read when a stage event arrives (and every few
 // seconds while work is under way), so statuses follow the log.
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
@@ -63,6 +64,19 @@ export default function ConversationPage() {
     (signal) => api.get('/api/conversations/{id}/turns', { path: { id }, signal }).then((r) => r.data),
     [id],
   );
+  const children = useApi(
+    (signal) =>
+      api.get('/api/conversations', { query: { parent_id: id, limit: 50 }, signal }).then((r) => r.data),
+    [id],
+  );
+  const parentId = conversation.data?.parent_conversation_id ?? null;
+  const parent = useApi(
+    (signal) =>
+      parentId
+        ? api.get('/api/conversations/{id}', { path: { id: parentId }, signal })
+        : Promise.resolve(null),
+    [parentId],
+  );
   const agentId = conversation.data?.agent_id ?? null;
   const agent = useApi(
     (signal) =>
@@ -76,13 +90,15 @@ export default function ConversationPage() {
   const reloadTimer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
   const { reload: reloadConversation } = conversation;
   const { reload: reloadTurns } = turns;
+  const { reload: reloadChildren } = children;
   const refresh = useCallback(() => {
     clearTimeout(reloadTimer.current);
     reloadTimer.current = setTimeout(() => {
       reloadConversation();
       reloadTurns();
+      reloadChildren();
     }, 250);
-  }, [reloadConversation, reloadTurns]);
+  }, [reloadConversation, reloadTurns, reloadChildren]);
   useEffect(() => () => clearTimeout(reloadTimer.current), []);
 
   const streamState = useConversationStream(id, model, refresh);
@@ -219,7 +235,9 @@ export default function ConversationPage() {
           <div>
             <dt>Started by</dt>
             <dd>
-              <Link href={`/conversations/${c.parent_conversation_id}`}>parent conversation</Link>
+              <Link href={`/conversations/${c.parent_conversation_id}`}>
+                {parent.data ? parent.data.title || 'Untitled conversation' : 'parent conversation'}
+              </Link>
             </dd>
           </div>
         )}
@@ -297,6 +315,19 @@ export default function ConversationPage() {
           <Timeline model={model} turnSeq={turnSeq} />
           <h2>Turns</h2>
           <Turns turns={turnList} />
+          {children.data && children.data.length > 0 && (
+            <>
+              <h2>Sub-conversations</h2>
+              <ul className="conv-children">
+                {children.data.map((child) => (
+                  <li key={child.id}>
+                    <Link href={`/conversations/${child.id}`}>{child.title || 'Untitled conversation'}</Link>{' '}
+                    <StatusBadge status={child.status} />
+                  </li>
+                ))}
+              </ul>
+            </>
+          )}
         </aside>
       </div>
 
