@@ -22,7 +22,7 @@ import {
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { after, before, beforeEach, describe, it } from 'node:test';
 import { sandboxDir, sandboxLayer } from './attacks.ts';
 import { processAlive, startTestSandboxd, type TestSandboxd } from './harness.ts';
 import { api, sh, waitFor } from './helpers.ts';
@@ -60,12 +60,16 @@ async function killHolder(d: TestSandboxd, name: string): Promise<void> {
   await waitFor(() => !processAlive(init), `the init of ${name} ends`);
 }
 
-/** Asserts that a start of sandbox `name` (its next exec) fails with `reason`, naming no host path. */
-async function refusedStart(d: TestSandboxd, name: string, reason: RegExp): Promise<void> {
-  const err = await sh(d, name, 'true').then(
+/** The next exec of sandbox `name`, which starts it: null when it ran, else the error it was refused with. */
+async function startError(d: TestSandboxd, name: string): Promise<Error | null> {
+  return sh(d, name, 'true').then(
     () => null,
     (e: Error) => e,
   );
+}
+
+/** Asserts that a start failed with `reason` (a 503 naming the path inside the sandbox, no host path). */
+function assertRefused(d: TestSandboxd, name: string, err: Error | null, reason: RegExp): void {
   assert.ok(err, `${name}: the start fails`);
   assert.match(err.message, /^exec refused: 503 /);
   assert.match(err.message, reason, name);
@@ -81,10 +85,14 @@ for (const mode of daemonModes()) {
   };
 
   describe(`mount points the sandbox planted (${mode.name})`, () => {
+    // A host directory (with a subdirectory and a file) each test's links point at, the daemon's user's in
+    // rootless mode (the worst case there: a directory that user may change); `before0` what it held.
     let target: string;
     let before0: string[];
-    before(() => {
+    const made: string[] = [];
+    beforeEach(() => {
       target = own(mkdtempSync(path.join(os.tmpdir(), 'paddock-mount-target-')));
+      made.push(target);
       mkdirSync(path.join(target, 'dir'));
       own(path.join(target, 'dir'));
       writeFileSync(path.join(target, 'file'), 'host file\n');
@@ -92,7 +100,7 @@ for (const mode of daemonModes()) {
       before0 = snapshot(target);
     });
     after(() => {
-      rmSync(target, { recursive: true, force: true });
+      for (const dir of made) rmSync(dir, { recursive: true, force: true });
     });
 
     it('a link planted at /opt while the layer was off (absolute, relative, dangling, to a file) is refused once the daemon restarts with the layer on; a removed /opt is made again', async () => {
@@ -119,9 +127,11 @@ for (const mode of daemonModes()) {
         for (const name of [...Object.keys(plants), 'opt-gone']) await killHolder(off, name);
         await off.stop({ keepData: true });
         on = await startTestSandboxd({ dataDir: off.dataDir, token: off.token, runtimeLayer: true, ...as });
-        for (const name of Object.keys(plants)) {
-          await refusedStart(on, name, /\/opt in the sandbox is a symbolic link;/);
-        }
+        const errors = new Map<string, Error | null>();
+        for (const name of Object.keys(plants)) errors.set(name, await startError(on, name));
+        assert.deepEqual(snapshot(target), before0, 'nothing changed outside the sandboxes');
+        for (const [name, err] of errors)
+          assertRefused(on, name, err, /\/opt in the sandbox is a symbolic link;/);
         const gone = await sh(on, 'opt-gone', `ls /opt/paddock/${sharedLayerHash()}/bin | grep -c .`);
         assert.equal(gone.exitCode, 0, gone.stderr);
         assert.ok(Number(gone.stdout) > 0, 'the mount point is made again and the layer is there');
@@ -145,6 +155,7 @@ for (const mode of daemonModes()) {
       };
       const d = await startTestSandboxd({ runtimeLayer: true, ...as });
       try {
+        const errors = new Map<string, Error | null>();
         for (const [name, [at, link]] of Object.entries(plants)) {
           // /var is a directory above a mount point only where the host has a dpkg database (base.ts).
           if (at.startsWith('var') && !readdirSync('/var/lib').includes('dpkg')) continue;
@@ -158,13 +169,18 @@ for (const mode of daemonModes()) {
           if (made) own(made);
           symlinkSync(link, p);
           await killHolder(d, name);
-          await refusedStart(
+          errors.set(name, await startError(d, name));
+        }
+        assert.deepEqual(snapshot(target), before0, 'nothing changed outside the sandboxes');
+        for (const [name, err] of errors) {
+          const at = plants[name]![0];
+          assertRefused(
             d,
             name,
+            err,
             new RegExp(`/${at.split('/')[0]}[^"]* in the sandbox is (a symbolic link|not a directory);`),
           );
         }
-        assert.deepEqual(snapshot(target), before0, 'nothing changed outside the sandboxes');
       } finally {
         await d.stop();
       }

@@ -10,9 +10,10 @@
  *   host root is unmapped there, so
  *   setuid-root binaries of the base do not elevate and host-owned files grant only their "other" bits.
  * - Root mode, writable system directories: the lower layers (the base, the host's /usr, /var/lib/dpkg, a
- *   rootfs) are idmapped mounts through the sandbox's user namespace (IDMAP_PL), so files of host root appear
- *   as the sandbox root's and it can change its own copy of them (copy-up into its writable layer, owned by its
- *   own host ids); the host's files and other sandboxes never change (packages.test.ts). Every overlay is
+ *   rootfs) are idmapped mounts (IDMAP_PL), so files of host root appear as the sandbox root's and it can
+ *   change its own copy of them (copy-up into its writable layer, owned by its own host ids); the host's files
+ *   and other sandboxes never change (packages.test.ts). The host's layers map host root alone: other host
+ *   users' files stay unmapped, unreadable beyond their "other" bits (security.mounts.test.ts). Every overlay is
  *   mounted nosuid, so a setuid file of the sandbox root never elevates the sandbox user.
  * - Rootless mode: unshare maps the sandboxd user to root of a first user namespace that owns the other
  *   namespaces; sandbox processes run as uid 1000 of a nested user namespace without capabilities, root execs
@@ -25,7 +26,11 @@
  *   after it, pid 1 runs shell builtins only, since the sandbox root may write every system directory of its
  *   own root (packages.test.ts).
  * - No host path inside: overlay options name their directories relative to the sandbox's state directory
- *   and the cgroup namespace hides the cgroup path (security.host.test.ts).
+ *   (the runtime layer too: an overlay, not a bind mount, whose mountinfo line would show its host path) and
+ *   the cgroup namespace hides the cgroup path (security.host.test.ts, security.mounts.test.ts).
+ * - The init mounts onto directories of the sandbox's own tree while / is still the host's: each mount point,
+ *   and every directory above it, must be a directory, never a link the sandbox planted (init.sh refuses the
+ *   start otherwise; security.mounts.test.ts).
  * - Killing the init (pid 1 of the sandbox pid namespace) kills every sandbox process; the mount
  *   namespace and its overlay go away with the last of them.
  * - The init is detached from sandboxd (own session), so a sandboxd restart does not stop sandboxes;
