@@ -134,7 +134,7 @@ export interface RuntimeLayer {
    * as missing; a PATH lookup before the layer is ready would hide it from that sandbox until it restarts.
    */
   readyBin(): string | null;
-  /** Host directory bind-mounted read-only at LAYER_MOUNT in every sandbox (null: off). */
+  /** Host directory mounted read-only at LAYER_MOUNT in every sandbox (an overlay of it; null: off). */
   readonly mountSource: string | null;
   status(): LayerStatus;
   /** Starts the install in the background when the layer is not ready (no-op when off or ready). */

@@ -434,7 +434,7 @@ export interface NamespaceRuntimeOptions {
   devTemplate: string;
   rootless: boolean;
   tools: HostTools;
-  /** host directory of the runtime layers, bind-mounted read-only at LAYER_MOUNT (layer.ts); null: none */
+  /** host directory of the runtime layers, mounted read-only at LAYER_MOUNT (layer.ts); null: none */
   layerSource?: string | null;
 }
 
@@ -489,14 +489,13 @@ export class NamespaceRuntime {
     // then, once init.sh has checked each of MOUNT_POINTS, everything mounted on a directory of the sandbox's
     // own tree; then the contents of the fresh /dev tmpfs. Relative to the state directory (the init's
     // working directory): mountinfo shows these strings.
-    const lowerOf = (idmap: boolean, src: string) => (idmap ? idmapped.get(src)! : rel(src));
     const rootFstab = (idmap: boolean) =>
       [
         fstabLine(
           'overlay',
           m,
           'overlay',
-          `lowerdir=${baseLowers.map((l) => lowerOf(idmap, l)).join(':')},upperdir=${rel(dirs.layer)}/root,workdir=${rel(dirs.work)}/root,${ovl}`,
+          `lowerdir=${baseLowers.map((l) => (idmap ? idmapped.get(l)! : rel(l))).join(':')},upperdir=${rel(dirs.layer)}/root,workdir=${rel(dirs.work)}/root,${ovl}`,
         ),
         fstabLine('paddock', path.join(dirs.state, 'fifos'), 'tmpfs', 'mode=700,size=4k,nr_inodes=4096'),
       ].join('');
@@ -517,7 +516,7 @@ export class NamespaceRuntime {
             'overlay',
             `${m}/${d}`,
             'overlay',
-            `lowerdir=${lowerOf(idmap, `/${d}`)},upperdir=${rel(dirs.layer)}/${d},workdir=${rel(dirs.work)}/${d},${ovl}`,
+            `lowerdir=${idmap ? idmapped.get(`/${d}`)! : `/${d}`},upperdir=${rel(dirs.layer)}/${d},workdir=${rel(dirs.work)}/${d},${ovl}`,
           ),
         ),
         fstabLine('tmpfs', `${m}/dev`, 'tmpfs', 'nosuid,mode=755,size=1m'),
