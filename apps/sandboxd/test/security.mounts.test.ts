@@ -25,7 +25,7 @@ import path from 'node:path';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { sandboxDir, sandboxLayer } from './attacks.ts';
 import { processAlive, startTestSandboxd, type TestSandboxd } from './harness.ts';
-import { api, sh, waitFor } from './helpers.ts';
+import { api, checkpointIdOf, ndjsonLines, sh, waitFor } from './helpers.ts';
 import { daemonModes } from './modes.ts';
 import { sharedLayerDir, sharedLayerHash } from './runtime-layer-cache.ts';
 
@@ -136,6 +136,33 @@ for (const mode of daemonModes()) {
         assert.equal(gone.exitCode, 0, gone.stderr);
         assert.ok(Number(gone.stdout) > 0, 'the mount point is made again and the layer is there');
         assert.deepEqual(snapshot(target), before0, 'nothing changed outside the sandboxes');
+      } finally {
+        await on?.stop();
+        if (!on) await off.stop();
+      }
+    });
+
+    it('a checkpoint holding a planted /opt link, restored into a fresh sandbox once the layer is on (a warm start), is refused', async () => {
+      const off = await startTestSandboxd(as);
+      let on: TestSandboxd | null = null;
+      try {
+        assert.equal((await api(off, 'POST', '/v1/sandboxes', { name: 'ck-src' })).status, 201);
+        const r = await sh(off, 'ck-src', `rm -rf /opt && ln -s '${relativeTo(target)}' /opt`, {
+          user: 'root',
+        });
+        assert.equal(r.exitCode, 0, r.stderr);
+        const id = checkpointIdOf(
+          ndjsonLines((await api(off, 'POST', '/v1/sandboxes/ck-src/checkpoint')).text),
+        );
+        assert.ok(id, 'checkpointed');
+        await off.stop({ keepData: true });
+        on = await startTestSandboxd({ dataDir: off.dataDir, token: off.token, runtimeLayer: true, ...as });
+        assert.equal((await api(on, 'POST', '/v1/sandboxes', { name: 'ck-dst' })).status, 201);
+        const restore = await api(on, 'POST', `/v1/sandboxes/ck-dst/checkpoints/${id}/restore`);
+        assert.ok(!restore.text.includes(on.dataDir), `no host path in the answer: ${restore.text}`);
+        const err = await startError(on, 'ck-dst');
+        assert.deepEqual(snapshot(target), before0, 'nothing changed outside the sandboxes');
+        assertRefused(on, 'ck-dst', err, /\/opt in the sandbox is a symbolic link;/);
       } finally {
         await on?.stop();
         if (!on) await off.stop();
