@@ -172,7 +172,10 @@ async function serve(
     hostDirs: base.hostDirs,
     caBundle: base.caBundle,
     disks,
-    layerBin: layer.binPath,
+    // Read for every exec: the layer goes on PATH once it is ready (RuntimeLayer.readyBin).
+    get layerBin() {
+      return layer.readyBin();
+    },
   });
   await service.load();
   const server = createHttpServer({ service, layer, tokens: opts.tokens, tenantOf, log });

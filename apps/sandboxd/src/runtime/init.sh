@@ -1,15 +1,25 @@
 # Sandbox init. Runs as pid 1 of a fresh pid namespace (see namespaces.ts for the invariants it provides).
-# Inputs (environment): SBX_MERGED (mount point of the sandbox root), SBX_FSTAB_ROOT (fstab: the overlay root,
-# the host dir overlays, the /dev tmpfs), SBX_FSTAB_ROOT_PLAIN (the same without idmapped lower layers, the
-# fallback), SBX_IDMAP_TAB (root mode: NUL-separated source/target pairs of the idmapped lower layers, empty
-# when there are none), SBX_IDMAP_PL (the perl program that makes them), SBX_DEV_TEMPLATE (device mount
-# points and /dev symlinks, copied into the /dev tmpfs), SBX_FSTAB_DEV (fstab: device bind mounts, devpts,
-# /dev/shm, /run, /proc), SBX_ROOTLESS (1 when sandboxd runs without root; the user namespaces are then
-# created here), SBX_OWNER / SBX_ID_RANGE (root mode: the first of the sandbox's own unprivileged host ids, its
-# root, and how many it has; SBX_OWNER creates and so owns the sandbox user namespace).
+# Inputs (environment): SBX_MERGED (mount point of the sandbox root), SBX_FSTAB_ROOT (fstab: the overlay root
+# and the FIFO tmpfs), SBX_FSTAB_SYS (fstab: the host dir overlays, the /dev tmpfs, /run, /proc, the runtime
+# layer), SBX_FSTAB_ROOT_PLAIN / SBX_FSTAB_SYS_PLAIN (the same without idmapped lower layers, the fallback),
+# SBX_MOUNT_POINTS (where SBX_FSTAB_SYS mounts, relative to the sandbox root), SBX_IDMAP_TAB (root mode:
+# NUL-separated source/target/kind triples of the idmapped lower layers, empty when there are none),
+# SBX_IDMAP_PL (the perl program that makes them), SBX_DEV_TEMPLATE (device mount points and /dev symlinks,
+# copied into the /dev tmpfs), SBX_FSTAB_DEV (fstab: device bind mounts, devpts, /dev/shm), SBX_ROOTLESS (1
+# when sandboxd runs without root; the user namespaces are then created here), SBX_OWNER / SBX_ID_RANGE (root
+# mode: the first of the sandbox's own unprivileged host ids, its root, and how many it has; SBX_OWNER
+# creates and so owns the sandbox user namespace).
 # The working directory is the sandbox's state directory: the overlay options name their directories
 # relative to it, so /proc/self/mountinfo inside shows no host path.
 # Every external command costs a fork+exec, so the mounts are done by one mount(8) per phase.
+#
+# The sandbox root is the sandbox's own tree (its writable layer holds whatever its root left there), while
+# / is still the host's: a mount point reached through a link it planted (/opt -> /some/host/dir, /run -> ..)
+# would make host root mount on, or create, a host directory. So every mount point of the second phase, and
+# each directory above it, must be a directory of that tree, never a link (checked with builtins, no fork);
+# a missing one is made with mkdir, which never follows a last component that is a link. Nothing of the
+# sandbox runs meanwhile (its processes died with the previous init; execs and file writes wait for this
+# start), so what the checks see is what mount(8) resolves. The third phase mounts inside the fresh /dev tmpfs.
 # Output: "net <host pid>" once the network namespace has loopback up (sandboxd opens the proxy listener
 # in it meanwhile), "idmap off" when the idmapped layers could not be made (system directories stay
 # read-only), then "ready <host pid>" when the root is switched.
@@ -62,25 +72,47 @@ else
   printf '0 %s %s\n' "$SBX_OWNER" "$SBX_ID_RANGE" > "/proc/$holder_host/uid_map"
   printf '0 %s %s\n' "$SBX_OWNER" "$SBX_ID_RANGE" > "/proc/$holder_host/gid_map"
 fi
-# Root mode: the lower layers, idmapped through the sandbox's user namespace, show host root's files as the
-# sandbox root's, so the sandbox root can change its own copy of them (apt, npm -g as root).
-fstab="$SBX_FSTAB_ROOT"
+# Root mode: the lower layers, idmapped (IDMAP_PL: the host's through a namespace that maps host root alone),
+# show host root's files as the sandbox root's, so the sandbox root can change its own copy of them (apt,
+# npm -g as root); other host users' files stay unmapped.
+fstab="$SBX_FSTAB_ROOT" sys="$SBX_FSTAB_SYS"
 if [ -s "${SBX_IDMAP_TAB:-}" ]; then
-  if ! err=$(perl -e "$SBX_IDMAP_PL" "/proc/$holder_host/ns/user" "$SBX_IDMAP_TAB" 2>&1); then
+  if ! err=$(perl -e "$SBX_IDMAP_PL" "/proc/$holder_host/ns/user" "$SBX_OWNER" "$SBX_IDMAP_TAB" 2>&1); then
     echo "idmap off: $err" | tr '\n' ' '
     echo
-    fstab="$SBX_FSTAB_ROOT_PLAIN"
+    fstab="$SBX_FSTAB_ROOT_PLAIN" sys="$SBX_FSTAB_SYS_PLAIN"
   fi
 fi
 mount -a -T "$fstab"
+# Builtins only, but for the mkdir of a missing directory; $1: a mount point relative to the sandbox root.
+# The errors name the path inside the sandbox only (they reach the tenant).
+mount_point() {
+  rest="$1/" p=
+  while [ -n "$rest" ]; do
+    p="$p${p:+/}${rest%%/*}" rest="${rest#*/}"
+    if [ -L "$M/$p" ]; then
+      refuse "/$p in the sandbox is a symbolic link"
+    elif [ ! -e "$M/$p" ]; then
+      (cd "$M" && exec mkdir -m 755 -- "$p") 2>/dev/null || refuse "/$p in the sandbox is missing and cannot be made"
+    elif [ ! -d "$M/$p" ]; then
+      refuse "/$p in the sandbox is not a directory"
+    fi
+  done
+}
+refuse() {
+  echo "$1; a mount point and the directories above it must be directories" >&2
+  exit 1
+}
+for d in $SBX_MOUNT_POINTS; do mount_point "$d"; done
+mount -a -T "$sys"
 cp -a "$SBX_DEV_TEMPLATE/." "$M/dev/"
 mount -a -T "$SBX_FSTAB_DEV"
 # A write to /proc/sys needs host root; rootless falls back to sethostname(2) in our own uts namespace.
 { echo sandbox > /proc/sys/kernel/hostname; } 2>/dev/null || hostname sandbox
-# The FIFOs of exec stdio (exec/procs.ts FifoPool): a tmpfs of this mount namespace only, detached from every
-# tree by the switch of roots below and reached only through fd 9 (sandboxd: /proc/<host pid>/fd/9), so the
-# paths a sandbox process sees for its stdio hold no host path. No other process of the sandbox has fd 9.
-mount -t tmpfs -o mode=700,size=4k,nr_inodes=4096 paddock fifos
+# The FIFOs of exec stdio (exec/procs.ts FifoPool): a tmpfs of this mount namespace only (SBX_FSTAB_ROOT),
+# detached from every tree by the switch of roots below and reached only through fd 9 (sandboxd:
+# /proc/<host pid>/fd/9), so the paths a sandbox process sees for its stdio hold no host path. No other
+# process of the sandbox has fd 9.
 exec 9<fifos
 # Rootless: the holders ran meanwhile; now each must be past its last host program.
 for h in $holders; do await_holder "$h"; done

@@ -8,9 +8,10 @@
  * `<hash>` is the hash of runtime-layer.json's content, the CPU architecture and which of its host tools the
  * host has: a bump (or a host tool installed since, e.g. ripgrep) installs a new directory beside the old
  * one, which stays usable by the sandboxes still running from it until pruned.
- * Every sandbox sees the whole layers directory read-only at LAYER_MOUNT, and its execs get
- * `LAYER_MOUNT/<hash>/bin` first on PATH, so a layer that becomes ready after the sandbox started appears
- * there at once (a directory rename on the host, seen through the bind mount).
+ * Every sandbox sees the whole layers directory read-only at LAYER_MOUNT (a read-only overlay of it, so its
+ * mountinfo shows no host path), and its execs get `LAYER_MOUNT/<hash>/bin` first on PATH once the layer is
+ * ready, so a layer that becomes ready after the sandbox started appears in its next exec (a directory
+ * rename on the host, seen through the overlay: the name is looked up only once it is there).
  *
  * Invariants:
  * - A directory named `<hash>` is complete: it is only ever made by renaming a finished `<hash>.partial`
@@ -127,7 +128,13 @@ export interface LayerStatus {
 export interface RuntimeLayer {
   /** Inside a sandbox: the layer's bin directory (null: no layer, off). */
   readonly binPath: string | null;
-  /** Host directory bind-mounted read-only at LAYER_MOUNT in every sandbox (null: off). */
+  /**
+   * binPath once the layer is there (null before, and when off): what an exec gets on PATH. Each sandbox sees
+   * the layers directory through an overlay (namespaces.ts), which keeps a name looked up before it existed
+   * as missing; a PATH lookup before the layer is ready would hide it from that sandbox until it restarts.
+   */
+  readyBin(): string | null;
+  /** Host directory mounted read-only at LAYER_MOUNT in every sandbox (an overlay of it; null: off). */
   readonly mountSource: string | null;
   status(): LayerStatus;
   /** Starts the install in the background when the layer is not ready (no-op when off or ready). */
@@ -400,6 +407,7 @@ export function createRuntimeLayer(input: {
     return {
       binPath: null,
       mountSource: null,
+      readyBin: () => null,
       status: () => ({
         state: 'off',
         version: null,
@@ -476,6 +484,7 @@ export function createRuntimeLayer(input: {
   return {
     binPath: `${LAYER_MOUNT}/${hash}/bin`,
     mountSource: root,
+    readyBin: () => (state === 'ready' || existsSync(dir) ? `${LAYER_MOUNT}/${hash}/bin` : null),
     status: () => {
       // Another process (a second daemon on a shared directory) may have finished it.
       if (state !== 'ready' && existsSync(dir)) {

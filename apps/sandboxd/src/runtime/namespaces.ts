@@ -10,9 +10,10 @@
  *   host root is unmapped there, so
  *   setuid-root binaries of the base do not elevate and host-owned files grant only their "other" bits.
  * - Root mode, writable system directories: the lower layers (the base, the host's /usr, /var/lib/dpkg, a
- *   rootfs) are idmapped mounts through the sandbox's user namespace (IDMAP_PL), so files of host root appear
- *   as the sandbox root's and it can change its own copy of them (copy-up into its writable layer, owned by its
- *   own host ids); the host's files and other sandboxes never change (packages.test.ts). Every overlay is
+ *   rootfs) are idmapped mounts (IDMAP_PL), so files of host root appear as the sandbox root's and it can
+ *   change its own copy of them (copy-up into its writable layer, owned by its own host ids); the host's files
+ *   and other sandboxes never change (packages.test.ts). The host's layers map host root alone: other host
+ *   users' files stay unmapped, unreadable beyond their "other" bits (security.mounts.test.ts). Every overlay is
  *   mounted nosuid, so a setuid file of the sandbox root never elevates the sandbox user.
  * - Rootless mode: unshare maps the sandboxd user to root of a first user namespace that owns the other
  *   namespaces; sandbox processes run as uid 1000 of a nested user namespace without capabilities, root execs
@@ -25,14 +26,26 @@
  *   after it, pid 1 runs shell builtins only, since the sandbox root may write every system directory of its
  *   own root (packages.test.ts).
  * - No host path inside: overlay options name their directories relative to the sandbox's state directory
- *   and the cgroup namespace hides the cgroup path (security.host.test.ts).
+ *   (the runtime layer too: an overlay, not a bind mount, whose mountinfo line would show its host path) and
+ *   the cgroup namespace hides the cgroup path (security.host.test.ts, security.mounts.test.ts).
+ * - The init mounts onto directories of the sandbox's own tree while / is still the host's: each mount point,
+ *   and every directory above it, must be a directory, never a link the sandbox planted (init.sh refuses the
+ *   start otherwise; security.mounts.test.ts).
  * - Killing the init (pid 1 of the sandbox pid namespace) kills every sandbox process; the mount
  *   namespace and its overlay go away with the last of them.
  * - The init is detached from sandboxd (own session), so a sandboxd restart does not stop sandboxes;
  *   it is found again from the pid and start time recorded on disk.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import {
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import type net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -92,23 +105,77 @@ export const RUN_BYTES = 16 * 1024 * 1024;
 const INIT_SCRIPT = readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), 'init.sh'), 'utf8');
 
 /**
- * Makes idmapped mounts (Linux 5.12; overlayfs over them, 5.19) with perl's syscall(): for each source/target
- * pair of the NUL-separated table, a clone of the source tree (open_tree) whose ids are shown through the
- * given user namespace (mount_setattr MOUNT_ATTR_IDMAP), attached at the target (move_mount). util-linux
- * before 2.39 has no option for it and node no syscall interface; perl is part of every Debian system
- * (perl-base) and of most others. The numbers are the same on every architecture (syscalls ≥ 424).
+ * unshare(2)'s number, for the idmap namespace IDMAP_PL makes (it differs between architectures; the mount
+ * syscalls it uses do not). null: no idmapped host layers on this architecture (system directories stay
+ * read-only for the sandbox root).
+ */
+const UNSHARE_NR: number | null =
+  (
+    {
+      x64: 272,
+      ia32: 310,
+      arm: 337,
+      arm64: 97,
+      riscv64: 97,
+      loong64: 97,
+      ppc64: 282,
+      s390x: 303,
+    } as Record<string, number>
+  )[process.arch] ?? null;
+
+/**
+ * Makes idmapped mounts (Linux 5.12; overlayfs over them, 5.19) with perl's syscall(): for each
+ * source/target/kind triple of the NUL-separated table, a clone of the source tree (open_tree) whose ids are
+ * shown through a user namespace (mount_setattr MOUNT_ATTR_IDMAP), attached at the target (move_mount).
+ * util-linux before 2.39 has no option for it and node no syscall interface; perl is part of every Debian
+ * system (perl-base) and of most others. The mount syscalls' numbers are the same on every architecture
+ * (≥ 424).
+ *
+ * Which namespace (kind): `host` (the base, the host's /usr and /var/lib/dpkg) through a namespace of its own
+ * that maps host id 0 alone, to the sandbox root's host id (ARGV[1]): host root's files appear as the sandbox
+ * root's, every other host user's and group's as unmapped (nobody), so the sandbox root reads them only
+ * through their "other" bits (CAP_DAC_OVERRIDE needs the file's uid and gid mapped) and cannot change them.
+ * `full` (a SANDBOXD_ROOTFS tree, whose ids are the image's own) through the sandbox user namespace
+ * (ARGV[0]): its ids 0–65535 are the sandbox's. The host namespace is made by a forked child that unshares
+ * and waits until its maps are written and its namespace is open here; the mounts keep it alive.
  */
 export const IDMAP_PL = `use strict;
-my ($ns, $tab) = @ARGV;
-open(my $nsfh, '<', $ns) or die "open $ns: $!\\n";
+my ($ns, $owner, $tab) = @ARGV;
+open(my $full, '<', $ns) or die "open $ns: $!\\n";
 open(my $t, '<', $tab) or die "open $tab: $!\\n";
 my @f = do { local $/; split /\\0/, <$t> };
+my $host;
+if (grep { $_ eq 'host' } @f[grep { $_ % 3 == 2 } 0 .. $#f]) {
+  my $nr = ${UNSHARE_NR ?? -1};
+  die "no unshare(2) number known for this architecture\\n" if $nr < 0;
+  pipe(my $up, my $upw) or die "pipe: $!\\n";
+  pipe(my $go, my $gow) or die "pipe: $!\\n";
+  my $pid = fork() // die "fork: $!\\n";
+  if ($pid == 0) {
+    close $up; close $gow;
+    syscall($nr, 0x10000000) == 0 or do { print STDERR "unshare: $!\\n"; exit 1 };
+    syswrite($upw, readlink('/proc/self'));
+    sysread($go, my $x, 1);
+    exit 0;
+  }
+  close $upw; close $go;
+  # Its host pid (/proc is still the host's; fork answers the pid of the sandbox's pid namespace).
+  sysread($up, my $hp, 32) > 0 or die "the idmap namespace could not be made\\n";
+  for my $m ('uid_map', 'gid_map') {
+    open(my $fh, '>', "/proc/$hp/$m") or die "open $m: $!\\n";
+    print $fh "0 $owner 1\\n";
+    close($fh) or die "write $m: $!\\n";
+  }
+  open($host, '<', "/proc/$hp/ns/user") or die "open the idmap namespace: $!\\n";
+  close $gow;
+  waitpid($pid, 0);
+}
 while (@f) {
-  my ($src, $dst) = splice(@f, 0, 2);
+  my ($src, $dst, $kind) = splice(@f, 0, 3);
   my ($e1, $e2) = ('', '');
   my $fd = syscall(428, -100, $src, 1 | 0x80000);
   die "open_tree $src: $!\\n" if $fd < 0;
-  my $attr = pack('QQQQ', 0x100000, 0, 0, fileno($nsfh));
+  my $attr = pack('QQQQ', 0x100000, 0, 0, fileno($kind eq 'host' ? $host : $full));
   syscall(442, $fd, $e1, 0x1000, $attr, 32) == 0 or die "mount_setattr $src: $!\\n";
   syscall(429, $fd, $e2, -100, $dst, 4) == 0 or die "move_mount $dst: $!\\n";
 }
@@ -367,7 +434,7 @@ export interface NamespaceRuntimeOptions {
   devTemplate: string;
   rootless: boolean;
   tools: HostTools;
-  /** host directory of the runtime layers, bind-mounted read-only at LAYER_MOUNT (layer.ts); null: none */
+  /** host directory of the runtime layers, mounted read-only at LAYER_MOUNT (layer.ts); null: none */
   layerSource?: string | null;
 }
 
@@ -401,6 +468,9 @@ export class NamespaceRuntime {
     // Root mode: every lower layer is idmapped at idmap/<n> in the init's mount namespace (init.sh); the plain
     // fstab is the fallback when that fails (a kernel or file system without idmapped mounts, no perl).
     const idmapped = new Map<string, string>();
+    // A SANDBOXD_ROOTFS tree (the base's second lower) carries the image's own ids: shown through the sandbox
+    // user namespace; the base and the host's directories through the namespace of host root alone (IDMAP_PL).
+    const fullIds = new Set(baseLowers.slice(1));
     if (!this.opts.rootless) {
       for (const src of [...baseLowers, ...hostDirs.map((d) => `/${d}`)]) {
         const target = path.join('idmap', String(idmapped.size));
@@ -409,56 +479,80 @@ export class NamespaceRuntime {
       }
     }
     const idmapTab = path.join(dirs.state, 'idmap.tab');
-    writeFileSync(idmapTab, [...idmapped].map(([src, target]) => `${src}\0${target}\0`).join(''));
-    const rootFstab = (idmap: boolean) => {
-      // Relative to the state directory (the init's working directory): mountinfo shows these strings.
-      const lowerOf = (src: string) => (idmap ? idmapped.get(src)! : rel(src));
-      return [
+    writeFileSync(
+      idmapTab,
+      [...idmapped]
+        .map(([src, target]) => `${src}\0${target}\0${fullIds.has(src) ? 'full' : 'host'}\0`)
+        .join(''),
+    );
+    // Three mount(8) runs (init.sh): the root overlay (and the init's FIFO tmpfs, outside the sandbox root);
+    // then, once init.sh has checked each of MOUNT_POINTS, everything mounted on a directory of the sandbox's
+    // own tree; then the contents of the fresh /dev tmpfs. Relative to the state directory (the init's
+    // working directory): mountinfo shows these strings.
+    const rootFstab = (idmap: boolean) =>
+      [
         fstabLine(
           'overlay',
           m,
           'overlay',
-          `lowerdir=${baseLowers.map(lowerOf).join(':')},upperdir=${rel(dirs.layer)}/root,workdir=${rel(dirs.work)}/root,${ovl}`,
+          `lowerdir=${baseLowers.map((l) => (idmap ? idmapped.get(l)! : rel(l))).join(':')},upperdir=${rel(dirs.layer)}/root,workdir=${rel(dirs.work)}/root,${ovl}`,
         ),
+        fstabLine('paddock', path.join(dirs.state, 'fifos'), 'tmpfs', 'mode=700,size=4k,nr_inodes=4096'),
+      ].join('');
+    // The runtime layers (layer.ts), read-only: an overlay of the layers directory (reached through the link
+    // `layers` of the state directory) and an empty directory (an overlay without an upper needs two lower
+    // layers), not a bind mount, whose mountinfo line would show the directory's host path. A layer renamed
+    // into place later appears here too, once looked up after it is there (execs put it on PATH when ready).
+    const layerLowers = this.opts.layerSource ? ['layers', 'layers-empty'] : null;
+    if (layerLowers) {
+      mkdirSync(path.join(dirs.state, 'layers-empty'), { recursive: true });
+      rmSync(path.join(dirs.state, 'layers'), { force: true });
+      symlinkSync(path.resolve(this.opts.layerSource!), path.join(dirs.state, 'layers'));
+    }
+    const sysFstab = (idmap: boolean) =>
+      [
         ...hostDirs.map((d) =>
           fstabLine(
             'overlay',
             `${m}/${d}`,
             'overlay',
-            `lowerdir=${idmap ? lowerOf(`/${d}`) : `/${d}`},upperdir=${rel(dirs.layer)}/${d},workdir=${rel(dirs.work)}/${d},${ovl}`,
+            `lowerdir=${idmap ? idmapped.get(`/${d}`)! : `/${d}`},upperdir=${rel(dirs.layer)}/${d},workdir=${rel(dirs.work)}/${d},${ovl}`,
           ),
         ),
         fstabLine('tmpfs', `${m}/dev`, 'tmpfs', 'nosuid,mode=755,size=1m'),
-      ].join('');
-    };
-    const rootFstabIdmap = path.join(dirs.state, 'mounts-root.fstab');
-    const rootFstabPlain = path.join(dirs.state, 'mounts-root-plain.fstab');
-    writeFileSync(rootFstabIdmap, rootFstab(idmapped.size > 0));
-    writeFileSync(rootFstabPlain, rootFstab(false));
-    const devFstab = path.join(dirs.state, 'mounts-dev.fstab');
-    writeFileSync(
-      devFstab,
-      [
-        ...DEV_NODES.map((n) => fstabLine(`/dev/${n}`, `${m}/dev/${n}`, 'none', 'bind')),
-        fstabLine('devpts', `${m}/dev/pts`, 'devpts', 'newinstance,nosuid,noexec,ptmxmode=0666,mode=0620'),
-        fstabLine('tmpfs', `${m}/dev/shm`, 'tmpfs', `nosuid,nodev,mode=1777,size=${SHM_BYTES}`),
         fstabLine('tmpfs', `${m}/run`, 'tmpfs', `nosuid,nodev,mode=755,size=${RUN_BYTES}`),
         fstabLine('proc', `${m}/proc`, 'proc', 'defaults'),
-        // The runtime layers, read-only (mount(8) remounts a bind with ro; nosuid and nodev are kept
-        // where the source has them, which a rootless remount must). A directory bind: a layer renamed into
-        // place later appears here too. The mount point is made when the base lacks it (older bases).
-        ...(this.opts.layerSource
+        ...(layerLowers
           ? [
               fstabLine(
-                this.opts.layerSource,
+                'overlay',
                 `${m}${LAYER_MOUNT}`,
-                'none',
-                'bind,ro,nosuid,nodev,X-mount.mkdir',
+                'overlay',
+                `lowerdir=${layerLowers.join(':')},ro,nodev,${ovl}`,
               ),
             ]
           : []),
+      ].join('');
+    // Where the second run mounts, relative to the sandbox root: init.sh refuses a start where one of them, or a
+    // directory above it, is not a plain directory of the sandbox's tree.
+    const mountPoints = [...hostDirs, 'dev', 'run', 'proc', ...(layerLowers ? [LAYER_MOUNT.slice(1)] : [])];
+    const fstabs = {
+      SBX_FSTAB_ROOT: rootFstab(idmapped.size > 0),
+      SBX_FSTAB_ROOT_PLAIN: rootFstab(false),
+      SBX_FSTAB_SYS: sysFstab(idmapped.size > 0),
+      SBX_FSTAB_SYS_PLAIN: sysFstab(false),
+      SBX_FSTAB_DEV: [
+        ...DEV_NODES.map((n) => fstabLine(`/dev/${n}`, `${m}/dev/${n}`, 'none', 'bind')),
+        fstabLine('devpts', `${m}/dev/pts`, 'devpts', 'newinstance,nosuid,noexec,ptmxmode=0666,mode=0620'),
+        fstabLine('tmpfs', `${m}/dev/shm`, 'tmpfs', `nosuid,nodev,mode=1777,size=${SHM_BYTES}`),
       ].join(''),
-    );
+    };
+    const fstabFiles: Record<string, string> = {};
+    for (const [name, text] of Object.entries(fstabs)) {
+      const file = path.join(dirs.state, `mounts-${name.slice('SBX_FSTAB_'.length).toLowerCase()}.fstab`);
+      writeFileSync(file, text);
+      fstabFiles[name] = file;
+    }
     const unshareArgs = [tools.unshare];
     if (this.opts.rootless) unshareArgs.push('--user', '--map-root-user');
     unshareArgs.push(
@@ -485,11 +579,10 @@ export class NamespaceRuntime {
         SBX_OWNER: String(ids.rootHostId),
         SBX_ID_RANGE: String(ID_RANGE),
         SBX_MERGED: m,
-        SBX_FSTAB_ROOT: rootFstabIdmap,
-        SBX_FSTAB_ROOT_PLAIN: rootFstabPlain,
+        ...fstabFiles,
+        SBX_MOUNT_POINTS: mountPoints.join(' '),
         SBX_IDMAP_TAB: idmapTab,
         SBX_IDMAP_PL: IDMAP_PL,
-        SBX_FSTAB_DEV: devFstab,
         SBX_DEV_TEMPLATE: this.opts.devTemplate,
         SBX_ROOTLESS: this.opts.rootless ? '1' : '0',
       },
