@@ -14,7 +14,7 @@
 //   node scripts/bench-agents.ts [--runs 5] [--json out.json] [--runtimes claude,gemini]
 import { parseArgs } from 'node:util';
 import type { Runtime } from '../apps/server/src/agents/agents.tables.ts';
-import { defaultRuntimes } from '../apps/server/src/conversations/runtimes/registry.ts';
+import { defaultRuntimes } from '../apps/server/src/conversations/turns/runtimes/registry.ts';
 import { openDatabase } from '../apps/server/src/db/database.ts';
 import { migrate } from '../apps/server/src/db/migrate.ts';
 import { migrateJobs } from '../apps/server/src/jobs/worker.ts';

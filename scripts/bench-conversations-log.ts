@@ -14,7 +14,7 @@ import net from 'node:net';
 import { parseArgs } from 'node:util';
 import { isMainThread, parentPort, Worker } from 'node:worker_threads';
 import type { LogWriter } from '../apps/server/src/conversations/contracts.ts';
-import { createSecretRegistry, type SecretRegistry } from '../apps/server/src/conversations/redactor.ts';
+import { createSecretRegistry, type SecretRegistry } from '../apps/server/src/conversations/log/redactor.ts';
 import { openDatabase } from '../apps/server/src/db/database.ts';
 import { insertConversation } from '../apps/server/test/helpers/conversation-rows.ts';
 import { createVerifiedUser } from '../apps/server/test/helpers/factories.ts';

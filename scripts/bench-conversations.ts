@@ -23,7 +23,7 @@
 //   node scripts/bench-conversations.ts [--runs 7] [--json out.json]
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { SESSION_SAVE_DELAY_MS } from '../apps/server/src/conversations/conversation-server.ts';
+import { SESSION_SAVE_DELAY_MS } from '../apps/server/src/conversations/engine/conversation-server.ts';
 import { openDatabase } from '../apps/server/src/db/database.ts';
 import { migrate } from '../apps/server/src/db/migrate.ts';
 import { migrateJobs } from '../apps/server/src/jobs/worker.ts';

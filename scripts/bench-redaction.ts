@@ -12,7 +12,7 @@
 // With --json the table goes to stdout and the JSON to the file; without it the table goes
 // to stderr and the JSON to stdout.
 import { parseArgs } from 'node:util';
-import { createSecretRegistry, REDACTION_MARKER } from '../apps/server/src/conversations/redactor.ts';
+import { createSecretRegistry, REDACTION_MARKER } from '../apps/server/src/conversations/log/redactor.ts';
 import { type Figure, median, writeReport } from './bench-report.ts';
 
 const { values } = parseArgs({

@@ -11,7 +11,7 @@ import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { RuntimeAdapter } from '../../server/src/conversations/contracts.ts';
-import { claudeAdapter } from '../../server/src/conversations/runtimes/claude.ts';
+import { claudeAdapter } from '../../server/src/conversations/turns/runtimes/claude.ts';
 import { scriptedAdapter } from '../../server/test/fixtures/scripted-runtime.ts';
 import {
   type ConversationHarness,

@@ -1,5 +1,5 @@
 // The `packages` provisioning stage end to end on the default base: the commands of
-// apps/server/src/conversations/packages.ts run through packages/sandbox-client against a real sandboxd
+// apps/server/src/conversations/provisioning/packages.ts run through packages/sandbox-client against a real sandboxd
 // (apt as the sandbox's root, npm and pip as the sandbox user), then the sandbox user runs what they
 // installed; another sandbox and the host see none of it.
 //
@@ -20,7 +20,7 @@ import net, { isIP } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { crc32 } from 'node:zlib';
 import { createSandboxClient, type SandboxClient } from '../../../packages/sandbox-client/src/index.ts';
-import { packageCommands } from '../../server/src/conversations/packages.ts';
+import { packageCommands } from '../../server/src/conversations/provisioning/packages.ts';
 import { startTestSandboxd, type TestSandboxd } from './harness.ts';
 import { createTestNet, type TestNet } from './netns.ts';
 

@@ -15,36 +15,36 @@ import type { Principal } from './auth/principal.ts';
 import { createPrincipalCache, type PrincipalCache } from './auth/principal-cache.ts';
 import { createSessionsService, type SessionsService } from './auth/sessions.service.ts';
 import type { Config } from './config/config.ts';
-import { createCallbackKeys } from './conversations/callback-key.ts';
+import {
+  type ConversationsService,
+  createConversationsService,
+  sandboxName,
+} from './conversations/api/conversations.service.ts';
+import { createGates, type SubscriptionGate } from './conversations/api/gates.ts';
+import { createSandboxKeyRule, type SandboxKeyRule } from './conversations/api/sandbox-key.ts';
+import { logEventFrameParts, type StreamOptions } from './conversations/api/stream.routes.ts';
 import type {
   LogWriterFactory,
   OwnershipProbe,
   Provisioner,
   RuntimeRegistry,
 } from './conversations/contracts.ts';
-import {
-  type ConversationsService,
-  createConversationsService,
-  sandboxName,
-} from './conversations/conversations.service.ts';
-import { createDestroyQueue } from './conversations/destroy-queue.ts';
-import { type ConversationEngine, createEngine } from './conversations/engine.ts';
-import { createFeed, type PgFeed } from './conversations/feed.ts';
-import { createGates, type SubscriptionGate } from './conversations/gates.ts';
+import { type ConversationEngine, createEngine } from './conversations/engine/engine.ts';
 import {
   DEFAULT_PROVISION_DEADLINE_MS,
   DEFAULT_TICK_MS,
   type LifecycleOptions,
-} from './conversations/lifecycle.ts';
-import { isConversationLocked } from './conversations/log-events.repo.ts';
-import { createLogTails, type LogTails } from './conversations/log-tail.ts';
-import { createLogWriterFactory } from './conversations/log-writer.ts';
-import { createOwnership, type Ownership } from './conversations/owner.ts';
-import { packageCommands } from './conversations/packages.ts';
-import { createProvisioner } from './conversations/provisioner.ts';
-import { defaultRuntimes } from './conversations/runtimes/registry.ts';
-import { createSandboxKeyRule, type SandboxKeyRule } from './conversations/sandbox-key.ts';
-import { logEventFrameParts, type StreamOptions } from './conversations/stream.routes.ts';
+} from './conversations/engine/lifecycle.ts';
+import { createOwnership, type Ownership } from './conversations/engine/owner.ts';
+import { createFeed, type PgFeed } from './conversations/log/feed.ts';
+import { isConversationLocked } from './conversations/log/log-events.repo.ts';
+import { createLogTails, type LogTails } from './conversations/log/log-tail.ts';
+import { createLogWriterFactory } from './conversations/log/log-writer.ts';
+import { createCallbackKeys } from './conversations/provisioning/callback-key.ts';
+import { createDestroyQueue } from './conversations/provisioning/destroy-queue.ts';
+import { packageCommands } from './conversations/provisioning/packages.ts';
+import { createProvisioner } from './conversations/provisioning/provisioner.ts';
+import { defaultRuntimes } from './conversations/turns/runtimes/registry.ts';
 import { type DatabaseHandle, type Db, poolOptions } from './db/database.ts';
 import {
   createEnvironmentCheckpoints,

@@ -1,10 +1,10 @@
 // A sandbox whose destroy the backend did not confirm is destroyed once the backend is back
-// (conversations/destroy-queue.ts): through the public API, on a real sandboxd that is stopped
+// (conversations/provisioning/destroy-queue.ts): through the public API, on a real sandboxd that is stopped
 // (its sandboxes keep running, as they do across a sandboxd restart) and started again.
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { sql } from 'kysely';
-import { deleteConversation } from '../src/conversations/conversations.repo.ts';
+import { deleteConversation } from '../src/conversations/api/conversations.repo.ts';
 import { type ConversationHarness, startConversationHarness, waitUntil } from './helpers/conversations.ts';
 import type { TestUser } from './helpers/factories.ts';
 

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { RuntimeAdapter, TurnEvent } from '../src/conversations/contracts.ts';
-import { REDACTION_MARKER } from '../src/conversations/redactor.ts';
+import { REDACTION_MARKER } from '../src/conversations/log/redactor.ts';
 import { scriptedAdapter } from './fixtures/scripted-runtime.ts';
 import { type ConversationHarness, startConversationHarness } from './helpers/conversations.ts';
 import type { TestUser } from './helpers/factories.ts';

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { queueWarmTurn } from '../src/conversations/conversations.repo.ts';
+import { queueWarmTurn } from '../src/conversations/api/conversations.repo.ts';
 import { type ConversationHarness, startConversationHarness, waitUntil } from './helpers/conversations.ts';
 import type { TestUser } from './helpers/factories.ts';
 

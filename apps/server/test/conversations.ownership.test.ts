@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { StaleOwnerError } from '../src/conversations/contracts.ts';
-import { createOwnership } from '../src/conversations/owner.ts';
-import { ownerSetConversation, ownerStartTurn } from '../src/conversations/owner-writes.repo.ts';
+import { createOwnership } from '../src/conversations/engine/owner.ts';
+import { ownerSetConversation, ownerStartTurn } from '../src/conversations/engine/owner-writes.repo.ts';
 import { type ConversationHarness, startConversationHarness } from './helpers/conversations.ts';
 import type { TestUser } from './helpers/factories.ts';
 

@@ -5,13 +5,13 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import type { LogWriter } from '../src/conversations/contracts.ts';
-import type { LogEventRow } from '../src/conversations/log-events.repo.ts';
+import type { LogEventRow } from '../src/conversations/log/log-events.repo.ts';
 import {
   createSecretRegistry,
   REDACTION_MARKER,
   type SecretRegistry,
-} from '../src/conversations/redactor.ts';
-import { secretForms } from '../src/conversations/secret-forms.ts';
+} from '../src/conversations/log/redactor.ts';
+import { secretForms } from '../src/conversations/log/secret-forms.ts';
 import { buildTestApp, type TestApp } from './helpers/app.ts';
 import { type ConversationRow, insertConversation, logRows } from './helpers/conversation-rows.ts';
 import { createVerifiedUser, type TestUser } from './helpers/factories.ts';

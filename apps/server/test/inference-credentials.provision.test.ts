@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { createTestNet, type TestNet } from '../../sandboxd/test/netns.ts';
-import { ENV_FILE_PATH } from '../src/conversations/env-file.ts';
+import { ENV_FILE_PATH } from '../src/conversations/provisioning/env-file.ts';
 import { createVerifiedUser } from './helpers/factories.ts';
 import {
   createEnvironment,

@@ -1,6 +1,6 @@
 // The `packages` stage through the provisioner, against a real sandboxd and the real Debian
 // archive and npm registry (the test FAILS naming them when they cannot be reached; never
-// skipped). apt runs as the sandbox's root, npm as the sandbox user (conversations/packages.ts);
+// skipped). apt runs as the sandbox's root, npm as the sandbox user (conversations/provisioning/packages.ts);
 // their output streams to the conversation's log. pip with a fake index is covered at the
 // sandboxd level (apps/sandboxd/test/packages.test.ts), through the same commands.
 import assert from 'node:assert/strict';
@@ -8,7 +8,7 @@ import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { ProvisionError } from '../src/conversations/contracts.ts';
-import { packageCommands } from '../src/conversations/packages.ts';
+import { packageCommands } from '../src/conversations/provisioning/packages.ts';
 import {
   createEnvironment,
   newConversation,

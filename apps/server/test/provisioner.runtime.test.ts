@@ -1,4 +1,4 @@
-// The `runtime` provisioning stage (conversations/runtime-probe.ts) against a real sandboxd: the
+// The `runtime` provisioning stage (conversations/provisioning/runtime-probe.ts) against a real sandboxd: the
 // probe passes on the backend's runtime layer; waits for a layer that is installing; installs the
 // pinned CLI with npm from the real registry when the backend has no layer; a failing probe fails
 // provisioning with a clear reason.
@@ -12,7 +12,8 @@ import { after, before, describe, test } from 'node:test';
 import { processStartTime } from '../../sandboxd/src/runtime/namespaces.ts';
 import { sharedLayerHash } from '../../sandboxd/test/runtime-layer-cache.ts';
 import { ProvisionError, type RuntimeAdapter } from '../src/conversations/contracts.ts';
-import { DEFAULT_RUNTIME_PROBE_TIMEOUTS, pinnedCli } from '../src/conversations/runtime-probe.ts';
+import { DEFAULT_RUNTIME_PROBE_TIMEOUTS } from '../src/conversations/provisioning/runtime-probe.ts';
+import { pinnedCli } from '../src/conversations/turns/runtimes/pinned-cli.ts';
 import {
   newConversation,
   type ProvisionHarness,

@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { gunzipSync } from 'node:zlib';
 import { ProvisionError } from '../src/conversations/contracts.ts';
-import { ENV_FILE_PATH } from '../src/conversations/env-file.ts';
-import { DEFAULT_STAGE_TIMEOUTS } from '../src/conversations/provisioner.ts';
+import { ENV_FILE_PATH } from '../src/conversations/provisioning/env-file.ts';
+import { DEFAULT_STAGE_TIMEOUTS } from '../src/conversations/provisioning/provisioner.ts';
 import {
   createEnvironment,
   createVault,
@@ -429,7 +429,7 @@ describe('provisioner', () => {
   });
 
   test('session state over the size cap is not saved and says why', async () => {
-    const { createSessionStateStore } = await import('../src/conversations/session-state.ts');
+    const { createSessionStateStore } = await import('../src/conversations/provisioning/session-state.ts');
     const c = await newConversation(h);
     await provisionerFor(h).provision(c.input);
     await sh(

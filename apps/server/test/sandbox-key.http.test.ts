@@ -1,14 +1,17 @@
 // Issue 35 (findings 1, 2, 4, 11): what a sandbox's key (PADDOCK_TOKEN, conversation scope) may
 // do under /api/conversations, through the public API against the real sandboxd — the rule of
-// conversations/sandbox-key.ts, route by route, for the key of conversation A against A, A's
+// conversations/api/sandbox-key.ts, route by route, for the key of conversation A against A, A's
 // child, A's parent, a sibling and another account; what it may start (environment, vault,
 // delegation, depth, live children); a parent's secret values redacting its child; and the
 // bound on the prompts and images one conversation stores.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { v7 as uuidv7 } from 'uuid';
-import { CONVERSATION_INPUT_MAX_BYTES, IMAGE_MAX_BYTES } from '../src/conversations/conversations.schemas.ts';
-import { MAX_DEPTH, MAX_LIVE_CHILDREN } from '../src/conversations/sandbox-key.ts';
+import {
+  CONVERSATION_INPUT_MAX_BYTES,
+  IMAGE_MAX_BYTES,
+} from '../src/conversations/api/conversations.schemas.ts';
+import { MAX_DEPTH, MAX_LIVE_CHILDREN } from '../src/conversations/api/sandbox-key.ts';
 import { type ConversationHarness, startConversationHarness } from './helpers/conversations.ts';
 import type { TestUser } from './helpers/factories.ts';
 

@@ -13,10 +13,10 @@
 // - lifecycle.ts    the minute clock: idle timeout, max lifetime, provision deadline
 // - reattach.ts     re-joining a still-running turn without losing or duplicating a byte
 import type { McpServer, Runtime, Skill } from '../agents/agents.tables.ts';
-import type { CallbackKey } from './callback-key.ts';
 import type { StageName, StageState, TurnUsage } from './conversations.tables.ts';
-import type { LogEventRow } from './log-events.repo.ts';
-import type { SecretRegistry } from './redactor.ts';
+import type { LogEventRow } from './log/log-events.repo.ts';
+import type { SecretRegistry } from './log/redactor.ts';
+import type { CallbackKey } from './provisioning/callback-key.ts';
 
 /** Thrown by any owner write once another process has taken the conversation over. */
 export class StaleOwnerError extends Error {
@@ -111,6 +111,14 @@ export interface AgentSnapshot {
   skills: Skill[];
   mcpServers: Record<string, McpServer>;
   environmentId: string | null;
+}
+
+/** The gates a turn passes again before it runs and on reattach (api/gates.ts implements them). */
+export interface TurnGates {
+  /** Gate 1: the caller's agent, as a snapshot for the turn (404 not_found otherwise). */
+  agent(tenantId: string, agentId: string): Promise<AgentSnapshot>;
+  /** Gates 3 and 5 again, before a turn runs and on reattach (no lock: nothing is inserted). */
+  continuation(tenantId: string): Promise<void>;
 }
 
 export interface TurnImage {

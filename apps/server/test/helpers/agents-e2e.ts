@@ -17,7 +17,7 @@ import net from 'node:net';
 import { createSandboxClient } from '@paddock/sandbox-client';
 import { sharedLayerDir } from '../../../sandboxd/test/runtime-layer-cache.ts';
 import type { Runtime } from '../../src/agents/agents.tables.ts';
-import { defaultRuntimes } from '../../src/conversations/runtimes/registry.ts';
+import { defaultRuntimes } from '../../src/conversations/turns/runtimes/registry.ts';
 import type { EngineOptions } from '../../src/deps.ts';
 import { type ConversationHarness, startConversationHarness } from './conversations.ts';
 import type { TestUser } from './factories.ts';

@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { startTestSandboxd, type TestSandboxd } from '../../../sandboxd/test/harness.ts';
 import { type Config, type Env, parseConfig } from '../../src/config/config.ts';
-import type { ConversationView, TurnView } from '../../src/conversations/conversations.schemas.ts';
+import type { ConversationView, TurnView } from '../../src/conversations/api/conversations.schemas.ts';
 import { openDatabase } from '../../src/db/database.ts';
 import { freePort } from '../../src/db/embedded.ts';
 import { createDeps, type Deps, type EngineOptions } from '../../src/deps.ts';

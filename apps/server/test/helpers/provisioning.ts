@@ -6,7 +6,6 @@ import { createSandboxClient, type SandboxClient } from '@paddock/sandbox-client
 import { v7 as uuidv7 } from 'uuid';
 import { startTestSandboxd, type TestSandboxd } from '../../../sandboxd/test/harness.ts';
 import type { McpServer, Runtime, Skill } from '../../src/agents/agents.tables.ts';
-import { createCallbackKeys } from '../../src/conversations/callback-key.ts';
 import type {
   AgentSnapshot,
   LogWriter,
@@ -15,10 +14,11 @@ import type {
   RuntimeAdapter,
   StageEvent,
 } from '../../src/conversations/contracts.ts';
-import { createDestroyQueue } from '../../src/conversations/destroy-queue.ts';
-import { createProvisioner, type ProvisionerDeps } from '../../src/conversations/provisioner.ts';
-import { createSecretRegistry, type SecretRegistry } from '../../src/conversations/redactor.ts';
-import { storedEvent } from '../../src/conversations/turn-events.ts';
+import { createSecretRegistry, type SecretRegistry } from '../../src/conversations/log/redactor.ts';
+import { storedEvent } from '../../src/conversations/log/turn-events.ts';
+import { createCallbackKeys } from '../../src/conversations/provisioning/callback-key.ts';
+import { createDestroyQueue } from '../../src/conversations/provisioning/destroy-queue.ts';
+import { createProvisioner, type ProvisionerDeps } from '../../src/conversations/provisioning/provisioner.ts';
 import type { EnvironmentInput } from '../../src/environments/environments.schema.ts';
 import { buildTestApp, type TestApp } from './app.ts';
 import { createVerifiedUser, type TestUser } from './factories.ts';

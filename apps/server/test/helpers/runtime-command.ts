@@ -7,7 +7,7 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writ
 import os from 'node:os';
 import { dirname, join } from 'node:path';
 import type { AgentSnapshot, RuntimeAdapter, TurnCommand } from '../../src/conversations/contracts.ts';
-import { HOME } from '../../src/conversations/runtimes/common.ts';
+import { HOME } from '../../src/conversations/turns/runtimes/common.ts';
 
 export interface RunResult {
   code: number | null;

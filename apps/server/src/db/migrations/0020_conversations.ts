@@ -6,7 +6,7 @@ import { type Kysely, sql } from 'kysely';
 //   (tenant_id, id) key, so a cross-tenant reference cannot exist.
 // - A conversation outlives its agent and vault: deleting either sets the reference to null
 //   (history stays readable; a follow-up prompt then refuses with a clear error).
-// - Ownership (src/conversations/owner.ts): `owner_epoch` is bumped by every process that takes
+// - Ownership (src/conversations/engine/owner.ts): `owner_epoch` is bumped by every process that takes
 //   a conversation over; each write of an owner checks the epoch it took, so a paused old owner
 //   cannot write after a new one took over.
 // - Log events are the single feed (SSE, JSON, console): ids are one global identity, so they

@@ -1,6 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 
-// Backend destroys still owed (conversations/destroy-queue.ts): a sandbox whose destroy failed is
+// Backend destroys still owed (conversations/provisioning/destroy-queue.ts): a sandbox whose destroy failed is
 // kept here until the backend confirms it. No foreign key: the sandbox must still go when its
 // conversation, or its account, is deleted meanwhile. A name only, never a secret.
 // biome-ignore lint/suspicious/noExplicitAny: migrations are untyped by design

@@ -1,6 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 
-// An agent's delegations (conversations/sandbox-key.ts): the agents on which a sandbox of a
+// An agent's delegations (conversations/api/sandbox-key.ts): the agents on which a sandbox of a
 // conversation of this agent may start sub-conversations beyond those it may start anyway (same
 // environment, same vault or none). Deleting either agent removes the delegation.
 // biome-ignore lint/suspicious/noExplicitAny: migrations are untyped by design

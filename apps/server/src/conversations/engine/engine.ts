@@ -1,0 +1,180 @@
+// The engine of one server process: its conversation servers (one per conversation it owns),
+// the command bus that routes commands to owners, the lifecycle clock and the boot sweep.
+//
+// What must hold:
+// 1. At most one conversation server per conversation in this process, and only while this
+//    process holds the conversation's lock (owner.ts). A server that ends releases the lock,
+//    then the engine looks once more for a queued turn that arrived meanwhile (a command sent
+//    while the lock was still held would otherwise be lost).
+// 2. Losing the ownership connection stops every server at once, without writing (the locks
+//    are gone; another process may already own them).
+// 3. The boot sweep runs once per cluster at start-up (a cluster-wide advisory lock), adopting
+//    conversations left by a process that died (test: the kill -9 test).
+import type { SandboxClient } from '@paddock/sandbox-client';
+import { sql } from 'kysely';
+import type { Db } from '../../db/database.ts';
+import { type Command, createCommandBus, type EngineCommands } from './commands.ts';
+import { type ConversationServer, createConversationServer, type ServerDeps } from './conversation-server.ts';
+import { createLifecycleClock, type LifecycleOptions } from './lifecycle.ts';
+import type { AcquiredLease, Ownership } from './owner.ts';
+
+export interface ConversationEngine extends EngineCommands {
+  /** LISTEN for commands, start the lifecycle clock and run the boot sweep. */
+  start(): Promise<void>;
+  /** Stops every server of this process (turns keep running in their sandboxes) and lets go. */
+  stop(): Promise<void>;
+  /** One lifecycle pass now. */
+  tick(): Promise<void>;
+}
+
+export function createEngine(
+  deps: ServerDeps & {
+    pool: import('pg').Pool;
+    ownership: Ownership;
+    lifecycle: LifecycleOptions;
+    sandbox: SandboxClient;
+  },
+): ConversationEngine {
+  const { ownership, logger, db } = deps;
+  const servers = new Map<string, ConversationServer>();
+  let listening: Promise<void> | null = null;
+  let stopping = false;
+
+  const onEnd = (server: ConversationServer, crashed: boolean) => {
+    const id = server.lease.conversationId;
+    if (servers.get(id) !== server) return;
+    servers.delete(id);
+    void (async () => {
+      await ownership.release(id);
+      // After a crash the orphan sweep retries on its next tick instead (no tight loop); a
+      // stopping process leaves the turn to the next owner.
+      if (!crashed && !stopping && (await hasQueuedTurn(db, id)))
+        await send({ type: 'prompt', tenantId: server.lease.tenantId, conversationId: id });
+    })().catch((err: unknown) =>
+      logger.warn({ err, conversationId: id }, 'release after a server ended failed'),
+    );
+  };
+
+  const serverFor = (lease: AcquiredLease): ConversationServer => {
+    const existing = servers.get(lease.conversationId);
+    if (existing) return existing;
+    const server = createConversationServer(deps, lease, onEnd, { agentId: lease.agentId });
+    servers.set(lease.conversationId, server);
+    return server;
+  };
+
+  const dispatch = async (server: ConversationServer, command: Command) => {
+    switch (command.type) {
+      case 'prompt':
+        server.kick();
+        return;
+      case 'interrupt':
+        await server.interrupt();
+        return;
+      case 'terminate':
+        await server.terminate();
+        return;
+      case 'delete':
+        await server.remove();
+        return;
+    }
+  };
+
+  const bus = createCommandBus({
+    pool: deps.pool,
+    ownership,
+    logger,
+    handler: {
+      async handleOwned(command) {
+        const server = servers.get(command.conversationId);
+        if (server) await dispatch(server, command);
+      },
+      async handleAdopted(command, lease) {
+        const server = serverFor(lease);
+        // The status as the lease's bump read it (owner.ts invariant 6).
+        if (command.type === 'prompt') {
+          if (lease.status === 'terminated') {
+            await server.terminate();
+            return;
+          }
+        }
+        await dispatch(server, command);
+      },
+    },
+  });
+
+  const listen = () => {
+    listening ??= bus.start().catch((err: unknown) => {
+      listening = null;
+      throw err;
+    });
+    return listening;
+  };
+
+  const send = async (command: Command) => {
+    await listen();
+    await bus.send(command);
+  };
+
+  ownership.onLost(() => {
+    if (stopping) return;
+    for (const server of [...servers.values()]) void server.stop({ lost: true });
+    servers.clear();
+    listening = null;
+    // Re-LISTEN (and so hear commands again) on a fresh connection.
+    listen().catch((err: unknown) => logger.error({ err }, 'cannot re-open the ownership connection'));
+  });
+
+  const adopt = async (tenantId: string, conversationId: string) => {
+    await send({ type: 'prompt', tenantId, conversationId });
+  };
+
+  const clock = createLifecycleClock({
+    db,
+    logger,
+    options: deps.lifecycle,
+    servers: () => [...servers.values()],
+    adopt,
+    retryDestroys: () => deps.destroys.retryDue(),
+  });
+
+  return {
+    send,
+
+    async destroySandboxes(tenantId, names) {
+      for (const name of names) await deps.destroys.destroy(tenantId, name);
+    },
+
+    async start() {
+      await listen();
+      clock.start();
+      if (await ownership.tryClusterLock('boot-sweep')) {
+        try {
+          await clock.tick();
+        } finally {
+          await ownership.releaseClusterLock('boot-sweep');
+        }
+      }
+    },
+
+    tick: () => clock.tick(),
+
+    async stop() {
+      stopping = true;
+      await clock.stop();
+      await Promise.all([...servers.values()].map((s) => s.stop().catch(() => {})));
+      servers.clear();
+      await ownership.close();
+    },
+  };
+}
+
+async function hasQueuedTurn(db: Db, conversationId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('turns')
+    .select(sql<number>`1`.as('one'))
+    .where('conversation_id', '=', conversationId)
+    .where('status', 'in', ['queued', 'running'])
+    .executeTakeFirst();
+  return row !== undefined;
+}

@@ -1,0 +1,164 @@
+// The lifecycle clock: every tick (a minute by default; injectable) each process checks the
+// conversations it owns and adopts the orphans nobody owns.
+//
+// What must hold (conversations.lifecycle.test.ts):
+// 1. Idle timeout (SANDBOX_IDLE_TIMEOUT_MINUTES since last_activity_at) and max lifetime
+//    (SANDBOX_MAX_LIFETIME_HOURS since the sandbox's creation) destroy an idle warm sandbox:
+//    stage `sandbox`, sandbox row `terminated`, the conversation stays `idle` and resumable.
+//    0 disables either bound. A busy server (turn running, provisioning) is not reclaimed for
+//    idleness.
+// 2. The provision deadline (30 minutes by default; injectable) is measured from the live
+//    sandbox row's creation: past it the rows are failed first, then the stuck work stopped.
+// 3. Orphans: a conversation with a live sandbox or an open turn that no process owns is
+//    taken over by the first process whose tick (or boot sweep) finds it.
+// 4. Every tick also retries the backend destroys that failed (destroy-queue.ts), whatever the
+//    conversations: a sandbox whose destroy failed is gone once the backend confirms one.
+import { sql } from 'kysely';
+import type { Db } from '../../db/database.ts';
+import type { Logger } from '../../observability/logger.ts';
+import type { ConversationServer } from './conversation-server.ts';
+
+export interface LifecycleOptions {
+  tickMs: number;
+  idleTimeoutMinutes: number;
+  maxLifetimeHours: number;
+  provisionDeadlineMs: number;
+}
+
+export const DEFAULT_TICK_MS = 60_000;
+export const DEFAULT_PROVISION_DEADLINE_MS = 30 * 60_000;
+const ORPHANS_PER_TICK = 100;
+
+export interface LifecycleClock {
+  start(): void;
+  /** One pass now (tests and the boot sweep). */
+  tick(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export function createLifecycleClock(deps: {
+  db: Db;
+  logger: Logger;
+  options: LifecycleOptions;
+  servers(): ConversationServer[];
+  /** Try to take over an orphan and start its server. */
+  adopt(tenantId: string, conversationId: string): Promise<void>;
+  /** Retry the backend destroys that failed (destroy-queue.ts). */
+  retryDestroys(): Promise<void>;
+}): LifecycleClock {
+  const { db, options } = deps;
+  let timer: NodeJS.Timeout | null = null;
+  let running: Promise<void> | null = null;
+
+  const checkOwned = async () => {
+    const servers = deps.servers();
+    if (servers.length === 0) return;
+    const rows = await db
+      .selectFrom('conversations as c')
+      .innerJoin('sandboxes as s', (j) =>
+        j.onRef('s.conversation_id', '=', 'c.id').on('s.status', 'in', ['pending', 'starting', 'ready']),
+      )
+      .select([
+        'c.id',
+        'c.status',
+        's.status as sandbox_status',
+        sql<number>`extract(epoch from now() - c.last_activity_at) * 1000`.as('idle_ms'),
+        sql<number>`extract(epoch from now() - s.created_at) * 1000`.as('age_ms'),
+      ])
+      .where(
+        'c.id',
+        'in',
+        servers.map((s) => s.lease.conversationId),
+      )
+      .execute();
+    const byId = new Map(servers.map((s) => [s.lease.conversationId, s]));
+    for (const row of rows) {
+      const server = byId.get(row.id);
+      if (!server) continue;
+      const age = Number(row.age_ms);
+      if (row.sandbox_status !== 'ready') {
+        if (age > options.provisionDeadlineMs) {
+          await server.failProvisioning(
+            `provisioning did not finish within ${Math.round(options.provisionDeadlineMs / 60_000)} minutes`,
+          );
+        }
+        continue;
+      }
+      if (server.busy() || row.status !== 'idle') continue;
+      if (options.maxLifetimeHours > 0 && age > options.maxLifetimeHours * 3_600_000) {
+        await server.reclaim(`the sandbox reached its maximum lifetime of ${options.maxLifetimeHours} hours`);
+      } else if (
+        options.idleTimeoutMinutes > 0 &&
+        Number(row.idle_ms) > options.idleTimeoutMinutes * 60_000
+      ) {
+        await server.reclaim(`the sandbox was idle for ${options.idleTimeoutMinutes} minutes`);
+      }
+    }
+  };
+
+  const sweepOrphans = async () => {
+    const owned = new Set(deps.servers().map((s) => s.lease.conversationId));
+    const rows = await db
+      .selectFrom('conversations as c')
+      .select(['c.id', 'c.tenant_id'])
+      .where('c.status', 'not in', ['failed'])
+      .where((eb) =>
+        eb.or([
+          eb.exists(
+            eb
+              .selectFrom('sandboxes as s')
+              .select('s.id')
+              .whereRef('s.conversation_id', '=', 'c.id')
+              .where('s.status', 'in', ['pending', 'starting', 'ready']),
+          ),
+          eb.exists(
+            eb
+              .selectFrom('turns as t')
+              .select('t.id')
+              .whereRef('t.conversation_id', '=', 'c.id')
+              .where('t.status', 'in', ['queued', 'running']),
+          ),
+        ]),
+      )
+      .orderBy('c.last_activity_at')
+      .limit(ORPHANS_PER_TICK)
+      .execute();
+    for (const row of rows) {
+      if (owned.has(row.id)) continue;
+      await deps.adopt(row.tenant_id, row.id);
+    }
+  };
+
+  const tick = async () => {
+    running ??= (async () => {
+      try {
+        await checkOwned();
+        await sweepOrphans();
+      } catch (err) {
+        deps.logger.error({ err }, 'lifecycle tick failed');
+      }
+      try {
+        await deps.retryDestroys();
+      } catch (err) {
+        deps.logger.error({ err }, 'retrying the queued sandbox destroys failed');
+      }
+    })().finally(() => {
+      running = null;
+    });
+    await running;
+  };
+
+  return {
+    start() {
+      if (timer) return;
+      timer = setInterval(() => void tick(), options.tickMs);
+      timer.unref();
+    },
+    tick,
+    async stop() {
+      if (timer) clearInterval(timer);
+      timer = null;
+      await running?.catch(() => {});
+    },
+  };
+}

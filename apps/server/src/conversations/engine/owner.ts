@@ -1,0 +1,221 @@
+// Ownership: exactly one owner per live conversation across every server process sharing the
+// database (architecture §6).
+//
+// What must hold:
+// 1. A process owns a conversation while it holds the session advisory lock
+//    hashtextextended('paddock:conversation:' || id, 0) on its ONE dedicated connection; a
+//    second process's tryAcquire fails while the first holds it (test: "a second process
+//    cannot take a conversation its owner holds", conversations.ownership.test.ts).
+// 2. Taking ownership bumps conversations.owner_epoch and the lease carries the new value:
+//    every owner write checks it (owner-writes.repo.ts, the log writer), so a paused old owner
+//    whose lock was lost can no longer write (StaleOwnerError).
+// 3. If the dedicated connection drops, every lock it held is gone with it: onLost fires once
+//    and the engine stops all of this process's conversation servers at once, before another
+//    process can have taken them over and written (the epoch fences the rest).
+// 4. The same connection LISTENs for commands (commands.ts), so a process that cannot hear
+//    commands also owns nothing.
+// 5. isOwned answers from pg_locks, from any connection, without taking the lock (a probe
+//    must never make a real owner's tryAcquire fail).
+// 6. The lock and the epoch bump are one statement (one round trip), the bump only when the lock
+//    was taken; a lock taken for a conversation that is gone, or by a statement that failed, is
+//    released at once (session advisory locks survive a failed statement).
+import pg from 'pg';
+import type { Logger } from '../../observability/logger.ts';
+import type { OwnerLease, OwnershipProbe } from '../contracts.ts';
+import type { ConversationStatus } from '../conversations.tables.ts';
+
+export const LOCK_NAMESPACE = 'paddock:conversation:';
+
+export interface Ownership extends OwnershipProbe {
+  /** Opens the dedicated connection (idempotent). */
+  open(): Promise<void>;
+  /** The lock and a fresh lease, or null when another process owns the conversation. */
+  tryAcquire(tenantId: string, conversationId: string): Promise<AcquiredLease | null>;
+  release(conversationId: string): Promise<void>;
+  /** Whether this process holds the conversation. */
+  holds(conversationId: string): boolean;
+  /** A cluster-wide one-shot lock (the boot sweep): true for the first process to ask while it runs. */
+  tryClusterLock(name: string): Promise<boolean>;
+  releaseClusterLock(name: string): Promise<void>;
+  /** LISTEN on a channel of the dedicated connection. */
+  listen(channel: string, onPayload: (payload: string) => void): Promise<void>;
+  /** Called once when the dedicated connection is lost (every lock with it). */
+  onLost(listener: () => void): void;
+  close(): Promise<void>;
+}
+
+/** A lease as it was taken, with what the bump read of the conversation at that moment. */
+export interface AcquiredLease extends OwnerLease {
+  status: ConversationStatus;
+  agentId: string | null;
+}
+
+/**
+ * Invariant 6: $1 lock key, $2 node, $3 tenant, $4 conversation. `ok` whether the lock was taken;
+ * the conversation's columns when the bump happened.
+ */
+const ACQUIRE_SQL = `WITH l AS MATERIALIZED (SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok),
+  b AS (
+    UPDATE conversations SET owner_epoch = owner_epoch + 1, owner_node = $2
+    WHERE tenant_id = $3 AND id = $4 AND (SELECT ok FROM l)
+    RETURNING owner_epoch, status, agent_id
+  )
+SELECT l.ok, b.owner_epoch::text AS owner_epoch, b.status, b.agent_id FROM l LEFT JOIN b ON true`;
+
+export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Logger }): Ownership {
+  let client: pg.Client | null = null;
+  let opening: Promise<pg.Client> | null = null;
+  let lost = false;
+  let closing = false;
+  const held = new Set<string>();
+  const acquiring = new Set<string>();
+  const lostListeners: (() => void)[] = [];
+  const channels = new Map<string, (payload: string) => void>();
+
+  const connect = async (): Promise<pg.Client> => {
+    // biome-ignore lint/suspicious/noExplicitAny: pg.Pool keeps its connection options on `options`, untyped
+    const options = (deps.pool as any).options as pg.ClientConfig;
+    const c = new pg.Client({ ...options, keepAlive: true });
+    const onDrop = (err?: Error) => {
+      if (closing || lost) return;
+      lost = true;
+      held.clear();
+      client = null;
+      opening = null;
+      deps.logger.error(
+        { err: err?.message },
+        'conversation ownership connection lost: stopping owned conversations',
+      );
+      for (const l of lostListeners) l();
+      lost = false;
+    };
+    c.on('error', onDrop);
+    c.on('end', () => onDrop());
+    c.on('notification', (msg) => {
+      const handler = channels.get(msg.channel);
+      if (handler && msg.payload !== undefined) handler(msg.payload);
+    });
+    await c.connect();
+    for (const channel of channels.keys()) await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+    client = c;
+    return c;
+  };
+
+  const conn = async (): Promise<pg.Client> => {
+    if (client) return client;
+    if (closing) throw new Error('the ownership connection is closed (the process is stopping)');
+    opening ??= connect().catch((err: unknown) => {
+      opening = null;
+      throw err;
+    });
+    return await opening;
+  };
+
+  const acquire = async (tenantId: string, conversationId: string): Promise<AcquiredLease | null> => {
+    const c = await conn();
+    const key = LOCK_NAMESPACE + conversationId;
+    const unlock = () => c.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [key]);
+    let row:
+      | {
+          ok: boolean;
+          owner_epoch: string | null;
+          status: ConversationStatus | null;
+          agent_id: string | null;
+        }
+      | undefined;
+    try {
+      row = (await c.query(ACQUIRE_SQL, [key, deps.node, tenantId, conversationId])).rows[0];
+    } catch (err) {
+      // Whether the lock was taken is unknown: unlocking one not held is a no-op (and a warning).
+      await unlock().catch(() => {});
+      throw err;
+    }
+    if (!row?.ok) return null;
+    if (row.owner_epoch === null || row.status === null) {
+      await unlock();
+      return null;
+    }
+    held.add(conversationId);
+    return { tenantId, conversationId, epoch: row.owner_epoch, status: row.status, agentId: row.agent_id };
+  };
+
+  return {
+    async open() {
+      await conn();
+    },
+
+    async tryAcquire(tenantId, conversationId) {
+      // Session advisory locks are re-entrant on one connection: two concurrent attempts of
+      // this process (a command and the orphan sweep) would both succeed and count the lock
+      // twice, so one release would not free it. One attempt per conversation at a time.
+      if (held.has(conversationId) || acquiring.has(conversationId)) return null;
+      acquiring.add(conversationId);
+      try {
+        return await acquire(tenantId, conversationId);
+      } finally {
+        acquiring.delete(conversationId);
+      }
+    },
+
+    async release(conversationId) {
+      if (!held.delete(conversationId)) return;
+      const c = client;
+      if (!c) return;
+      await c
+        .query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [LOCK_NAMESPACE + conversationId])
+        .catch(() => {
+          // The connection is going away: the lock goes with it.
+        });
+    },
+
+    holds: (conversationId) => held.has(conversationId),
+
+    async isOwned(conversationId) {
+      const res = await deps.pool.query<{ owned: boolean }>(
+        `SELECT EXISTS (
+           SELECT 1 FROM pg_locks, (SELECT hashtextextended($1, 0) AS k) key
+            WHERE locktype = 'advisory' AND granted AND objsubid = 1
+              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+              AND classid = ((key.k >> 32) & 4294967295)::oid
+              AND objid = (key.k & 4294967295)::oid
+         ) AS owned`,
+        [LOCK_NAMESPACE + conversationId],
+      );
+      return res.rows[0]?.owned === true;
+    },
+
+    async tryClusterLock(name) {
+      const c = await conn();
+      const got = await c.query<{ ok: boolean }>(
+        'SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok',
+        [`paddock:cluster:${name}`],
+      );
+      return got.rows[0]?.ok === true;
+    },
+
+    async releaseClusterLock(name) {
+      await client
+        ?.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [`paddock:cluster:${name}`])
+        .catch(() => {});
+    },
+
+    async listen(channel, onPayload) {
+      channels.set(channel, onPayload);
+      const c = await conn();
+      await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+    },
+
+    onLost(listener) {
+      lostListeners.push(listener);
+    },
+
+    async close() {
+      closing = true;
+      held.clear();
+      const c = client ?? (opening ? await opening.catch(() => null) : null);
+      client = null;
+      opening = null;
+      await c?.end().catch(() => {});
+    },
+  };
+}
