@@ -7,7 +7,6 @@ import net from 'node:net';
 import path from 'node:path';
 import type { Level } from './log.ts';
 import { type Cidr, parseAllowList } from './proxy/addresses.ts';
-import type { LayerSetting } from './runtime/layer.ts';
 
 /** Host ids per sandbox (root mode): range 0 owns the base, sandbox slot n uses range n + 1. */
 export const ID_RANGE = 65536;
@@ -161,6 +160,9 @@ export function parseHostsFile(text: string): Map<string, string> {
   }
   return map;
 }
+
+/** Where the runtime layer lives (runtime/layer.ts): off, in the data dir, or a shared directory. */
+export type LayerSetting = { mode: 'off' } | { mode: 'auto' } | { mode: 'dir'; dir: string };
 
 /** `auto` (in the data dir), `off`, or a layers directory (absolute, or relative to the working directory). */
 export function parseRuntimeLayer(raw: string | undefined, cwd: string): LayerSetting {

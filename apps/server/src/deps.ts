@@ -11,8 +11,8 @@ import { type ApplyService, createApplyService } from './apply/apply.service.ts'
 import { createExportService, type ExportService } from './apply/export.service.ts';
 import { type AuditService, createAuditService } from './audit/audit.service.ts';
 import { type ApiKeysService, createApiKeysService } from './auth/api-keys.service.ts';
-import type { Principal } from './auth/principal.ts';
-import { createPrincipalCache, type PrincipalCache } from './auth/principal-cache.ts';
+import type { Principal, PrincipalCache } from './auth/principal.ts';
+import { createPrincipalCache } from './auth/principal-cache.ts';
 import { createSessionsService, type SessionsService } from './auth/sessions.service.ts';
 import type { Config } from './config/config.ts';
 import {

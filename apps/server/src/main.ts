@@ -5,7 +5,8 @@ import { migrate } from './db/migrate.ts';
 import { openConfiguredDatabase } from './db/open.ts';
 import { createLogger, resolveLogFormat } from './observability/logger.ts';
 import { openDeps, startServer } from './server.ts';
-import { TASKS, TaskUsageError } from './tasks/tasks.ts';
+import { TaskUsageError } from './tasks/task.ts';
+import { TASKS } from './tasks/tasks.ts';
 
 const USAGE = `usage: paddock-server [serve | migrate | task <name> [args...] | tasks]`;
 

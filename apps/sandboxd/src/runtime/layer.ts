@@ -46,7 +46,7 @@ import {
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { HOST_PATH } from '../config.ts';
+import { HOST_PATH, type LayerSetting } from '../config.ts';
 import type { Logger } from '../log.ts';
 import { LAYER_MOUNT } from './base.ts';
 import { processStartTime } from './namespaces.ts';
@@ -379,8 +379,6 @@ export function otherLayers(root: string, keep: string): string[] {
     .filter((n) => /^[0-9a-f]{16}(\.partial)?$/.test(n) && n !== keep && n !== `${keep}.partial`)
     .map((n) => path.join(root, n));
 }
-
-export type LayerSetting = { mode: 'off' } | { mode: 'auto' } | { mode: 'dir'; dir: string };
 
 /**
  * The runtime layer of one sandboxd. `auto`: in `<dataDir>/runtime-layer`, older layers pruned once the

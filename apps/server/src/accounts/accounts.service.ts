@@ -29,8 +29,7 @@
 import { sql } from 'kysely';
 import type { AuditEntry, AuditService } from '../audit/audit.service.ts';
 import type { ApiKeysService, CreatedApiKey } from '../auth/api-keys.service.ts';
-import type { Principal } from '../auth/principal.ts';
-import type { PrincipalCache } from '../auth/principal-cache.ts';
+import type { Principal, PrincipalCache } from '../auth/principal.ts';
 import type { SessionsService } from '../auth/sessions.service.ts';
 import type { Config } from '../config/config.ts';
 import type { Db } from '../db/database.ts';

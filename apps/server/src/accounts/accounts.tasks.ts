@@ -4,7 +4,7 @@
 // Both are idempotent; state changes are audited (user.email_verified via 'release_task',
 // admin.role.granted with a null actor and via 'release_task').
 import { AppError } from '../http/errors.ts';
-import { type Task, TaskUsageError } from '../tasks/tasks.ts';
+import { type Task, TaskUsageError } from '../tasks/task.ts';
 
 function emailArg(args: string[]): string {
   const [email, ...rest] = args;

@@ -10,7 +10,7 @@ import { auditActorFrom } from '../audit/audit.service.ts';
 import type { Principal } from '../auth/principal.ts';
 import type { Db } from '../db/database.ts';
 import { AppError } from '../http/errors.ts';
-import { isUuid } from '../secrets/fields.ts';
+import { isUuid } from '../resources/fields.ts';
 import {
   accountCounts,
   type ConversationMetadataRow,

@@ -2,9 +2,9 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { contextOf } from '../resources/context.ts';
 import { registerNamedResourceRoutes } from '../resources/named-resource.routes.ts';
-import { contextOf } from '../secrets/context.ts';
-import { ErrorResponse, ValidationErrorResponse } from '../secrets/responses.ts';
+import { ErrorResponse, ValidationErrorResponse } from '../resources/responses.ts';
 import { AgentBody, AgentListQuery, AgentView } from './agents.schema.ts';
 import type { AgentsService } from './agents.service.ts';
 

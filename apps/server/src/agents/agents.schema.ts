@@ -10,7 +10,7 @@ import {
   storable,
   text,
   timestamps,
-} from '../secrets/fields.ts';
+} from '../resources/fields.ts';
 
 export const RUNTIMES = ['claude', 'codex', 'gemini', 'opencode'] as const;
 export const Runtime = z.enum(RUNTIMES);

@@ -3,8 +3,8 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { contextOf } from '../secrets/context.ts';
-import { ValidationErrorResponse } from '../secrets/responses.ts';
+import { contextOf } from '../resources/context.ts';
+import { ValidationErrorResponse } from '../resources/responses.ts';
 import { APPLY_BODY_LIMIT, ApplyBody, ApplyResponse } from './apply.schema.ts';
 import type { ApplyService } from './apply.service.ts';
 import type { ExportService } from './export.service.ts';

@@ -5,7 +5,8 @@
 import { z } from 'zod';
 import { agentFields } from '../agents/agents.schema.ts';
 import { EnvironmentBody } from '../environments/environments.schema.ts';
-import { envMap, metadata, resourceName, secretValue, text } from '../secrets/fields.ts';
+import { envMap, metadata, resourceName, text } from '../resources/fields.ts';
+import { secretValue } from '../secrets/secrets.schemas.ts';
 
 export const APPLY_MAX_RESOURCES = 500;
 export const APPLY_BODY_LIMIT = 10 * 1024 * 1024;

@@ -18,8 +18,8 @@ import type { EnvironmentsService } from '../environments/environments.service.t
 import { AppError, type ErrorCode, type FieldErrors } from '../http/errors.ts';
 import { capFieldErrors } from '../http/json-bounds.ts';
 import type { Logger } from '../observability/logger.ts';
-import type { ResourceContext } from '../secrets/context.ts';
-import { resourceName } from '../secrets/fields.ts';
+import type { ResourceContext } from '../resources/context.ts';
+import { resourceName } from '../resources/fields.ts';
 import type { SecretOwner, SecretsService } from '../secrets/secrets.service.ts';
 import { findVaultsByNames } from '../vaults/vaults.repo.ts';
 import type { VaultsService } from '../vaults/vaults.service.ts';

@@ -9,7 +9,7 @@
 //     every mutable field as stored, the agent's environment and vaults by name.
 import type { AgentsService } from '../agents/agents.service.ts';
 import type { EnvironmentsService } from '../environments/environments.service.ts';
-import type { ResourceContext } from '../secrets/context.ts';
+import type { ResourceContext } from '../resources/context.ts';
 import type { SecretsService } from '../secrets/secrets.service.ts';
 import type { VaultsService } from '../vaults/vaults.service.ts';
 

@@ -18,7 +18,7 @@ import {
   revokeApiKey,
   revokeKeysOfConversation,
 } from './api-keys.repo.ts';
-import type { PrincipalCache } from './principal-cache.ts';
+import type { PrincipalCache } from './principal.ts';
 
 export const CONVERSATION_KEY_TTL_MS = 30 * 24 * 60 * 60 * 1000;
 

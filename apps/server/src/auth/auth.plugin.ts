@@ -13,8 +13,8 @@ import type { Config } from '../config/config.ts';
 import type { Db } from '../db/database.ts';
 import { AppError } from '../http/errors.ts';
 import { allowedOrigins, assertNotCrossSite } from './csrf.ts';
+import type { PrincipalCache } from './principal.ts';
 import { type Principal, principalFromApiKey } from './principal.ts';
-import type { PrincipalCache } from './principal-cache.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {

@@ -10,17 +10,7 @@
 //   read racing a revocation cannot resurrect the revoked key.
 // - Only positive results are cached; an unknown or revoked key always asks the database.
 // - An entry never outlives the key's own expires_at.
-import type { Principal } from './principal.ts';
-
-export interface PrincipalCache {
-  /** The epoch to pass to set() for a lookup starting now. */
-  epoch(): number;
-  get(keyHash: string): Principal | undefined;
-  /** `notAfter` (ms since epoch): the key's own expiry; the entry never outlives it. */
-  set(keyHash: string, principal: Principal, startedAtEpoch: number, notAfter?: number): void;
-  /** Drops every entry the predicate matches and invalidates lookups in flight. */
-  forget(match: (principal: Principal) => boolean): void;
-}
+import type { Principal, PrincipalCache } from './principal.ts';
 
 export function createPrincipalCache(
   options: { ttlMs?: number; maxEntries?: number; now?: () => number } = {},

@@ -2,7 +2,6 @@ import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
 import { prepared } from '../db/prepared.ts';
 import { hashApiKey } from './api-key.ts';
-import type { PrincipalCache } from './principal-cache.ts';
 
 /** Who is calling. The tenant is the user account: every tenant-scoped query takes tenantId first. */
 export interface Principal {
@@ -47,6 +46,17 @@ const findActiveKey = prepared('principal_by_key', (db, p: { hash: Buffer }) =>
     .where('u.email_verified_at', 'is not', null)
     .where('u.suspended_at', 'is', null),
 );
+
+/** The cache principalFromApiKey consults (principal-cache.ts implements it and states its invariants). */
+export interface PrincipalCache {
+  /** The epoch to pass to set() for a lookup starting now. */
+  epoch(): number;
+  get(keyHash: string): Principal | undefined;
+  /** `notAfter` (ms since epoch): the key's own expiry; the entry never outlives it. */
+  set(keyHash: string, principal: Principal, startedAtEpoch: number, notAfter?: number): void;
+  /** Drops every entry the predicate matches and invalidates lookups in flight. */
+  forget(match: (principal: Principal) => boolean): void;
+}
 
 export async function principalFromApiKey(
   db: Db,

@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import type { Config } from '../config/config.ts';
-import { preparedStatementName } from './prepared.ts';
 import type { Database } from './schema.ts';
+import { preparedStatementName } from './statement-names.ts';
 
 export type Db = Kysely<Database>;
 

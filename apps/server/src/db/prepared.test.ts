@@ -3,7 +3,8 @@ import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { createTestDatabase, type TestDatabase } from '../../test/helpers/database.ts';
 import { createVerifiedUser } from '../../test/helpers/factories.ts';
-import { prepared, preparedStatementName } from './prepared.ts';
+import { prepared } from './prepared.ts';
+import { preparedStatementName } from './statement-names.ts';
 
 describe('prepared statements', () => {
   let t: TestDatabase;

@@ -21,6 +21,7 @@ import {
 } from 'kysely';
 import type { Db } from './database.ts';
 import type { Database } from './schema.ts';
+import { registerStatementName } from './statement-names.ts';
 
 /** A Kysely that only compiles (it has no connection): prepared statements are module-level. */
 const compiler: Db = new Kysely<Database>({
@@ -33,13 +34,6 @@ const compiler: Db = new Kysely<Database>({
 });
 
 const SENTINEL = '\u0000paddock-param:';
-
-/** SQL text → statement name, for every prepared query of the process. */
-const registry = new Map<string, string>();
-
-export function preparedStatementName(sqlText: string): string | undefined {
-  return registry.get(sqlText);
-}
 
 export interface Prepared<P extends Record<string, unknown>, R> {
   /** All rows. */
@@ -65,7 +59,7 @@ export function prepared<P extends Record<string, unknown>, R>(
       return value.slice(SENTINEL.length) as keyof P;
     });
     const digest = createHash('sha256').update(query.sql).digest('hex').slice(0, 16);
-    registry.set(query.sql, `${label}_${digest}`);
+    registerStatementName(query.sql, `${label}_${digest}`);
     return { text: query.sql, order };
   };
   const all = async (db: Db, params: P): Promise<R[]> => {

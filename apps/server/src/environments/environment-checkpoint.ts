@@ -25,8 +25,8 @@ import type { ColdPathInput, EnvironmentRow } from '../conversations/provisionin
 import type { Db } from '../db/database.ts';
 import { AppError } from '../http/errors.ts';
 import type { Logger } from '../observability/logger.ts';
-import type { ResourceContext } from '../secrets/context.ts';
-import { isUuid } from '../secrets/fields.ts';
+import type { ResourceContext } from '../resources/context.ts';
+import { isUuid } from '../resources/fields.ts';
 import type { SecretsService } from '../secrets/secrets.service.ts';
 import { findEnvironmentForProvisioning } from './environments.repo.ts';
 import type { EnvironmentViewT } from './environments.schema.ts';

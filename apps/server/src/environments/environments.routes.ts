@@ -1,7 +1,7 @@
 // /api/environments and its secrets sub-resource. Thin: schema → service → reply.
 import type { FastifyPluginAsync } from 'fastify';
 import { registerNamedResourceRoutes } from '../resources/named-resource.routes.ts';
-import { ErrorResponse } from '../secrets/responses.ts';
+import { ErrorResponse } from '../resources/responses.ts';
 import { registerSecretRoutes } from '../secrets/secrets.routes.ts';
 import { registerEnvironmentCheckpointRoute } from './environment-checkpoint.routes.ts';
 import type { EnvironmentCheckpoints } from './environment-checkpoint.ts';

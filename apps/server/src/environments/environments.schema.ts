@@ -2,7 +2,15 @@
 // document. Limits and choices are documented in docs/resources.md.
 import { z } from 'zod';
 import { boundedMap } from '../http/json-bounds.ts';
-import { envMap, envVarName, metadata, NAME_MAX, resourceName, text, timestamps } from '../secrets/fields.ts';
+import {
+  envMap,
+  envVarName,
+  metadata,
+  NAME_MAX,
+  resourceName,
+  text,
+  timestamps,
+} from '../resources/fields.ts';
 
 export const PACKAGE_MANAGERS = ['apt', 'npm', 'pip'] as const;
 export const SETUP_SCRIPT_MAX_BYTES = 64 * 1024;

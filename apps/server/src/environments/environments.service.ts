@@ -4,9 +4,9 @@
 import type { AuditService } from '../audit/audit.service.ts';
 import type { Db } from '../db/database.ts';
 import { AppError } from '../http/errors.ts';
+import { canonicalJson, isForeignKeyViolation, type ResourceContext } from '../resources/context.ts';
+import { isUuid } from '../resources/fields.ts';
 import { createNamedResource, type UpsertAction } from '../resources/named-resource.ts';
-import { canonicalJson, isForeignKeyViolation, type ResourceContext } from '../secrets/context.ts';
-import { isUuid } from '../secrets/fields.ts';
 import { createOwnedSecrets, type OwnedSecrets } from '../secrets/owned-secrets.ts';
 import type { SecretsService } from '../secrets/secrets.service.ts';
 import {

@@ -10,7 +10,7 @@
 // The served document is linted with Redocly's recommended rules in npm test
 // (api-hardening.openapi.test.ts).
 import type { RouteOptions } from 'fastify';
-import { ErrorResponse } from '../secrets/responses.ts';
+import { ErrorResponse } from '../resources/responses.ts';
 
 export const SECURITY_SCHEMES = {
   bearer: { type: 'http', scheme: 'bearer', description: 'An API key from POST /api/auth/token' },

@@ -4,8 +4,8 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { contextOf } from '../secrets/context.ts';
-import { ErrorResponse, ValidationErrorResponse } from '../secrets/responses.ts';
+import { contextOf } from '../resources/context.ts';
+import { ErrorResponse, ValidationErrorResponse } from '../resources/responses.ts';
 import {
   InferenceCredentialBody,
   InferenceCredentialView,

@@ -12,7 +12,7 @@
 import type { AuditService } from '../audit/audit.service.ts';
 import type { Db } from '../db/database.ts';
 import { AppError } from '../http/errors.ts';
-import type { ResourceContext } from '../secrets/context.ts';
+import type { ResourceContext } from '../resources/context.ts';
 import type { SecretsService } from '../secrets/secrets.service.ts';
 import {
   type CredentialMetaRow,

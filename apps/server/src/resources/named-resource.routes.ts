@@ -3,9 +3,9 @@
 // error handler. A domain with more (list filters, sub-resources) declares that itself.
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { contextOf, type ResourceContext } from '../secrets/context.ts';
-import { IdParams } from '../secrets/fields.ts';
-import { ErrorResponse, ValidationErrorResponse } from '../secrets/responses.ts';
+import { contextOf, type ResourceContext } from './context.ts';
+import { IdParams } from './fields.ts';
+import { ErrorResponse, ValidationErrorResponse } from './responses.ts';
 
 interface CrudService<Input, View> {
   get(ctx: ResourceContext, id: string): Promise<View>;

@@ -16,8 +16,8 @@ import { v7 as uuidv7 } from 'uuid';
 import type { AuditService } from '../audit/audit.service.ts';
 import type { Db } from '../db/database.ts';
 import { AppError } from '../http/errors.ts';
-import { isUniqueViolation, type ResourceContext } from '../secrets/context.ts';
-import { isUuid } from '../secrets/fields.ts';
+import { isUniqueViolation, type ResourceContext } from './context.ts';
+import { isUuid } from './fields.ts';
 
 export type UpsertAction = 'created' | 'updated' | 'unchanged';
 

@@ -4,8 +4,8 @@
 import type { AuditService } from '../audit/audit.service.ts';
 import type { Db } from '../db/database.ts';
 import { AppError } from '../http/errors.ts';
-import { isForeignKeyViolation, type ResourceContext } from './context.ts';
-import { envVarNameProblem, isUuid } from './fields.ts';
+import { isForeignKeyViolation, type ResourceContext } from '../resources/context.ts';
+import { envVarNameProblem, isUuid } from '../resources/fields.ts';
 import type { SecretMeta, SecretOutcome, SecretOwner, SecretsService } from './secrets.service.ts';
 
 export interface OwnedSecrets {

@@ -1,8 +1,8 @@
 // `paddock-server task rotate-master-key [--batch-size N]`: rewraps every tenant data key
 // wrapped by MASTER_SECRETS_KEY_PREVIOUS with MASTER_SECRETS_KEY. Idempotent; one
 // transaction per tenant; see src/secrets/INVARIANTS.md (7) and docs/secrets.md.
-import type { Task } from '../tasks/tasks.ts';
-import { TaskUsageError } from '../tasks/tasks.ts';
+import type { Task } from '../tasks/task.ts';
+import { TaskUsageError } from '../tasks/task.ts';
 
 export const rotateMasterKeyTask: Task = {
   description: 'rewrap every tenant data key from MASTER_SECRETS_KEY_PREVIOUS to MASTER_SECRETS_KEY',

@@ -3,10 +3,11 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { contextOf } from './context.ts';
-import { IdParams, SecretKeyParams, SecretUpsertBody, SecretView } from './fields.ts';
+import { contextOf } from '../resources/context.ts';
+import { IdParams } from '../resources/fields.ts';
+import { ErrorResponse, ValidationErrorResponse } from '../resources/responses.ts';
 import type { OwnedSecrets } from './owned-secrets.ts';
-import { ErrorResponse, ValidationErrorResponse } from './responses.ts';
+import { SecretKeyParams, SecretUpsertBody, SecretView } from './secrets.schemas.ts';
 
 export function registerSecretRoutes(
   root: FastifyInstance,

@@ -1,6 +1,6 @@
 // The Vault resource: a named bag of secret overrides plus metadata.
 import { z } from 'zod';
-import { metadata, resourceName, timestamps } from '../secrets/fields.ts';
+import { metadata, resourceName, timestamps } from '../resources/fields.ts';
 
 /** Every mutable field. PUT replaces all of them. */
 export const VaultBody = z

@@ -2,8 +2,8 @@
 // removes it from every agent's allowlist (documented in docs/resources.md).
 import type { AuditService } from '../audit/audit.service.ts';
 import type { Db } from '../db/database.ts';
+import { canonicalJson, type ResourceContext } from '../resources/context.ts';
 import { createNamedResource, type UpsertAction } from '../resources/named-resource.ts';
-import { canonicalJson, type ResourceContext } from '../secrets/context.ts';
 import { createOwnedSecrets, type OwnedSecrets } from '../secrets/owned-secrets.ts';
 import type { SecretsService } from '../secrets/secrets.service.ts';
 import {

@@ -6,7 +6,7 @@ import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { bearerToken, principalOf } from '../../auth/auth.plugin.ts';
-import { ErrorResponse, ValidationErrorResponse } from '../../secrets/responses.ts';
+import { ErrorResponse, ValidationErrorResponse } from '../../resources/responses.ts';
 import {
   ConversationListQuery,
   ConversationPage,

@@ -4,7 +4,7 @@
 // images per conversation.
 import { z } from 'zod';
 import { PageMeta } from '../../accounts/accounts.schemas.ts';
-import { text } from '../../secrets/fields.ts';
+import { text } from '../../resources/fields.ts';
 
 export const PROMPT_MAX_CHARS = 100_000;
 export const IMAGES_MAX = 4;

@@ -28,7 +28,7 @@ import type { Db } from '../../db/database.ts';
 import { AppError } from '../../http/errors.ts';
 import type { InferenceCredentialsService } from '../../inference-credentials/inference-credentials.service.ts';
 import type { Logger } from '../../observability/logger.ts';
-import { isUuid } from '../../secrets/fields.ts';
+import { isUuid } from '../../resources/fields.ts';
 import type { TurnImage } from '../contracts.ts';
 import type { ConversationSource } from '../conversations.tables.ts';
 import type { Command, EngineCommands } from '../engine/commands.ts';

@@ -15,7 +15,7 @@ import { findAgent } from '../../agents/agents.repo.ts';
 import type { Db } from '../../db/database.ts';
 import type { Database } from '../../db/schema.ts';
 import { AppError } from '../../http/errors.ts';
-import { isUuid } from '../../secrets/fields.ts';
+import { isUuid } from '../../resources/fields.ts';
 import type { TurnGates } from '../contracts.ts';
 import { lockForAdmission } from './conversations.repo.ts';
 

@@ -31,7 +31,7 @@ import type { Principal } from '../../auth/principal.ts';
 import type { Db } from '../../db/database.ts';
 import type { Database } from '../../db/schema.ts';
 import { AppError } from '../../http/errors.ts';
-import { isUuid } from '../../secrets/fields.ts';
+import { isUuid } from '../../resources/fields.ts';
 import type { AgentSnapshot } from '../contracts.ts';
 import { LIVE_SANDBOX_STATUSES } from '../conversations.tables.ts';
 

@@ -32,7 +32,7 @@
 //    turn.test.ts "writes exactly the events the previous owner did not store, whatever the
 //    chunks".
 import type { ExecHandle, SandboxClient } from '@paddock/sandbox-client';
-import { isUuid } from '../../secrets/fields.ts';
+import { isUuid } from '../../resources/fields.ts';
 import type { LogWriter, RuntimeAdapter, TurnEvent } from '../contracts.ts';
 import type { TurnUsage } from '../conversations.tables.ts';
 import type { OutputSink } from './output-sink.ts';

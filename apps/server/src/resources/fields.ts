@@ -1,4 +1,5 @@
-// Field schemas shared by the resource domains (environments, vaults, agents, apply).
+// Field schemas shared by the resource domains (environments, vaults, agents, apply,
+// conversations, admin): names, ids, env maps, metadata.
 // Every string that reaches PostgreSQL is checked for NUL characters here: text and jsonb
 // columns refuse them, and that refusal must be a 422, never a 500.
 import { z } from 'zod';
@@ -6,7 +7,6 @@ import { boundedMap } from '../http/json-bounds.ts';
 
 export const NAME_MAX = 100;
 export const METADATA_MAX_BYTES = 16 * 1024;
-export const SECRET_VALUE_MAX_BYTES = 64 * 1024;
 export const ENV_VAR_NAME_MAX = 128;
 
 /** PostgreSQL text and jsonb refuse NUL characters and unpaired UTF-16 surrogates. */
@@ -53,11 +53,6 @@ export const envVarName = z.string().superRefine((name, ctx) => {
   const problem = envVarNameProblem(name);
   if (problem) ctx.addIssue({ code: 'custom', message: problem });
 });
-
-export const secretValue = z
-  .string()
-  .refine(NO_NUL, STORABLE_MESSAGE)
-  .refine((v) => Buffer.byteLength(v, 'utf8') <= SECRET_VALUE_MAX_BYTES, `must be at most 64 KiB`);
 
 /**
  * A map keyed by environment-variable names with string values. The entry cap and key
@@ -131,18 +126,3 @@ export const timestamps = {
 
 /** Params of every `/:id` route. Any string is accepted; a malformed id is simply not found (404). */
 export const IdParams = z.object({ id: z.string().max(200) });
-
-export const SecretView = z.object({
-  id: z.string(),
-  key: z.string(),
-  ...timestamps,
-});
-
-export const SecretUpsertBody = z
-  .object({
-    key: envVarName,
-    value: secretValue,
-  })
-  .strict();
-
-export const SecretKeyParams = z.object({ id: z.string().max(200), key: z.string().max(200) });
