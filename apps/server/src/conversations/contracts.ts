@@ -1,17 +1,20 @@
-// The seams between the engine's rooms. Each room lives in its own file and keeps the
-// invariant written at its top; these types are the only thing the rooms share.
+// The seams between the engine's rooms. Each room lives in its own folder and keeps the
+// invariants written at the top of its files; these types are the only thing the rooms share.
 //
 //   routes ─▶ conversations.service (gates, commands) ─▶ engine (one conversation server per
 //   owned conversation: provisioner → turns → lifecycle clock) ─▶ log writer ─▶ log_events rows
 //                                                                              └▶ feed ─▶ SSE/events readers
 //
-// - owner.ts        exactly one owner per live conversation (advisory lock + lease epoch)
-// - provisioner.ts  the provision stages, every backend call through packages/sandbox-client
-// - runtimes/*.ts   one adapter per runtime: the headless command of a turn
-// - log-writer.ts   the single writer: redact → budget → batch INSERT (fenced by the epoch) → notify
-// - feed.ts         wake-ups for readers in every process (in-process fan-out + LISTEN/NOTIFY)
-// - lifecycle.ts    the minute clock: idle timeout, max lifetime, provision deadline
-// - reattach.ts     re-joining a still-running turn without losing or duplicating a byte
+// - engine/owner.ts              exactly one owner per live conversation (advisory lock + lease epoch)
+// - provisioning/provisioner.ts  the provision stages, every backend call through packages/sandbox-client
+// - turns/runtimes/*.ts          one adapter per runtime: the headless command of a turn
+// - log/log-writer.ts            the single writer: redact → budget → fenced batch INSERT → notify
+// - log/feed.ts                  wake-ups for readers in every process (in-process fan-out + LISTEN/NOTIFY)
+// - engine/lifecycle.ts          the minute clock: idle timeout, max lifetime, provision deadline
+// - turns/reattach.ts            re-joining a still-running turn without losing or duplicating a byte
+//
+// The rooms are folders (README.md says which may import which); this file names, as types
+// only, the types its seams carry from the files that own them.
 import type { McpServer, Runtime, Skill } from '../agents/agents.tables.ts';
 import type { StageName, StageState, TurnUsage } from './conversations.tables.ts';
 import type { LogEventRow } from './log/log-events.repo.ts';
