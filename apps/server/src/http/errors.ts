@@ -33,6 +33,8 @@ export const ERROR_CODES = {
   rate_limited: 429,
   /** The concurrent-sandbox quota per user is reached (with Retry-After). */
   sandbox_quota_exceeded: 429,
+  /** The open log streams per user in this process are at their cap (with Retry-After). */
+  too_many_streams: 429,
   headers_too_large: 431,
   internal_error: 500,
   service_unavailable: 503,
