@@ -13,7 +13,8 @@
 //    (not cluster-wide): what a slot costs (a socket, timers, a page of memory, a share of the
 //    pool) is this process's, and an in-memory count needs no database write per open and
 //    close and leaves nothing behind when a replica dies. Behind N replicas a user holds at
-//    most N × MAX_STREAMS_PER_USER. Test: "refuses a user's stream past the cap with 429".
+//    most N × MAX_STREAMS_PER_USER. Test: "refuses a user past the cap of open streams with 429
+//    too_many_streams and Retry-After".
 // 3. The gauge paddock_conversation_stream_viewers is the number of slots held.
 import type { Gauge } from 'prom-client';
 import { AppError } from '../http/errors.ts';

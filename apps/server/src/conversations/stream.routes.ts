@@ -284,10 +284,12 @@ export function streamRoutes(deps: StreamRoutesDeps): FastifyPluginAsync {
       async (request, reply) => {
         const principal = principalOf(request);
         // The slot and the close listener come before the first await (invariant 7): a client
-        // that leaves while the checks below run gets no viewer, and one that leaves later stops
-        // its viewer, whichever of its socket and the body closes first.
+        // that left already (while the auth hook ran) or leaves while the checks below run gets
+        // no viewer, and one that leaves later stops its viewer, whichever of its socket and the
+        // body closes first.
         const slot = viewers.open(principal.tenantId);
         reply.raw.once('close', slot.close);
+        if (reply.raw.destroyed) slot.close();
         const ownerReads = principal.scope === 'full';
         let conversationId: string;
         let cursor: string;
