@@ -135,7 +135,7 @@ function openAndAbort(url: string, headers: Record<string, string>, point: Abort
 describe('log stream viewers', () => {
   it('1,000 streams aborted at random points leave no viewer, timer or database activity behind', {
     timeout: 180_000,
-  }, async () => {
+  }, async (t) => {
     const seed = Number(process.env['STREAM_ABORT_SEED'] ?? Date.now() % 100_000);
     const next = random(seed);
     const note = `seed ${seed} (STREAM_ABORT_SEED replays it)`;
@@ -197,18 +197,24 @@ describe('log stream viewers', () => {
       for (const point of points) assert.ok((reached.get(point) ?? 0) > 50, `${point}: ${note}`);
       assert.ok(peak > 0, `the gauge counts open streams (${note})`);
 
-      await until('the gauge is back to 0', async () => (await gauge(a)) === 0).catch(async (err) => {
-        throw new Error(`${String(err)}: ${await gauge(a)} viewers left; ${note}`);
-      });
-      await until('the timers are back to the baseline', () => timers() <= baseline.timers + 2).catch(() => {
-        throw new Error(`timers: ${timers()} against ${baseline.timers} before; ${note}`);
-      });
+      // Everything measured first, then asserted: a failure reports all three figures.
+      const settled = (what: string, ok: () => Promise<boolean> | boolean) =>
+        until(what, ok).then(
+          () => true,
+          () => false,
+        );
+      const gaugeSettled = await settled('the gauge is back to 0', async () => (await gauge(a)) === 0);
+      const timersSettled = await settled('the timers are back', () => timers() <= baseline.timers + 2);
       await sleep(1500);
       const commits = await commitsPerSecond(3000);
-      assert.ok(
-        commits <= baseline.commits * 2 + 20,
-        `PostgreSQL commits ${commits.toFixed(0)}/s against ${baseline.commits.toFixed(0)}/s before; ${note}`,
-      );
+      const figures =
+        `${note}; aborted ${JSON.stringify(Object.fromEntries(reached))}; peak gauge ${peak}, ` +
+        `${await gauge(a)} after; timers ${baseline.timers} before, ${timers()} after; ` +
+        `PostgreSQL commits ${baseline.commits.toFixed(1)}/s before, ${commits.toFixed(1)}/s after`;
+      t.diagnostic(figures);
+      assert.ok(gaugeSettled, `the gauge: ${figures}`);
+      assert.ok(timersSettled, `timers: ${figures}`);
+      assert.ok(commits <= baseline.commits * 2 + 20, `PostgreSQL commits: ${figures}`);
     } finally {
       a.deps.streamOptions.heartbeatMs = 15_000;
     }
