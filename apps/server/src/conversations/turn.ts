@@ -20,12 +20,6 @@
 //    Test: "a turn whose backend socket drops fails and the conversation goes idle".
 // 4. detach() (the owner stopping) drops the socket and leaves the process running for the
 //    next owner to reattach; the run then ends as `detached` and nothing is written.
-// 6. An interrupt reaches a turn however early it comes: the exec of the turn returns before its
-//    shell has recorded its pid, so TERM is sent again (every PID_POLL_MS) until the pid file
-//    holds the pid, the turn ended or the grace period is over; only a turn still running at the
-//    end of the grace period gets KILL, and the server logs that. Test
-//    (conversations.interrupt-race.test.ts): "ends the turn interrupted by SIGTERM at every early
-//    offset, never by the SIGKILL".
 // 5. Reattach: the parser reads the whole replay, also the head whose bytes are already
 //    persisted (the writer gets only the rest), so a line cut by the persisted boundary is read
 //    whole. The events the previous owner stored are not written again, though their session id
@@ -37,6 +31,12 @@
 //    Tests: conversations.kill9.test.ts "a line cut by the kill is one event after reattach";
 //    turn.test.ts "writes exactly the events the previous owner did not store, whatever the
 //    chunks".
+// 6. An interrupt reaches a turn however early it comes: the exec of the turn returns before its
+//    shell has recorded its pid, so TERM is sent again (every PID_POLL_MS) until the pid file
+//    holds the pid, the turn ended or the grace period is over; only a turn still running at the
+//    end of the grace period gets KILL, and the server logs that. Test
+//    (conversations.interrupt-race.test.ts): "ends the turn interrupted by SIGTERM at every early
+//    offset, never by the SIGKILL".
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ExecHandle, SandboxClient } from '@paddock/sandbox-client';
 import { isUuid } from '../secrets/fields.ts';
