@@ -65,7 +65,14 @@ import {
 } from './owner-writes.repo.ts';
 import { replayDeduplicator } from './reattach.ts';
 import { createSecretRegistry } from './redactor.ts';
-import { attachTurn, startTurn, type TurnEnd, type TurnIo, type TurnRun } from './turn.ts';
+import {
+  attachTurn,
+  INTERRUPT_GRACE_MS,
+  startTurn,
+  type TurnEnd,
+  type TurnIo,
+  type TurnRun,
+} from './turn.ts';
 
 export interface ServerDeps {
   db: Db;
@@ -152,6 +159,11 @@ export function createConversationServer(
       ...event,
       ...(event.message ? { message: registry.redact(event.message).toString('utf8') } : {}),
     });
+  };
+  /** Interrupts the turn; a turn that outlived its grace after SIGTERM is logged (turn.ts invariant 6). */
+  const interruptRun = async (turnRun: TurnRun) => {
+    if ((await turnRun.interrupt()) === 'killed')
+      log.warn(`the turn did not end within ${INTERRUPT_GRACE_MS} ms of SIGTERM: SIGKILL sent`);
   };
   const publishStatus = (status: string) =>
     deps.feed.publish(lease.conversationId, { type: 'status', status });
@@ -586,7 +598,7 @@ export function createConversationServer(
     }
     if (interruptPending) {
       interruptPending = false;
-      void run.interrupt().catch((err: unknown) => log.warn({ err: safeReason(err) }, 'interrupt failed'));
+      void interruptRun(run).catch((err: unknown) => log.warn({ err: safeReason(err) }, 'interrupt failed'));
     }
     const result = await run.done;
     run = null;
@@ -705,7 +717,7 @@ export function createConversationServer(
 
     async interrupt() {
       if (run) {
-        await run.interrupt();
+        await interruptRun(run);
         return;
       }
       interruptPending = true;
