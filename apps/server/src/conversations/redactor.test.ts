@@ -94,6 +94,119 @@ function assertNoBase64Of(output: string, secret: string, message: string): void
   }
 }
 
+/** Independent encoders, written the way the common libraries write their output. */
+const codeUnits = (value: string, escape: (unit: number) => boolean, upper = false): string =>
+  value
+    .split('') // UTF-16 code units: a character beyond the BMP becomes its surrogate pair
+    .map((c) => {
+      const unit = c.charCodeAt(0);
+      if (!escape(unit)) return c;
+      const digits = unit.toString(16).padStart(4, '0');
+      return `\\u${upper ? digits.toUpperCase() : digits}`;
+    })
+    .join('');
+const inner = (value: string): string => JSON.stringify(value).slice(1, -1);
+const ENCODERS: { name: string; encode: (value: string) => string; decode: (text: string) => string }[] = [
+  {
+    name: 'Go encoding/json',
+    encode: (v) => inner(v).replace(/[<>&\u2028\u2029]/g, (c) => codeUnits(c, () => true)),
+    decode: (t) => JSON.parse(`"${t}"`),
+  },
+  {
+    name: 'PHP json_encode',
+    encode: (v) => codeUnits(inner(v).replaceAll('/', '\\/'), (u) => u > 0x7f),
+    decode: (t) => JSON.parse(`"${t}"`),
+  },
+  {
+    name: 'Python json.dumps',
+    encode: (v) => codeUnits(inner(v), (u) => u > 0x7e),
+    decode: (t) => JSON.parse(`"${t}"`),
+  },
+  {
+    name: '.NET System.Text.Json',
+    encode: (v) =>
+      codeUnits(
+        v.replaceAll('\\', '\\\\'),
+        (u) => u > 0x7e || '<>&\'"+`'.includes(String.fromCharCode(u)),
+        true,
+      ),
+    decode: (t) => JSON.parse(`"${t}"`),
+  },
+  {
+    name: 'Gson',
+    encode: (v) => inner(v).replace(/[<>&=']/g, (c) => codeUnits(c, () => true)),
+    decode: (t) => JSON.parse(`"${t}"`),
+  },
+  {
+    name: 'URLSearchParams (form encoding)',
+    encode: (v) => new URLSearchParams({ k: v }).toString().slice(2),
+    decode: (t) => decodeURIComponent(t.replaceAll('+', ' ')),
+  },
+  {
+    name: 'percent-encoding, lower-case hex',
+    encode: (v) => encodeURIComponent(v).replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase()),
+    decode: (t) => decodeURIComponent(t),
+  },
+  {
+    name: 'Python quote_plus',
+    encode: (v) =>
+      encodeURIComponent(v)
+        .replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
+        .replaceAll('%20', '+'),
+    decode: (t) => decodeURIComponent(t.replaceAll('+', ' ')),
+  },
+  ...[
+    ['&#39;', 'Rails'],
+    ['&#x27;', 'Python html.escape'],
+    ['&#039;', 'PHP htmlspecialchars'],
+    ['&apos;', 'XML'],
+  ].map(([apos, name]) => ({
+    name: name!,
+    encode: (v: string) =>
+      v
+        .replaceAll('&', '&amp;')
+        .replaceAll('<', '&lt;')
+        .replaceAll('>', '&gt;')
+        .replaceAll('"', '&quot;')
+        .replaceAll("'", apos!),
+    decode: decodeHtml,
+  })),
+  {
+    name: 'Go html.EscapeString',
+    encode: (v) =>
+      v
+        .replaceAll('&', '&amp;')
+        .replaceAll('<', '&lt;')
+        .replaceAll('>', '&gt;')
+        .replaceAll('"', '&#34;')
+        .replaceAll("'", '&#39;'),
+    decode: decodeHtml,
+  },
+  {
+    name: 'decimal character references',
+    encode: (v) => [...v].map((c) => (/[A-Za-z0-9_.\s-]/.test(c) ? c : `&#${c.codePointAt(0)};`)).join(''),
+    decode: decodeHtml,
+  },
+  {
+    name: 'hex character references',
+    encode: (v) =>
+      [...v]
+        .map((c) => (/[A-Za-z0-9_.\s-]/.test(c) ? c : `&#x${c.codePointAt(0)!.toString(16).toUpperCase()};`))
+        .join(''),
+    decode: decodeHtml,
+  },
+];
+
+function decodeHtml(text: string): string {
+  const named: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };
+  return text.replace(/&(#x[0-9a-f]+|#[0-9]+|[a-z]+);/gi, (m, body: string) => {
+    if (body[0] !== '#') return named[body] ?? m;
+    return String.fromCodePoint(
+      body[1] === 'x' || body[1] === 'X' ? Number.parseInt(body.slice(2), 16) : Number(body.slice(1)),
+    );
+  });
+}
+
 describe('redactor', () => {
   it('redacts a secret printed whole', () => {
     const registry = registryOf('sk-live-4f9a1c2e77');
@@ -191,6 +304,27 @@ describe('redactor', () => {
         `{"key":"${REDACTION_MARKER}\\n"}`, // the value is trimmed: its final newline stays
       ].join('\n'),
     );
+  });
+
+  it('redacts the JSON, URL and HTML forms other encoders write (Go, PHP, Python, .NET, forms, entities)', () => {
+    const secrets = ['p@ss"w<o>r&d/é 🔑\'x=+ 1', 'sk-Live_a/b+c=d&e<f>g\'h"i', 'plain-token_0123.abc'];
+    const registry = registryOf(...secrets);
+    for (const secret of secrets) {
+      for (const { name, encode, decode } of ENCODERS) {
+        const encoded = encode(secret);
+        assert.equal(decode(encoded), secret, `${name} round-trips`);
+        const input = Buffer.from(`before ${encoded} after\n`);
+        const whole = pass(registry.stream(), [input]).all.toString();
+        assert.equal(whole, `before ${REDACTION_MARKER} after\n`, `${name}: ${encoded}`);
+        for (let at = 0; at <= input.length; at += 3) {
+          assert.equal(
+            pass(registry.stream(), splitAt(input, [at])).all.toString(),
+            whole,
+            `${name} split at ${at}`,
+          );
+        }
+      }
+    }
   });
 
   it('redacts a secret JSON-escaped twice (a JSON file shown inside a JSON line)', () => {
