@@ -9,6 +9,10 @@
 //   or 2 mod 3), in the standard and the URL-safe alphabets. They do not depend on the bytes
 //   around the value, so they appear in ANY base64 text that encodes the value, padded or not.
 //   Test: redactor.test.ts "redacts the base64 forms at every alignment in both alphabets".
+// - Wrapped base64 needs no forms of its own: the scan joins the line breaks inside it
+//   (byte-automaton.ts, JOIN_RUN). Test: redactor.test.ts "redacts base64 wrapped as the base64
+//   command, openssl and MIME print it".
+import { joinedText } from './byte-automaton.ts';
 
 /** Shorter values are not registered: see the invariant above and docs/secrets.md. */
 export const MIN_SECRET_BYTES = 4;
@@ -29,10 +33,10 @@ export function stableBase64(value: Uint8Array, alignment: 0 | 1 | 2): string {
 
 const toUrlSafe = (base64: string): string => base64.replaceAll('+', '-').replaceAll('/', '_');
 
-/** The value with each code point replaced by what `escape` returns for it (itself when null). */
-function mapCodePoints(value: string, escape: (codePoint: number, char: string) => string | null): string {
+/** The value with each code point replaced by what `replace` returns for it (itself when null). */
+function mapCodePoints(value: string, replace: (codePoint: number, char: string) => string | null): string {
   let out = '';
-  for (const char of value) out += escape(char.codePointAt(0)!, char) ?? char;
+  for (const char of value) out += replace(char.codePointAt(0)!, char) ?? char;
   return out;
 }
 
@@ -158,9 +162,7 @@ function htmlForms(value: string): string[] {
     (c: number) => `&#x${hex(c, 1, false)};`,
     (c: number) => `&#x${hex(c, 1, true)};`,
   ]) {
-    forms.push(
-      mapCodePoints(value, (c, ch) => (PLAIN.test(ch) || /\s/.test(ch) ? null : reference(c))),
-    );
+    forms.push(mapCodePoints(value, (c, ch) => (PLAIN.test(ch) || /\s/.test(ch) ? null : reference(c))));
   }
   return forms;
 }
@@ -198,10 +200,13 @@ export function secretForms(value: string): Buffer[] {
   forms.add(JSON.stringify(JSON.stringify(trimmed).slice(1, -1)).slice(1, -1));
   for (const form of urlForms(trimmed)) forms.add(form);
   for (const form of htmlForms(trimmed)) forms.add(form);
-  const patterns: Buffer[] = [];
+  const patterns = new Map<string, Buffer>();
   for (const form of forms) {
-    const pattern = Buffer.from(form, 'utf8');
-    if (pattern.length >= MIN_SECRET_BYTES) patterns.push(pattern);
+    // The scan joins a break after a run of base64 characters (byte-automaton.ts): a form of a
+    // multi-line value is matched without the breaks the scan would join inside it.
+    const bytes = Buffer.from(form, 'utf8');
+    const pattern = /[\r\n]/.test(form) ? joinedText(bytes).text : bytes;
+    if (pattern.length >= MIN_SECRET_BYTES) patterns.set(pattern.toString('latin1'), pattern);
   }
-  return patterns;
+  return [...patterns.values()];
 }
