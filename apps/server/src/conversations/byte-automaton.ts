@@ -345,9 +345,10 @@ const blockHash = (b0: number, b1: number, b2: number, bits: number): number =>
 /**
  * The skip table (Wu-Manber over the patterns' first m bytes, m the shortest length): for every
  * block of BLOCK bytes ending at index q (BLOCK − 1 ≤ q < m) of some pattern's first m bytes,
- * shift[hash] ≤ m − 1 − q − slack; other entries hold m − BLOCK + 1 − slack. Hash collisions and
- * the byte cap only lower entries, which only makes jumps shorter. The slack: joined breaks in a
- * window move the pattern's bytes that many places to the right (see skipping()).
+ * shift[hash] ≤ m − 1 − q − slack; other entries hold m − BLOCK + 1 (less slack when slack > 2).
+ * Hash collisions and the byte cap only lower entries, which only makes jumps shorter. The
+ * slack: how many places joined breaks in a window can move the pattern's bytes to the right
+ * (see skipping()).
  */
 function buildSkip(patterns: readonly Uint8Array[]): Skip | null {
   if (patterns.length === 0) return null;
@@ -358,7 +359,7 @@ function buildSkip(patterns: readonly Uint8Array[]): Skip | null {
   const slack = 2 * Math.ceil(m / (JOIN_RUN + 1));
   const blocks = patterns.length * (m - BLOCK + 1);
   const bits = Math.min(20, Math.max(12, Math.ceil(Math.log2(blocks * 8))));
-  const shift = new Uint8Array(1 << bits).fill(Math.max(0, Math.min(255, m - BLOCK + 1 - slack)));
+  const shift = new Uint8Array(1 << bits).fill(Math.max(0, Math.min(255, m - BLOCK + 1 - (slack > 2 ? slack : 0))));
   for (const p of patterns) {
     for (let q = BLOCK - 1; q < m; q++) {
       const h = blockHash(p[q - 2]!, p[q - 1]!, p[q]!, bits);
@@ -379,8 +380,12 @@ function buildSkip(patterns: readonly Uint8Array[]): Skip | null {
  * so lookback() of the state it returns still covers every occurrence that can. Joined breaks:
  * those already read do not matter (j is counted from i, in bytes not yet read); b break bytes
  * in [i, j] put byte j at the pattern's index m − 1 − δ − b, so an occurrence at p + δ has
- * shift ≤ δ + b − slack ≤ δ there (b ≤ slack: breaks are JOIN_RUN bytes apart); a block that holds
- * a break byte is never jumped on. Otherwise (a
+ * shift ≤ δ + b − slack ≤ δ there (b ≤ slack: breaks are JOIN_RUN bytes apart), provided the
+ * block is one of the pattern's (index ≥ 2): it is, since the break lies in [p + δ, j − 3], so
+ * δ ≤ m − 5 and m − 1 − δ − b ≥ 4 − b ≥ 2 when b ≤ 2 (a larger slack lowers the other entries
+ * too). So text whose blocks occur in no pattern (nearly all) keeps the full jump. A block that
+ * holds a joined break is never jumped on (one that holds a break not joined is text like any
+ * other). Otherwise (a
  * candidate window, or its block not inside [from, to)) the automaton runs through byte j, so
  * every byte is read at most once by it. Once a call has walked PROBE_BYTES and jumped fewer than
  * it walked, the table is not paying for its lookups there, and the call ends with the plain scan.
@@ -404,10 +409,15 @@ function skipping(skip: Skip, depth: Int32Array, plain: ByteAutomaton['scan']): 
         const b0 = buf[j - 2]!;
         const b1 = buf[j - 1]!;
         const b2 = buf[j]!;
-        const k =
-          b0 === LF || b0 === CR || b1 === LF || b1 === CR || b2 === LF || b2 === CR
-            ? 0
-            : shift[blockHash(b0, b1, b2, bits)]!;
+        let k = shift[blockHash(b0, b1, b2, bits)]!;
+        // A block that holds a joined break is no block of the joined text: never jumped on.
+        if (
+          (b0 <= CR || b1 <= CR || b2 <= CR) &&
+          (((b0 === LF || b0 === CR) && joins(buf, j - 2, context)) ||
+            ((b1 === LF || b1 === CR) && joins(buf, j - 1, context)) ||
+            ((b2 === LF || b2 === CR) && joins(buf, j, context)))
+        )
+          k = 0;
         if (k > d) {
           i += k - d;
           jumped += k - d;
