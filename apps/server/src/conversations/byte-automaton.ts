@@ -101,6 +101,9 @@ export function joinContext(byteAt: (offset: number) => number, length: number, 
 function joins(buf: Uint8Array, at: number, context: number): boolean {
   if (at === 0) return context >> 1 >= JOIN_RUN;
   let k = buf[at - 1] === CR ? at - 2 : at - 1;
+  // Most breaks end ordinary text: one byte of the run's far half usually says so at once.
+  if (k >= JOIN_RUN && (BASE64[buf[k - (JOIN_RUN >> 1)]!] !== 1 || BASE64[buf[k - JOIN_RUN + 1]!] !== 1))
+    return false;
   let run = 0;
   while (k >= 0 && run < JOIN_RUN && BASE64[buf[k]!] === 1) {
     run++;
@@ -359,7 +362,9 @@ function buildSkip(patterns: readonly Uint8Array[]): Skip | null {
   const slack = 2 * Math.ceil(m / (JOIN_RUN + 1));
   const blocks = patterns.length * (m - BLOCK + 1);
   const bits = Math.min(20, Math.max(12, Math.ceil(Math.log2(blocks * 8))));
-  const shift = new Uint8Array(1 << bits).fill(Math.max(0, Math.min(255, m - BLOCK + 1 - (slack > 2 ? slack : 0))));
+  const shift = new Uint8Array(1 << bits).fill(
+    Math.max(0, Math.min(255, m - BLOCK + 1 - (slack > 2 ? slack : 0))),
+  );
   for (const p of patterns) {
     for (let q = BLOCK - 1; q < m; q++) {
       const h = blockHash(p[q - 2]!, p[q - 1]!, p[q]!, bits);
@@ -409,16 +414,17 @@ function skipping(skip: Skip, depth: Int32Array, plain: ByteAutomaton['scan']): 
         const b0 = buf[j - 2]!;
         const b1 = buf[j - 1]!;
         const b2 = buf[j]!;
-        let k = shift[blockHash(b0, b1, b2, bits)]!;
+        const k = shift[blockHash(b0, b1, b2, bits)]!;
         // A block that holds a joined break is no block of the joined text: never jumped on.
         if (
-          (b0 <= CR || b1 <= CR || b2 <= CR) &&
-          (((b0 === LF || b0 === CR) && joins(buf, j - 2, context)) ||
-            ((b1 === LF || b1 === CR) && joins(buf, j - 1, context)) ||
-            ((b2 === LF || b2 === CR) && joins(buf, j, context)))
-        )
-          k = 0;
-        if (k > d) {
+          k > d &&
+          !(
+            (b0 <= CR || b1 <= CR || b2 <= CR) &&
+            (((b0 === LF || b0 === CR) && joins(buf, j - 2, context)) ||
+              ((b1 === LF || b1 === CR) && joins(buf, j - 1, context)) ||
+              ((b2 === LF || b2 === CR) && joins(buf, j, context)))
+          )
+        ) {
           i += k - d;
           jumped += k - d;
           s = 0;
