@@ -335,8 +335,6 @@ const PROBE_BYTES = 1024;
 interface Skip {
   /** The shortest pattern's length. */
   m: number;
-  /** Joined break bytes a window of m bytes can hold (each shift is that much shorter). */
-  slack: number;
   /** shift[hash(block)]: how far a window ending in this block can move on (see skipping()). */
   shift: Uint8Array;
   bits: number;
@@ -372,7 +370,7 @@ function buildSkip(patterns: readonly Uint8Array[]): Skip | null {
       if (k < shift[h]!) shift[h] = k;
     }
   }
-  return { m, slack, shift, bits };
+  return { m, shift, bits };
 }
 
 /**
