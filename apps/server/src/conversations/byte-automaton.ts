@@ -388,9 +388,8 @@ function buildSkip(patterns: readonly Uint8Array[]): Skip | null {
  * δ ≤ m − 5 and m − 1 − δ − b ≥ 4 − b ≥ 2 when b ≤ 2 (a larger slack lowers the other entries
  * too). So text whose blocks occur in no pattern (nearly all) keeps the full jump. A block that
  * holds a joined break is never jumped on (one that holds a break not joined is text like any
- * other). Otherwise (a
- * candidate window, or its block not inside [from, to)) the automaton runs through byte j, so
- * every byte is read at most once by it. Once a call has walked PROBE_BYTES and jumped fewer than
+ * other). Otherwise (a candidate window, or its block not inside [from, to)) the automaton runs
+ * through byte j, so every byte is read at most once by it. Once a call has walked PROBE_BYTES and jumped fewer than
  * it walked, the table is not paying for its lookups there, and the call ends with the plain scan.
  */
 function skipping(skip: Skip, depth: Int32Array, plain: ByteAutomaton['scan']): ByteAutomaton['scan'] {

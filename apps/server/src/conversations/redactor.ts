@@ -21,9 +21,8 @@
 // 4. Bounded hold-back: after a write, the bytes not yet emitted are at most max(longest form
 //    − 1, 3), plus the joined line breaks among them: those that may still begin an occurrence
 //    (the automaton's lookback, in joined text) and, when the input is valid UTF-8, the head of
-//    a character cut by the chunk boundary. Every emitted
-//    chunk of valid UTF-8 input is itself valid UTF-8 (never a split character). flush() emits
-//    the rest. Tests: "holds back at most the longest form minus one byte", "keeps multi-byte
+//    a character cut by the chunk boundary. Every emitted chunk of valid UTF-8 input is itself
+//    valid UTF-8 (never a split character). flush() emits the rest. Tests: "holds back at most the longest form minus one byte", "keeps multi-byte
 //    UTF-8 characters whole around and inside secrets".
 // 5. A value registered mid-stream applies to every occurrence that begins in a byte not yet
 //    emitted (the held-back bytes are rescanned with the new automaton); one that began in
