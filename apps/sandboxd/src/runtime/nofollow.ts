@@ -1,0 +1,112 @@
+/**
+ * Directory steps sandboxd takes on the host side (host root in the host mount namespace; rootless, the service
+ * user) in a tree a sandbox controls: its writable layer's upper directories, which hold whatever the sandbox
+ * root left there. Any entry may be a symlink (absolute, relative, dangling), a file, a whiteout, and a running
+ * sandbox may swap it between two steps (docs/sandboxd.md, "Host-side operations on sandbox files").
+ *
+ * Invariants (test/security.planted-links.test.ts):
+ * - No path below a trusted directory is resolved as a string. Each step opens one component relative to the
+ *   directory fd of the step before (`/proc/self/fd/<fd>/<name>`: node has no openat), with O_NOFOLLOW and
+ *   O_DIRECTORY, so a link or a non-directory at any component fails the open (ELOOP, ENOTDIR) instead of
+ *   being followed; there is no check before the act for the sandbox to race.
+ * - Owners change through the opened fd (fchown), or for an entry that is not a directory, by lchown of its
+ *   name in its opened parent: what changes is always inside the tree.
+ * - mkdir of a missing entry names it in its opened parent; mkdir never follows a final symlink (EEXIST).
+ */
+import { closeSync, constants, mkdirSync, openSync } from 'node:fs';
+import fs from 'node:fs/promises';
+
+const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
+/** Deeper trees are refused: the walk holds one fd per level, and a sandbox can nest directories at will. */
+export const MAX_DEPTH = 2048;
+/** What an open of an entry that is not a plain directory (or no longer there) fails with. */
+const NOT_A_DIR = new Set(['ELOOP', 'ENOTDIR', 'ENOENT']);
+
+/** The path of directory fd `fd` (and of entry `name` in it) through the process's fd table. */
+export function fdPath(fd: number, name?: string): string {
+  if (name === undefined) return `/proc/self/fd/${fd}`;
+  if (name === '' || name === '.' || name === '..' || name.includes('/') || name.includes('\0'))
+    throw new Error(`not a single path component: ${JSON.stringify(name)}`);
+  return `/proc/self/fd/${fd}/${name}`;
+}
+
+/**
+ * Opens sandboxd's own directory `dir`: an absolute path no sandbox reaches (its state directory, the layer
+ * directory that holds the upper directories). Its last component is not followed either.
+ */
+export function openOwnDir(dir: string): number {
+  return openSync(dir, DIR_FLAGS);
+}
+
+/** Opens directory `name` of directory fd `dirFd`; null when it is missing or not a directory (a link to one too). */
+export function openDirAt(dirFd: number, name: string): number | null {
+  try {
+    return openSync(fdPath(dirFd, name), DIR_FLAGS);
+  } catch (err) {
+    if (NOT_A_DIR.has((err as NodeJS.ErrnoException).code ?? '')) return null;
+    throw err;
+  }
+}
+
+/**
+ * Directory `name` of directory fd `dirFd`, made with `mode` (and the umask) when missing. null when the entry
+ * exists and is not a directory: it is left as it is.
+ */
+export function ensureDirAt(dirFd: number, name: string, mode: number): number | null {
+  try {
+    mkdirSync(fdPath(dirFd, name), { mode });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  return openDirAt(dirFd, name);
+}
+
+export function closeFd(fd: number | null): void {
+  if (fd !== null) closeSync(fd);
+}
+
+/**
+ * Gives every entry of sandboxd's own directory `ownDir` (itself included) and of the tree below it the owners `owner` maps its current
+ * ones to (unchanged entries are not touched; chown clears setuid/setgid bits, the mode is kept otherwise). Never
+ * follows a link: directories are opened one component at a time and changed through their fd, other entries
+ * by lchown of their name in the opened parent.
+ */
+export async function chownTree(
+  ownDir: string,
+  owner: (uid: number, gid: number) => { uid: number; gid: number },
+): Promise<void> {
+  const walk = async (dir: fs.FileHandle, depth: number): Promise<void> => {
+    const st = await dir.stat();
+    const to = owner(st.uid, st.gid);
+    if (to.uid !== st.uid || to.gid !== st.gid) await dir.chown(to.uid, to.gid);
+    for (const e of await fs.readdir(fdPath(dir.fd), { withFileTypes: true })) {
+      const p = fdPath(dir.fd, e.name);
+      let sub: fs.FileHandle | null = null;
+      if (e.isDirectory()) {
+        if (depth >= MAX_DEPTH) throw new Error(`the tree nests deeper than ${MAX_DEPTH} directories`);
+        sub = await fs.open(p, DIR_FLAGS).catch((err: NodeJS.ErrnoException) => {
+          if (NOT_A_DIR.has(err.code ?? '')) return null;
+          throw err;
+        });
+      }
+      if (sub) {
+        try {
+          await walk(sub, depth + 1);
+        } finally {
+          await sub.close();
+        }
+        continue;
+      }
+      const s = await fs.lstat(p).catch(() => null);
+      if (!s) continue; // gone meanwhile
+      const o = owner(s.uid, s.gid);
+      if (o.uid !== s.uid || o.gid !== s.gid) await fs.lchown(p, o.uid, o.gid);
+    }
+  };
+  const top = await fs.open(ownDir, DIR_FLAGS);
+  try {
+    await walk(top, 0);
+  } finally {
+    await top.close();
+  }
+}
