@@ -183,6 +183,25 @@ function attackSuite({ name: mode, user }: DaemonMode): void {
       assert.equal((await api(d, 'DELETE', `/v1/sandboxes/${name}`)).status, 204);
     });
 
+    it('a sandbox that removed its home (a whiteout in the layer) starts again without one', async () => {
+      const name = fresh();
+      await create(name);
+      for (const gone of ['/home/sandbox', '/home']) {
+        await asRoot(name, `rm -rf ${gone}`);
+        const holder = holderPid(d, name);
+        await sh(d, name, 'pkill -9 -x sleep', { user: 'root', dir: '/' });
+        await waitFor(() => !processAlive(holder), 'the holder to be gone');
+        const r = await sh(d, name, `test -e ${gone} || echo gone`, { dir: '/' });
+        assert.equal(r.exitCode, 0, r.stderr);
+        assert.equal(r.stdout, 'gone\n', gone);
+        const home = await sh(d, name, 'pwd');
+        assert.equal(home.exitCode, 125, 'an exec in the missing home says so');
+        assert.match(home.stderr, /cannot change directory to \/home\/sandbox/);
+        await repair(name);
+      }
+      assert.equal((await api(d, 'DELETE', `/v1/sandboxes/${name}`)).status, 204);
+    });
+
     it('checkpoint of the running sandbox: nothing on the host changes', async () => {
       const name = fresh();
       await create(name);
