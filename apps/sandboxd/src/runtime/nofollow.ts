@@ -38,14 +38,21 @@ export function openOwnDir(dir: string): number {
   return openSync(dir, DIR_FLAGS);
 }
 
-/** Opens directory `name` of directory fd `dirFd`; null when it is missing or not a directory (a link to one too). */
-export function openDirAt(dirFd: number, name: string): number | null {
+/** Opens entry `name` of directory fd `dirFd` as a directory, or answers why not (ENOENT, ELOOP, ENOTDIR). */
+function openAt(dirFd: number, name: string): number | string {
   try {
     return openSync(fdPath(dirFd, name), DIR_FLAGS);
   } catch (err) {
-    if (NOT_A_DIR.has((err as NodeJS.ErrnoException).code ?? '')) return null;
+    const code = (err as NodeJS.ErrnoException).code ?? '';
+    if (NOT_A_DIR.has(code)) return code;
     throw err;
   }
+}
+
+/** Opens directory `name` of directory fd `dirFd`; null when it is missing or not a directory (a link to one too). */
+export function openDirAt(dirFd: number, name: string): number | null {
+  const fd = openAt(dirFd, name);
+  return typeof fd === 'number' ? fd : null;
 }
 
 /**
@@ -53,9 +60,13 @@ export function openDirAt(dirFd: number, name: string): number | null {
  * exists and is not a directory: it is left as it is.
  */
 export function ensureDirAt(dirFd: number, name: string, mode: number): number | null {
+  const fd = openAt(dirFd, name);
+  if (typeof fd === 'number') return fd;
+  if (fd !== 'ENOENT') return null;
   try {
     mkdirSync(fdPath(dirFd, name), { mode });
   } catch (err) {
+    // Made meanwhile (by the sandbox, if it runs): whatever it is, it is opened without following below.
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
   }
   return openDirAt(dirFd, name);
