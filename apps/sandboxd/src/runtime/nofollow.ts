@@ -77,10 +77,11 @@ export function closeFd(fd: number | null): void {
 }
 
 /**
- * Gives every entry of sandboxd's own directory `ownDir` (itself included) and of the tree below it the owners `owner` maps its current
- * ones to (unchanged entries are not touched; chown clears setuid/setgid bits, the mode is kept otherwise). Never
- * follows a link: directories are opened one component at a time and changed through their fd, other entries
- * by lchown of their name in the opened parent.
+ * Gives sandboxd's own directory `ownDir` and every entry of the tree below it the owners `owner` maps its
+ * current ones to (unchanged entries are not touched; chown clears setuid/setgid bits, the mode is kept
+ * otherwise). Never follows a link: directories are opened one component at a time and changed through their
+ * fd, other entries (links included) by lchown of their name in the opened parent. An entry swapped meanwhile
+ * is changed as what it is now, still inside the tree.
  */
 export async function chownTree(
   ownDir: string,
