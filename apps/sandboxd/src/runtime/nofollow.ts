@@ -19,6 +19,8 @@ import fs from 'node:fs/promises';
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 /** Deeper trees are refused: the walk holds one fd per level, and a sandbox can nest directories at will. */
 export const MAX_DEPTH = 2048;
+/** Entries of one directory whose owners are changed at once (chownTree). */
+const BATCH = 32;
 /** What an open of an entry that is not a plain directory (or no longer there) fails with. */
 const NOT_A_DIR = new Set(['ELOOP', 'ENOTDIR', 'ENOENT']);
 
@@ -87,32 +89,40 @@ export async function chownTree(
   ownDir: string,
   owner: (uid: number, gid: number) => { uid: number; gid: number },
 ): Promise<void> {
+  /** lchown of entry `name` of the opened directory, by what it is now (not a directory, or swapped meanwhile). */
+  const entry = async (dir: fs.FileHandle, name: string): Promise<void> => {
+    const p = fdPath(dir.fd, name);
+    const s = await fs.lstat(p).catch(() => null);
+    if (!s) return; // gone meanwhile
+    const o = owner(s.uid, s.gid);
+    if (o.uid !== s.uid || o.gid !== s.gid) await fs.lchown(p, o.uid, o.gid);
+  };
   const walk = async (dir: fs.FileHandle, depth: number): Promise<void> => {
     const st = await dir.stat();
     const to = owner(st.uid, st.gid);
     if (to.uid !== st.uid || to.gid !== st.gid) await dir.chown(to.uid, to.gid);
-    for (const e of await fs.readdir(fdPath(dir.fd), { withFileTypes: true })) {
-      const p = fdPath(dir.fd, e.name);
-      let sub: fs.FileHandle | null = null;
-      if (e.isDirectory()) {
-        if (depth >= MAX_DEPTH) throw new Error(`the tree nests deeper than ${MAX_DEPTH} directories`);
-        sub = await fs.open(p, DIR_FLAGS).catch((err: NodeJS.ErrnoException) => {
-          if (NOT_A_DIR.has(err.code ?? '')) return null;
-          throw err;
-        });
-      }
-      if (sub) {
-        try {
-          await walk(sub, depth + 1);
-        } finally {
-          await sub.close();
-        }
+    const entries = await fs.readdir(fdPath(dir.fd), { withFileTypes: true });
+    // Other entries a batch at a time (the thread pool runs their calls in parallel); directories one by one,
+    // so that the walk holds one fd per level.
+    const others = entries.filter((e) => !e.isDirectory()).map((e) => e.name);
+    for (let i = 0; i < others.length; i += BATCH)
+      await Promise.all(others.slice(i, i + BATCH).map((name) => entry(dir, name)));
+    for (const e of entries) {
+      if (!e.isDirectory()) continue;
+      if (depth >= MAX_DEPTH) throw new Error(`the tree nests deeper than ${MAX_DEPTH} directories`);
+      const sub = await fs.open(fdPath(dir.fd, e.name), DIR_FLAGS).catch((err: NodeJS.ErrnoException) => {
+        if (NOT_A_DIR.has(err.code ?? '')) return null;
+        throw err;
+      });
+      if (!sub) {
+        await entry(dir, e.name); // no longer a directory
         continue;
       }
-      const s = await fs.lstat(p).catch(() => null);
-      if (!s) continue; // gone meanwhile
-      const o = owner(s.uid, s.gid);
-      if (o.uid !== s.uid || o.gid !== s.gid) await fs.lchown(p, o.uid, o.gid);
+      try {
+        await walk(sub, depth + 1);
+      } finally {
+        await sub.close();
+      }
     }
   };
   const top = await fs.open(ownDir, DIR_FLAGS);
