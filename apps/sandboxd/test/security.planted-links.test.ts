@@ -188,12 +188,14 @@ function attackSuite({ name: mode, user }: DaemonMode): void {
       await create(name);
       for (const gone of ['/home/sandbox', '/home']) {
         await asRoot(name, `rm -rf ${gone}`);
+        const pid = initPid(d, name);
         const holder = holderPid(d, name);
         await sh(d, name, 'pkill -9 -x sleep', { user: 'root', dir: '/' });
         await waitFor(() => !processAlive(holder), 'the holder to be gone');
         const r = await sh(d, name, `test -e ${gone} || echo gone`, { dir: '/' });
         assert.equal(r.exitCode, 0, r.stderr);
         assert.equal(r.stdout, 'gone\n', gone);
+        assert.notEqual(initPid(d, name), pid, 'the sandbox was started again');
         const home = await sh(d, name, 'pwd');
         assert.equal(home.exitCode, 125, 'an exec in the missing home says so');
         assert.match(home.stderr, /cannot change directory to \/home\/sandbox/);
