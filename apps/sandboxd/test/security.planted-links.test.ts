@@ -2,7 +2,7 @@
  * Issue 34, finding 1, written as the attacks: the sandbox's root plants links in its own writable layer at the
  * paths sandboxd works on from the host side (docs/sandboxd.md, "Host-side operations on sandbox files"), then
  * makes sandboxd do that work: a restart (it kills the holder of its user namespace), a checkpoint of the
- * running sandbox, a restore of a poisoned checkpoint into a fresh sandbox (which also gives the restored files
+ * running sandbox (also while it swaps its home with a link in a loop, against any check before the act), a restore of a poisoned checkpoint into a fresh sandbox (which also gives the restored files
  * to the new sandbox's ids, root mode), a daemon restart after the init died (a host reboot), a file write and a
  * destroy. Each link is absolute, relative (from the link's host directory), dangling, to a directory, to a
  * file, and into a runtime layers directory (its `<hash>` and its `bin`, which every sandbox would see). Nothing
@@ -49,6 +49,9 @@ function holderPid(d: TestSandboxd, name: string): number {
   };
   return rec.init?.holderPid ?? 0;
 }
+
+/** renameat2(2) by architecture (perl's syscall needs the number). */
+const RENAMEAT2: Record<string, number> = { x64: 316, arm64: 276 };
 
 /** Where inside the sandbox the links go: the paths a start makes and chowns on the host side. */
 type At = '/home' | '/home/sandbox';
@@ -216,6 +219,51 @@ function attackSuite({ name: mode, user }: DaemonMode): void {
         assert.equal((await api(d, 'DELETE', `/v1/sandboxes/${name}/checkpoints/${id}`)).status, 204);
         return name;
       });
+      assert.equal((await api(d, 'DELETE', `/v1/sandboxes/${name}`)).status, 204);
+    });
+
+    it('checkpoints while the sandbox swaps /home/sandbox with a link in a loop: nothing on the host changes', {
+      timeout: 300_000,
+    }, async () => {
+      const nr = RENAMEAT2[process.arch];
+      assert.ok(nr, `renameat2 syscall number for ${process.arch}`);
+      const name = fresh();
+      await create(name);
+      const c = makeCanary(user);
+      try {
+        // renameat2(RENAME_EXCHANGE) of the home and a link to the canary, forever: a check before the act
+        // would see one and act on the other. (Its name is spelled so that no command line naming it matches.) Rootless, a checkpoint stops the sandbox (no freezer here), so
+        // the swapper is started again before each.
+        // A home of the sandbox's own making (a merged directory of the base cannot be renamed: EXDEV).
+        await repair(name);
+        await asRoot(name, `ln -s '${path.join(c.root, 'dir')}' /home/swap`);
+        const swapper = `chdir "/home" or die; $0 = "home-" . "swapper"; my ($x, $y) = ("sandbox", "swap"); while (1) { syscall(${nr}, -100, $x, -100, $y, 2) }`;
+        for (let i = 0; i < 8; i++) {
+          await asRoot(
+            name,
+            `pgrep -f '[h]ome-swapper' >/dev/null || setsid -f perl -e '${swapper}' </dev/null >/dev/null 2>&1`,
+          );
+          // Running, and swapping: the home is seen as the link now and then.
+          await waitFor(
+            async () =>
+              (
+                await sh(d, name, 'for i in $(seq 200); do readlink /home/sandbox; done; true', { dir: '/' })
+              ).stdout.includes(c.root),
+            'the swapper to swap',
+          );
+          const ck = await api(d, 'POST', `/v1/sandboxes/${name}/checkpoint`);
+          assert.equal(ck.status, 200, ck.text);
+          const id = checkpointIdOf(ndjsonLines(ck.text));
+          if (id)
+            assert.equal((await api(d, 'DELETE', `/v1/sandboxes/${name}/checkpoints/${id}`)).status, 204);
+          assert.deepEqual(snapshot(c.root), c.before, `checkpoint ${i + 1} changed the host`);
+        }
+        await asRoot(name, "pkill -f '[h]ome-swapper'; true");
+        const r = await sh(d, name, 'echo ok', { dir: '/' });
+        assert.equal(r.stdout, 'ok\n', r.stderr);
+      } finally {
+        rmSync(c.root, { recursive: true, force: true });
+      }
       assert.equal((await api(d, 'DELETE', `/v1/sandboxes/${name}`)).status, 204);
     });
 
