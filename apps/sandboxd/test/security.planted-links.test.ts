@@ -2,12 +2,13 @@
  * Issue 34, finding 1, written as the attacks: the sandbox's root plants links in its own writable layer at the
  * paths sandboxd works on from the host side (docs/sandboxd.md, "Host-side operations on sandbox files"), then
  * makes sandboxd do that work: a restart (it kills the holder of its user namespace), a checkpoint of the
- * running sandbox (also while it swaps its home with a link in a loop, against any check before the act), a restore of a poisoned checkpoint into a fresh sandbox (which also gives the restored files
- * to the new sandbox's ids, root mode), a daemon restart after the init died (a host reboot), a file write and a
- * destroy. Each link is absolute, relative (from the link's host directory), dangling, to a directory, to a
- * file, and into a runtime layers directory (its `<hash>` and its `bin`, which every sandbox would see). Nothing
- * outside the sandbox may change: owners, modes and entries of a canary host tree stay as they were; the sandbox
- * keeps working and keeps what it made of its home. Root mode (disk images on, the defaults) and rootless (the
+ * running sandbox (also while it swaps its home with a link in a loop, against any check before the act), a
+ * restore of a poisoned checkpoint into a fresh sandbox (which also gives the restored files to the new
+ * sandbox's ids, root mode), a daemon restart after the init died (a host reboot), a file write and a destroy.
+ * Each link is absolute, relative (from the link's host directory), dangling, to a directory, to a file, and
+ * into a runtime layers directory (its `<hash>` and its `bin`, which every sandbox would see). Nothing outside
+ * the sandbox may change: owners, modes and entries of a canary host tree stay as they were; the sandbox keeps
+ * working and keeps what it made of its home. Root mode (disk images on, the defaults) and rootless (the
  * service user's own files are the canary there: its worst case).
  */
 import assert from 'node:assert/strict';
