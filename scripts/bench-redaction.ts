@@ -1,7 +1,7 @@
 // Redaction benchmark: throughput of the streaming redactor (apps/server/src/conversations/
 // redactor.ts) over realistic agent output in 64 KiB chunks (the pipe's chunk size), with 100
-// and 1,000 registered secrets (each expanding to ~9 forms: value, base64 × 3 alignments × 2
-// alphabets, escapes), next to baselines measured in the same run on the same bytes: a plain
+// and 1,000 registered secrets (each expanding to 4–20 forms: value, base64 × 3 alignments × 2
+// alphabets, the JSON, URL and HTML escapes that differ from the value), next to baselines measured in the same run on the same bytes: a plain
 // copy of every chunk, one indexOf of one secret per chunk, and one indexOf per secret (the
 // approach the scanner replaces). Goal (shared/design/performance.md): ≥ 300 MB/s with 1,000.
 // Each throughput is also given per CPU-second of this process (`cpu MB/s`): on a machine shared

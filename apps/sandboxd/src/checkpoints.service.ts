@@ -17,8 +17,8 @@
  *     copy. SIGSTOP of the processes sandboxd can see is never used: it misses nested pid namespaces.
  * - Restore stops the sandbox first and copies only sandboxd's own checkpoint files (nothing there is
  *   reachable from any sandbox); root mode, the restored files are then given to the target sandbox's own
- *   host ids (adopt: `chown -R --from`, never following a symlink), inside a disk image too
- *   (security.host.test.ts, checkpoint.test.ts).
+ *   host ids (adopt: a walk by directory fd that never follows a symlink, runtime/nofollow.ts), inside a disk
+ *   image too (security.host.test.ts, checkpoint.test.ts, security.planted-links.test.ts).
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';

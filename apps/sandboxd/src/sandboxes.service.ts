@@ -32,7 +32,7 @@
  *   kills every init of its data dir that no record claims (one spawned right before a crash, before it
  *   was recorded). Test: test/crash-recovery.test.ts.
  */
-import { chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { fchownSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import type net from 'node:net';
 import { availableParallelism } from 'node:os';
@@ -74,6 +74,7 @@ import {
   SHM_BYTES,
   sameInit,
 } from './runtime/namespaces.ts';
+import { chownTree, closeFd, ensureDirAt, openOwnDir } from './runtime/nofollow.ts';
 import { removeTree, writeJsonAtomic } from './state-files.ts';
 
 export const PROXY_PORT = 3128;
@@ -288,6 +289,11 @@ export function createSandboxesService(deps: ServiceDeps) {
   /**
    * Creates the writable layer's directories (idempotent; under the sandbox lock). The upper dirs of "/" and
    * of the sandbox user's home give them their owners inside (the base belongs to ids no sandbox maps).
+   * Below the upper dir of "/", everything is the sandbox's (a running one's, during a checkpoint): /home and
+   * /home/sandbox are opened and made one component at a time without following a link (runtime/nofollow.ts),
+   * and one the sandbox replaced with anything but a directory (a link, a file, a whiteout) is left as it is:
+   * the sandbox sees what it made of it, the host nothing (docs/sandboxd.md, "Host-side operations on sandbox
+   * files").
    */
   async function layerDirs(sb: Sandbox): Promise<void> {
     const ids = idsOf(sb);
@@ -299,27 +305,47 @@ export function createSandboxesService(deps: ServiceDeps) {
       fresh = true;
     }
     if (!fresh) await remapIds(root, ids);
+    // sandboxd's own directories (no sandbox reaches them): the layer's and the work dir's top levels.
     for (const d of ['root', ...deps.hostDirs]) {
       mkdirSync(path.join(sb.layer, d), { recursive: true });
       mkdirSync(path.join(sb.work, d), { recursive: true });
     }
     mkdirSync(path.join(sb.dir, 'merged'), { recursive: true });
-    const home = path.join(root, SANDBOX_HOME);
-    mkdirSync(home, { recursive: true, mode: 0o755 });
     const gid = (id: number) => ids.hostGid ?? id;
-    chownSync(root, ids.rootHostId, gid(ids.rootHostId));
-    // An overlay's root directory takes its owner from the upper directory: the sandbox root's, so it can
-    // add to /usr and /var/lib/dpkg themselves (not only to the directories below them).
-    for (const d of deps.hostDirs) chownSync(path.join(sb.layer, d), ids.rootHostId, gid(ids.rootHostId));
-    chownSync(path.dirname(home), ids.rootHostId, gid(ids.rootHostId));
-    chownSync(home, ids.userHostId, gid(ids.userHostId));
+    const [homeName, userName] = SANDBOX_HOME.slice(1).split('/') as [string, string];
+    const opened: (number | null)[] = [];
+    try {
+      const rootFd = openOwnDir(root);
+      opened.push(rootFd);
+      fchownSync(rootFd, ids.rootHostId, gid(ids.rootHostId));
+      // An overlay's root directory takes its owner from the upper directory: the sandbox root's, so it can
+      // add to /usr and /var/lib/dpkg themselves (not only to the directories below them).
+      for (const d of deps.hostDirs) {
+        const fd = openOwnDir(path.join(sb.layer, d));
+        opened.push(fd);
+        fchownSync(fd, ids.rootHostId, gid(ids.rootHostId));
+      }
+      const homeFd = ensureDirAt(rootFd, homeName, 0o755);
+      opened.push(homeFd);
+      const userFd = homeFd === null ? null : ensureDirAt(homeFd, userName, 0o755);
+      opened.push(userFd);
+      if (homeFd !== null) fchownSync(homeFd, ids.rootHostId, gid(ids.rootHostId));
+      if (userFd !== null) fchownSync(userFd, ids.userHostId, gid(ids.userHostId));
+      else
+        log.info('the sandbox replaced its home directory with something else; left as it is', {
+          sandbox: sb.rec.name,
+          path: homeFd === null ? path.posix.dirname(SANDBOX_HOME) : SANDBOX_HOME,
+        });
+    } finally {
+      for (const fd of opened) closeFd(fd);
+    }
   }
 
   /**
    * Gives a layer tree (whose "/" upper dir tells the ids it was made with) to `to`: every file owned by an
    * id of the old slot's range (its root, its user, the system users packages chown to) moves to the same id
-   * of the new range. No-op when they match (rootless: always). The tree must be quiet (sandbox stopped or
-   * not mounted); lchown never follows a symlink.
+   * of the new range. No-op when they match (rootless: always). Meant for a quiet tree (sandbox stopped or
+   * not mounted), and safe on any: the walk never follows a link (runtime/nofollow.ts chownTree).
    */
   async function remapIds(rootDir: string, to: IdMap): Promise<void> {
     const st = lstatSync(rootDir);
@@ -328,15 +354,10 @@ export function createSandboxesService(deps: ServiceDeps) {
     if (runtime.opts.rootless) return;
     const shift = (id: number, base: number, target: number) =>
       id >= base && id < base + ID_RANGE ? target + (id - base) : id;
-    const walk = async (p: string): Promise<void> => {
-      const s = await fs.lstat(p);
-      const uid = shift(s.uid, from.uid, to.rootHostId);
-      const gid = shift(s.gid, from.gid, to.rootHostId);
-      // chown clears setuid/setgid bits, as `chown` did before; the mode is kept otherwise.
-      if (uid !== s.uid || gid !== s.gid) await fs.lchown(p, uid, gid);
-      if (s.isDirectory()) for (const e of await fs.readdir(p)) await walk(path.join(p, e));
-    };
-    await walk(path.dirname(rootDir));
+    await chownTree(path.dirname(rootDir), (uid, gid) => ({
+      uid: shift(uid, from.uid, to.rootHostId),
+      gid: shift(gid, from.gid, to.rootHostId),
+    }));
   }
 
   /** Mounts the sandbox's disk image, if it has one, and creates the layer's directories (under the lock). */

@@ -42,6 +42,8 @@ export const ERROR_CODES = {
   sandbox_quota_exceeded: 429,
   /** A conversation has sandbox-key.ts MAX_LIVE_CHILDREN children with a live sandbox (with Retry-After). */
   sub_conversation_limit_exceeded: 429,
+  /** The open log streams per user in this process are at their cap (with Retry-After). */
+  too_many_streams: 429,
   headers_too_large: 431,
   internal_error: 500,
   service_unavailable: 503,

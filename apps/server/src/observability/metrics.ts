@@ -1,10 +1,12 @@
 import { createServer, type Server } from 'node:http';
-import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
 export interface Metrics {
   registry: Registry;
   httpDuration: Histogram<'method' | 'route' | 'status_code'>;
   auditRejected: Counter<'event_type'>;
+  /** Open conversation log streams in this process (stream-viewers.ts). */
+  streamViewers: Gauge;
 }
 
 export function createMetrics(): Metrics {
@@ -23,7 +25,12 @@ export function createMetrics(): Metrics {
     labelNames: ['event_type'] as const,
     registers: [registry],
   });
-  return { registry, httpDuration, auditRejected };
+  const streamViewers = new Gauge({
+    name: 'paddock_conversation_stream_viewers',
+    help: 'Open conversation log streams (SSE viewers) in this process',
+    registers: [registry],
+  });
+  return { registry, httpDuration, auditRejected, streamViewers };
 }
 
 /**

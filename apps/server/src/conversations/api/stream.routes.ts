@@ -28,6 +28,12 @@
 //    A viewer whose filter matched nothing yet (`streams=stdout` while only stages exist) so
 //    joins the tail instead of querying PostgreSQL on every wake-up. Test: "a filtered viewer
 //    with nothing to read yet follows from the shared tail".
+// 7. A stream's viewer lives exactly as long as its slot (stream-viewers.ts): the slot is taken
+//    and the client's close is listened for before the handler's first await, and releasing the
+//    slot (socket closed, body closed, stream ended, server stopping) stops the viewer. So a
+//    viewer whose client left never marks a turn read. Tests (conversations.stream-abort.test.ts):
+//    "1,000 streams aborted at random points leave no viewer, timer or database activity behind",
+//    "a turn that nobody watches ends unread".
 import { PassThrough } from 'node:stream';
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
@@ -38,6 +44,7 @@ import type { Principal } from '../../auth/principal.ts';
 import type { Db } from '../../db/database.ts';
 import { AppError } from '../../http/errors.ts';
 import type { Logger } from '../../observability/logger.ts';
+import type { Metrics } from '../../observability/metrics.ts';
 import { isUuid } from '../../resources/fields.ts';
 import { ErrorResponse, ValidationErrorResponse } from '../../resources/responses.ts';
 import type { Feed, OwnershipProbe } from '../contracts.ts';
@@ -47,6 +54,7 @@ import type { LogTail, LogTails } from '../log/log-tail.ts';
 import { readStoredEvent } from '../log/turn-events.ts';
 import type { SandboxKeyRule } from './sandbox-key.ts';
 import { SSE_HEADERS, SSE_PING, SSE_RETRY, sseEvent, sseEventParts } from './sse.ts';
+import { createStreamViewers } from './stream-viewers.ts';
 
 const TAG = 'Conversations';
 const security = [{ bearer: [] }];
@@ -76,6 +84,7 @@ export interface StreamRoutesDeps {
   /** Read on every request, so a test can shorten the heartbeat of a running app. */
   streamOptions: StreamOptions;
   sandboxKey: Pick<SandboxKeyRule, 'mayRead'>;
+  metrics: Pick<Metrics, 'streamViewers'>;
 }
 
 const StreamsParam = z
@@ -232,11 +241,11 @@ function resumeCursor(header: string | string[] | undefined, after: string | und
 export function streamRoutes(deps: StreamRoutesDeps): FastifyPluginAsync {
   return async (root) => {
     const app = root.withTypeProvider<ZodTypeProvider>();
-    const viewers = new Set<() => void>();
+    const viewers = createStreamViewers(deps.metrics.streamViewers);
     const { logTails } = deps;
     // Open streams end when the server stops (clients resume elsewhere with Last-Event-ID).
     app.addHook('preClose', async () => {
-      for (const stop of [...viewers]) stop();
+      viewers.closeAll();
     });
     app.addHook('onClose', async () => {
       await deps.feed.close();
@@ -265,34 +274,48 @@ export function streamRoutes(deps: StreamRoutesDeps): FastifyPluginAsync {
             },
             404: ErrorResponse,
             422: ValidationErrorResponse,
+            429: ErrorResponse,
           },
         },
       },
       async (request, reply) => {
         const principal = principalOf(request);
-        const conversation = await readable(deps, principal, request.params.id);
-        const cursor = resumeCursor(request.headers['last-event-id'], request.query.after);
+        // The slot and the close listener come before the first await (invariant 7): a client
+        // that left already (while the auth hook ran) or leaves while the checks below run gets
+        // no viewer, and one that leaves later stops its viewer, whichever of its socket and the
+        // body closes first.
+        const slot = viewers.open(principal.tenantId);
+        reply.raw.once('close', slot.close);
+        if (reply.raw.destroyed) slot.close();
         const ownerReads = principal.scope === 'full';
-        if (ownerReads) await clearUnread(deps.db, principal.tenantId, conversation.id);
+        let conversationId: string;
+        let cursor: string;
+        try {
+          conversationId = (await readable(deps, principal, request.params.id)).id;
+          cursor = resumeCursor(request.headers['last-event-id'], request.query.after);
+          if (ownerReads && !slot.closed) await clearUnread(deps.db, principal.tenantId, conversationId);
+        } catch (err) {
+          slot.close();
+          throw err;
+        }
         const out = new PassThrough();
-        const stop = startViewer({
-          ...deps,
-          logTails,
-          out,
-          tenantId: principal.tenantId,
-          conversationId: conversation.id,
-          cursor: BigInt(cursor),
-          streams: parseStreams(request.query.streams),
-          follow: request.query.wait !== 'false',
-          ownerReads,
-          heartbeatMs: deps.streamOptions.heartbeatMs,
-        });
-        viewers.add(stop);
-        reply.raw.on('close', () => {
-          viewers.delete(stop);
-          stop();
-        });
-        out.on('close', () => viewers.delete(stop));
+        out.once('close', slot.close);
+        if (slot.closed) out.end();
+        else
+          slot.attach(
+            startViewer({
+              ...deps,
+              logTails,
+              out,
+              tenantId: principal.tenantId,
+              conversationId,
+              cursor: BigInt(cursor),
+              streams: parseStreams(request.query.streams),
+              follow: request.query.wait !== 'false',
+              ownerReads,
+              heartbeatMs: deps.streamOptions.heartbeatMs,
+            }),
+          );
         // The 200 schema describes the text/event-stream for the OpenAPI document; the body is a
         // stream, which Fastify pipes without serializing (the type provider cannot express that).
         return reply.headers(SSE_HEADERS).send(out as unknown as string);

@@ -48,10 +48,18 @@ import {
   StaleOwnerError,
   type TurnGates,
 } from '../contracts.ts';
+import { redactingLogger } from '../log/redacted-logger.ts';
 import { createSecretRegistry } from '../log/redactor.ts';
 import type { DestroyQueue } from '../provisioning/destroy-queue.ts';
 import { replayDeduplicator } from '../turns/reattach.ts';
-import { attachTurn, startTurn, type TurnEnd, type TurnIo, type TurnRun } from '../turns/turn.ts';
+import {
+  attachTurn,
+  INTERRUPT_GRACE_MS,
+  startTurn,
+  type TurnEnd,
+  type TurnIo,
+  type TurnRun,
+} from '../turns/turn.ts';
 import {
   ownerEndTurn,
   ownerFailOpenTurns,
@@ -112,7 +120,10 @@ export const SESSION_SAVE_DELAY_MS = 1000;
 
 const STAGE_STATE = { succeeded: 'done', failed: 'failed', interrupted: 'interrupted' } as const;
 
-/** A message safe to show a user for an unexpected failure (never the raw error: it may carry secrets). */
+/**
+ * A message safe to show a user for an unexpected failure (never the raw error: it may carry
+ * secrets). Not yet redacted: the server's reasonOf() passes it through the conversation's redactor.
+ */
 function safeReason(err: unknown): string {
   if (err instanceof ProvisionError) return err.message;
   if (err instanceof AppError) return err.message;
@@ -127,8 +138,11 @@ export function createConversationServer(
   hint: { agentId: string | null } = { agentId: null },
 ): ConversationServer {
   const { db, sandbox } = deps;
-  const log = deps.logger.child({ conversationId: lease.conversationId });
   const registry = createSecretRegistry();
+  // Its `err` and `reason` fields pass the redactor: a failure's text can carry a secret.
+  const log = redactingLogger(deps.logger.child({ conversationId: lease.conversationId }), registry);
+  /** safeReason, redacted: what is stored (failure_reason, sandbox reason, turn error) and logged. */
+  const reasonOf = (err: unknown): string => registry.redact(safeReason(err)).toString('utf8');
   const writer = deps.writers.create({ lease, registry });
   let provisioned: Provisioned | null = null;
   let current: { id: string; name: string } | null = null;
@@ -152,6 +166,11 @@ export function createConversationServer(
       ...event,
       ...(event.message ? { message: registry.redact(event.message).toString('utf8') } : {}),
     });
+  };
+  /** Interrupts the turn; a turn that outlived its grace after SIGTERM is logged (turn.ts invariant 6). */
+  const interruptRun = async (turnRun: TurnRun) => {
+    if ((await turnRun.interrupt()) === 'killed')
+      log.warn(`the turn did not end within ${INTERRUPT_GRACE_MS} ms of SIGTERM: SIGKILL sent`);
   };
   const publishStatus = (status: string) =>
     deps.feed.publish(lease.conversationId, { type: 'status', status });
@@ -226,14 +245,12 @@ export function createConversationServer(
       if (!firstWake) {
         await deps.provisioner
           .restoreSession({ lease, sandboxName: row.name, adapter: input.adapter, env: provisioned.env })
-          .catch((err: unknown) =>
-            log.warn({ err: safeReason(err) }, 'restoring the runtime session failed'),
-          );
+          .catch((err: unknown) => log.warn({ err: reasonOf(err) }, 'restoring the runtime session failed'));
       }
       return agent;
     } catch (err) {
       if (err instanceof StaleOwnerError || stopped) throw err;
-      const reason = safeReason(err);
+      const reason = reasonOf(err);
       log.warn(
         { reason, stage: err instanceof ProvisionError ? err.stage : 'provision' },
         'provisioning failed',
@@ -294,7 +311,7 @@ export function createConversationServer(
       return agent;
     } catch (err) {
       if (err instanceof StaleOwnerError || stopped) throw err;
-      const reason = safeReason(err);
+      const reason = reasonOf(err);
       await stage({ stage: 'reattach', state: 'failed', durationMs: Date.now() - t0, message: reason });
       await ownerSetSandbox(db, lease, row.id, 'failed', reason);
       await failTurnsToIdle(reason);
@@ -337,7 +354,7 @@ export function createConversationServer(
     adapter,
     onSession: (sessionId) => {
       ownerSetExecSession(db, lease, turn.id, sessionId).catch((err: unknown) =>
-        log.warn({ err: safeReason(err) }, 'could not record the exec session'),
+        log.warn({ err: reasonOf(err) }, 'could not record the exec session'),
       );
     },
   });
@@ -406,7 +423,7 @@ export function createConversationServer(
         return;
       }
       unsaved = null;
-      log.warn({ err: safeReason(err) }, 'saving the runtime session failed');
+      log.warn({ err: reasonOf(err) }, 'saving the runtime session failed');
     } finally {
       saving = null;
     }
@@ -427,7 +444,7 @@ export function createConversationServer(
       unsaved = null;
     } catch (err) {
       if (err instanceof StaleOwnerError) throw err;
-      log.warn({ err: safeReason(err) }, 'saving the runtime session before the reclaim failed');
+      log.warn({ err: reasonOf(err) }, 'saving the runtime session before the reclaim failed');
     }
   };
 
@@ -465,7 +482,7 @@ export function createConversationServer(
       if (err instanceof StaleOwnerError || stopped) throw err;
       await failTurnEarly(
         turn,
-        `the account's changed inference credentials could not be given to the sandbox: ${safeReason(err)}`,
+        `the account's changed inference credentials could not be given to the sandbox: ${reasonOf(err)}`,
       );
       return false;
     }
@@ -586,7 +603,7 @@ export function createConversationServer(
     }
     if (interruptPending) {
       interruptPending = false;
-      void run.interrupt().catch((err: unknown) => log.warn({ err: safeReason(err) }, 'interrupt failed'));
+      void interruptRun(run).catch((err: unknown) => log.warn({ err: reasonOf(err) }, 'interrupt failed'));
     }
     const result = await run.done;
     run = null;
@@ -652,7 +669,7 @@ export function createConversationServer(
           if (stopped) {
             // Stopped while it worked (a delete during provisioning, the process stopping): the
             // work's calls were aborted on purpose, nothing failed.
-            log.info({ reason: safeReason(err) }, 'conversation server stopped during its work');
+            log.info({ reason: reasonOf(err) }, 'conversation server stopped during its work');
             return;
           }
           log.error({ err }, 'conversation server failed');
@@ -705,7 +722,7 @@ export function createConversationServer(
 
     async interrupt() {
       if (run) {
-        await run.interrupt();
+        await interruptRun(run);
         return;
       }
       interruptPending = true;

@@ -10,6 +10,9 @@
 //    are gone; another process may already own them).
 // 3. The boot sweep runs once per cluster at start-up (a cluster-wide advisory lock), adopting
 //    conversations left by a process that died (test: the kill -9 test).
+// 4. A delete tells the conversation's log viewers at once, in every process, also when no
+//    server owns the conversation (an idle one). Test (conversations.stream-abort.test.ts): "a
+//    viewer of a deleted idle conversation gets `end` at once, on another instance too".
 import type { SandboxClient } from '@paddock/sandbox-client';
 import { sql } from 'kysely';
 import type { Db } from '../../db/database.ts';
@@ -112,6 +115,11 @@ export function createEngine(
   };
 
   const send = async (command: Command) => {
+    // The row is gone (the request deleted it before sending): the viewers of the conversation,
+    // in every process (the feed's NOTIFY), look now and end their streams, whether or not a
+    // server owns it (invariant 4).
+    if (command.type === 'delete')
+      deps.feed.publish(command.conversationId, { type: 'status', status: 'deleted' });
     await listen();
     await bus.send(command);
   };

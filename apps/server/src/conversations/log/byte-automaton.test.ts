@@ -3,7 +3,7 @@
 // the dense rows at their default budget and with none beyond depth 1 (the sparse states).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { buildByteAutomaton } from './byte-automaton.ts';
+import { buildByteAutomaton, JOIN_RUN, joinContext, joinedText } from './byte-automaton.ts';
 
 /** mulberry32: a small seeded PRNG, so failures reproduce. */
 function prng(seed: number): (n: number) => number {
@@ -120,6 +120,74 @@ describe('byte automaton', () => {
           at = end;
         }
         assert.deepEqual(chunked, expected, `round ${round} chunked`);
+      }
+    }
+  });
+
+  it('joins line breaks after a base64 run (wrapped base64) like a naive search of the joined text', () => {
+    const random = prng(35);
+    const B64 = [...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_'].map((c) =>
+      c.charCodeAt(0),
+    );
+    const small = B64.slice(0, 4);
+    for (let round = 0; round < 300; round++) {
+      const alphabet = round % 2 === 0 ? B64 : small;
+      const patterns = Array.from({ length: 1 + random(10) }, () =>
+        bytesOf(random, alphabet, (round % 3 === 0 ? 4 : 8) + random(40)),
+      );
+      // Base64-like text with the patterns planted, wrapped at a random width (LF or CRLF), and
+      // short lines and blank ones (breaks that are not joined).
+      const parts: Buffer[] = [];
+      for (let k = random(20); k > 0; k--) {
+        parts.push(bytesOf(random, alphabet, random(90)));
+        if (random(2) === 0) parts.push(patterns[random(patterns.length)]!);
+      }
+      const flat = Buffer.concat(parts).toString('latin1');
+      const width = JOIN_RUN - 2 + random(70);
+      const eol = ['\n', '\r\n', '\n\n', '\r'][random(4)]!;
+      const text = Buffer.from(flat.match(new RegExp(`.{1,${width}}`, 'gs'))?.join(eol) ?? '', 'latin1');
+      const { text: view, offsets } = joinedText(text);
+      const expected = naive(patterns, view);
+      for (let k = 0; k < expected.length; k += 2) expected[k] = offsets[expected[k]! - 1]! + 1;
+      const occurrences = (found: number[]) =>
+        found.filter((_, k) => (k % 2 === 1 ? found[k]! > 0 : found[k + 1]! > 0));
+      for (const denseEntries of [undefined, 0]) {
+        const automaton = buildByteAutomaton(patterns, { denseEntries });
+        const whole: number[] = [];
+        automaton.scan(text, 0, text.length, automaton.start, 0, whole);
+        assert.deepEqual(occurrences(whole), expected, `round ${round} whole`);
+        // In chunks of their own buffers, the join context carried over.
+        const chunked: number[] = [];
+        let state = automaton.start;
+        let context = 0;
+        for (let at = 0; at < text.length; ) {
+          const end = Math.min(text.length, at + 1 + random(40));
+          const chunk = Buffer.from(text.subarray(at, end));
+          state = automaton.scan(chunk, 0, chunk.length, state, at, chunked, context);
+          context = joinContext((k) => chunk[k]!, chunk.length, context);
+          at = end;
+        }
+        assert.deepEqual(occurrences(chunked), expected, `round ${round} chunked`);
+        // The joins reported are breaks the naive view dropped, and they include every one inside
+        // an occurrence (what maps it back to the bytes it covers). Where the scan reports joins
+        // outside occurrences depends on where it jumped.
+        const kept = new Set(offsets);
+        for (const found of [whole, chunked]) {
+          const joins = new Set<number>();
+          for (let k = 0; k < found.length; k += 2) if (found[k + 1] === 0) joins.add(found[k]! - 1);
+          for (const at of joins)
+            assert.ok(at < text.length && !kept.has(at), `round ${round}: ${at} is not joined`);
+          for (let k = 0; k < found.length; k += 2) {
+            if (found[k + 1] === 0) continue;
+            const end = found[k]!;
+            let start = end;
+            for (let left = found[k + 1]!; left > 0; start--) if (kept.has(start - 1)) left--;
+            for (let at = start; at < end; at++) {
+              if (!kept.has(at))
+                assert.ok(joins.has(at), `round ${round}: the join at ${at} inside ${start}…${end}`);
+            }
+          }
+        }
       }
     }
   });

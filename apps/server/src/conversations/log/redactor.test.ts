@@ -1,6 +1,8 @@
 // The redaction of sandbox output, through the public API only: bytes in, bytes out.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { describe, it } from 'node:test';
+import { joinedText } from './byte-automaton.ts';
 import {
   createSecretRegistry,
   MIN_SECRET_BYTES,
@@ -51,10 +53,12 @@ const splitAt = (data: Buffer, offsets: number[]): Buffer[] =>
  * offset), unioned where they overlap, each region replaced by one marker.
  */
 function reference(values: string[], input: Buffer): Buffer {
+  // The forms are matched in the input without the line breaks the scan joins (wrapped base64).
+  const { text, offsets } = joinedText(input);
   const regions: [number, number][] = [];
   for (const form of values.flatMap((v) => secretForms(v))) {
-    for (let at = input.indexOf(form); at !== -1; at = input.indexOf(form, at + 1)) {
-      regions.push([at, at + form.length]);
+    for (let at = text.indexOf(form); at !== -1; at = text.indexOf(form, at + 1)) {
+      regions.push([offsets[at]!, offsets[at + form.length - 1]! + 1]);
     }
   }
   regions.sort((a, b) => a[0] - b[0]);
@@ -92,6 +96,163 @@ function assertNoBase64Of(output: string, secret: string, message: string): void
       }
     }
   }
+}
+
+/** Independent check for wrapped output: no 6 bytes of `secret` decodable once lines are joined. */
+function assertNoPieceOfWrapped(output: string, secret: Buffer, message: string): void {
+  const runs = output.replace(/\r?\n/g, '').match(BASE64_RUN) ?? [];
+  for (const run of runs) {
+    for (const alphabet of ['base64', 'base64url'] as const) {
+      for (let shift = 0; shift < 4; shift++) {
+        const decoded = Buffer.from(run.slice(shift), alphabet);
+        for (let at = 0; at + 6 <= secret.length; at++) {
+          assert.equal(
+            decoded.indexOf(secret.subarray(at, at + 6)),
+            -1,
+            `${message}: bytes ${at}… decodable`,
+          );
+        }
+      }
+    }
+  }
+}
+
+/** How the common tools print base64: wrapped, each at its own width and line end. */
+const WRAPPERS: { name: string; wrap: (data: Buffer) => string }[] = [
+  { name: 'base64 (76 columns)', wrap: (data) => execFileSync('base64', [], { input: data }).toString() },
+  { name: 'base64 -w 64', wrap: (data) => execFileSync('base64', ['-w', '64'], { input: data }).toString() },
+  { name: 'base64 -w 60', wrap: (data) => execFileSync('base64', ['-w', '60'], { input: data }).toString() },
+  {
+    name: 'basenc --base64url',
+    wrap: (data) => execFileSync('basenc', ['--base64url'], { input: data }).toString(),
+  },
+  {
+    name: 'openssl base64 (64)',
+    wrap: (data) => execFileSync('openssl', ['base64'], { input: data }).toString(),
+  },
+  {
+    name: 'MIME (76, CRLF)',
+    wrap: (data) =>
+      `${
+        data
+          .toString('base64')
+          .match(/.{1,76}/g)
+          ?.join('\r\n') ?? ''
+      }\r\n`,
+  },
+];
+
+/** Independent encoders, written the way the common libraries write their output. */
+const codeUnits = (value: string, escaped: (unit: number) => boolean, upper = false): string =>
+  value
+    .split('') // UTF-16 code units: a character beyond the BMP becomes its surrogate pair
+    .map((c) => {
+      const unit = c.charCodeAt(0);
+      if (!escaped(unit)) return c;
+      const digits = unit.toString(16).padStart(4, '0');
+      return `\\u${upper ? digits.toUpperCase() : digits}`;
+    })
+    .join('');
+const inner = (value: string): string => JSON.stringify(value).slice(1, -1);
+const ENCODERS: { name: string; encode: (value: string) => string; decode: (text: string) => string }[] = [
+  {
+    name: 'Go encoding/json',
+    encode: (v) => inner(v).replace(/[<>&\u2028\u2029]/g, (c) => codeUnits(c, () => true)),
+    decode: (t) => JSON.parse(`"${t}"`),
+  },
+  {
+    name: 'PHP json_encode',
+    encode: (v) => codeUnits(inner(v).replaceAll('/', '\\/'), (u) => u > 0x7f),
+    decode: (t) => JSON.parse(`"${t}"`),
+  },
+  {
+    name: 'Python json.dumps',
+    encode: (v) => codeUnits(inner(v), (u) => u > 0x7e),
+    decode: (t) => JSON.parse(`"${t}"`),
+  },
+  {
+    name: '.NET System.Text.Json',
+    encode: (v) =>
+      codeUnits(
+        v.replaceAll('\\', '\\\\'),
+        (u) => u > 0x7e || '<>&\'"+`'.includes(String.fromCharCode(u)),
+        true,
+      ),
+    decode: (t) => JSON.parse(`"${t}"`),
+  },
+  {
+    name: 'Gson',
+    encode: (v) => inner(v).replace(/[<>&=']/g, (c) => codeUnits(c, () => true)),
+    decode: (t) => JSON.parse(`"${t}"`),
+  },
+  {
+    name: 'URLSearchParams (form encoding)',
+    encode: (v) => new URLSearchParams({ k: v }).toString().slice(2),
+    decode: (t) => decodeURIComponent(t.replaceAll('+', ' ')),
+  },
+  {
+    name: 'percent-encoding, lower-case hex',
+    encode: (v) => encodeURIComponent(v).replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase()),
+    decode: (t) => decodeURIComponent(t),
+  },
+  {
+    name: 'Python quote_plus',
+    encode: (v) =>
+      encodeURIComponent(v)
+        .replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
+        .replaceAll('%20', '+'),
+    decode: (t) => decodeURIComponent(t.replaceAll('+', ' ')),
+  },
+  ...[
+    ['&#39;', 'Rails'],
+    ['&#x27;', 'Python html.escape'],
+    ['&#039;', 'PHP htmlspecialchars'],
+    ['&apos;', 'XML'],
+  ].map(([apos, name]) => ({
+    name: name!,
+    encode: (v: string) =>
+      v
+        .replaceAll('&', '&amp;')
+        .replaceAll('<', '&lt;')
+        .replaceAll('>', '&gt;')
+        .replaceAll('"', '&quot;')
+        .replaceAll("'", apos!),
+    decode: decodeHtml,
+  })),
+  {
+    name: 'Go html.EscapeString',
+    encode: (v) =>
+      v
+        .replaceAll('&', '&amp;')
+        .replaceAll('<', '&lt;')
+        .replaceAll('>', '&gt;')
+        .replaceAll('"', '&#34;')
+        .replaceAll("'", '&#39;'),
+    decode: decodeHtml,
+  },
+  {
+    name: 'decimal character references',
+    encode: (v) => [...v].map((c) => (/[A-Za-z0-9_.\s-]/.test(c) ? c : `&#${c.codePointAt(0)};`)).join(''),
+    decode: decodeHtml,
+  },
+  {
+    name: 'hex character references',
+    encode: (v) =>
+      [...v]
+        .map((c) => (/[A-Za-z0-9_.\s-]/.test(c) ? c : `&#x${c.codePointAt(0)!.toString(16).toUpperCase()};`))
+        .join(''),
+    decode: decodeHtml,
+  },
+];
+
+function decodeHtml(text: string): string {
+  const named: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };
+  return text.replace(/&(#x[0-9a-f]+|#[0-9]+|[a-z]+);/gi, (m, body: string) => {
+    if (body[0] !== '#') return named[body] ?? m;
+    return String.fromCodePoint(
+      body[1] === 'x' || body[1] === 'X' ? Number.parseInt(body.slice(2), 16) : Number(body.slice(1)),
+    );
+  });
 }
 
 describe('redactor', () => {
@@ -159,6 +320,48 @@ describe('redactor', () => {
     }
   });
 
+  it('redacts base64 wrapped as the base64 command, openssl and MIME print it', () => {
+    const random = prng(35);
+    // 80 bytes (the review's case), with bytes that put '+' and '/' into the standard alphabet.
+    const secret = Buffer.from(
+      Array.from({ length: 80 }, (_, k) => (k % 7 === 0 ? 0xfb + random(4) : 0x21 + random(94))),
+    );
+    const registry = registryOf(secret.toString('latin1'));
+    const value = Buffer.from(secret.toString('latin1'), 'utf8'); // what was registered, as bytes
+    for (const before of [0, 1, 2, 37, 57]) {
+      for (const after of [0, 2, 90]) {
+        const blob = Buffer.concat([
+          Buffer.from(Array.from({ length: before }, () => random(256))),
+          value,
+          Buffer.from(Array.from({ length: after }, () => random(256))),
+        ]);
+        for (const { name, wrap } of WRAPPERS) {
+          const wrapped = wrap(blob);
+          assert.ok(/\n[A-Za-z0-9+/_-]/.test(wrapped), `${name} wraps`);
+          const input = Buffer.from(`$ cat key.b64\n${wrapped}$ echo done\ndone\n`);
+          const whole = pass(registry.stream(), [input]).all.toString();
+          const label = `${name}, ${before}/${after}`;
+          assert.ok(whole.includes(REDACTION_MARKER), `${label}: ${whole}`);
+          assertNoPieceOfWrapped(whole, value, label);
+          assert.ok(whole.startsWith('$ cat key.b64\n') && whole.endsWith('$ echo done\ndone\n'), label);
+          for (let at = 0; at <= input.length; at += 1 + random(6)) {
+            assert.equal(
+              pass(registry.stream(), splitAt(input, [at])).all.toString(),
+              whole,
+              `${label}, split at ${at}`,
+            );
+          }
+          const cuts = Array.from({ length: 6 }, () => random(input.length + 1)).sort((a, b) => a - b);
+          assert.equal(
+            pass(registry.stream(), splitAt(input, cuts)).all.toString(),
+            whole,
+            `${label}, ${cuts}`,
+          );
+        }
+      }
+    }
+  });
+
   it('computes the base64 characters that depend on the value alone', () => {
     const value = Buffer.from('abcdefgh');
     for (const alignment of [0, 1, 2] as const) {
@@ -191,6 +394,27 @@ describe('redactor', () => {
         `{"key":"${REDACTION_MARKER}\\n"}`, // the value is trimmed: its final newline stays
       ].join('\n'),
     );
+  });
+
+  it('redacts the JSON, URL and HTML forms other encoders write (Go, PHP, Python, .NET, forms, entities)', () => {
+    const secrets = ['p@ss"w<o>r&d/é 🔑\'x=+ 1', 'sk-Live_a/b+c=d&e<f>g\'h"i', 'plain-token_0123.abc'];
+    const registry = registryOf(...secrets);
+    for (const secret of secrets) {
+      for (const { name, encode, decode } of ENCODERS) {
+        const encoded = encode(secret);
+        assert.equal(decode(encoded), secret, `${name} round-trips`);
+        const input = Buffer.from(`before ${encoded} after\n`);
+        const whole = pass(registry.stream(), [input]).all.toString();
+        assert.equal(whole, `before ${REDACTION_MARKER} after\n`, `${name}: ${encoded}`);
+        for (let at = 0; at <= input.length; at += 3) {
+          assert.equal(
+            pass(registry.stream(), splitAt(input, [at])).all.toString(),
+            whole,
+            `${name} split at ${at}`,
+          );
+        }
+      }
+    }
   });
 
   it('redacts a secret JSON-escaped twice (a JSON file shown inside a JSON line)', () => {
@@ -342,11 +566,18 @@ describe('redactor', () => {
     const SECRET_CHARS = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
     // Noise can contain no form of such secrets: no letter, digit or base64 character.
     const NOISE = [...' .,;:!?()[]{}<>*&^%$#@~|\n\t"\'', 'é', '日', '🔑', '€'];
+    // Characters the encoders escape; a secret starts and ends with a letter or digit, so every
+    // form of it holds one (the noise holds none) and trimming leaves it whole.
+    const SPECIAL = [...'!@#$%&*+/=?"\'<> ~', 'é', '🔑'];
     const pick = (chars: string | string[]) => chars[random(chars.length)]!;
     for (let round = 0; round < 400; round++) {
-      const secrets = Array.from({ length: 1 + random(6) }, () =>
-        Array.from({ length: MIN_SECRET_BYTES + random(24) }, () => pick(SECRET_CHARS)).join(''),
-      );
+      const specials = random(2) === 0;
+      const secrets = Array.from({ length: 1 + random(6) }, () => {
+        const middle = Array.from({ length: MIN_SECRET_BYTES - 2 + random(24) }, () =>
+          specials && random(4) === 0 ? pick(SPECIAL) : pick(SECRET_CHARS),
+        );
+        return `${pick(SECRET_CHARS)}${middle.join('')}${pick(SECRET_CHARS)}`;
+      });
       const registry = registryOf(...secrets);
       const parts: Buffer[] = [];
       const plainParts: Buffer[] = [];
@@ -354,8 +585,9 @@ describe('redactor', () => {
         const noise = Buffer.from(Array.from({ length: random(40) }, () => pick(NOISE)).join(''));
         parts.push(noise);
         plainParts.push(noise);
-        const secret = Buffer.from(secrets[random(secrets.length)]!);
-        switch (random(3)) {
+        const value = secrets[random(secrets.length)]!;
+        const secret = Buffer.from(value);
+        switch (random(5)) {
           case 0:
             parts.push(secret);
             break;
@@ -368,8 +600,24 @@ describe('redactor', () => {
             parts.push(Buffer.from(blob.toString(random(2) === 0 ? 'base64' : 'base64url')));
             break;
           }
+          case 2: {
+            // Wrapped at a width the common tools use (or any ≥ JOIN_RUN), LF or CRLF.
+            const blob = Buffer.concat([
+              Buffer.alloc(random(60), random(256)),
+              secret,
+              Buffer.alloc(random(60), 7),
+            ]);
+            const width = [16, 60, 64, 70, 76][random(5)]!;
+            const encoded = blob.toString(random(2) === 0 ? 'base64' : 'base64url');
+            const lines = encoded.match(new RegExp(`.{1,${width}}`, 'g')) ?? [];
+            parts.push(Buffer.from(`${lines.join(random(2) === 0 ? '\n' : '\r\n')}\n`));
+            break;
+          }
+          case 3:
+            parts.push(Buffer.from(ENCODERS[random(ENCODERS.length)]!.encode(value)));
+            break;
           default:
-            parts.push(secret.subarray(0, random(secret.length))); // a prefix: must pass unchanged
+            parts.push(Buffer.from([...value].slice(0, random([...value].length)).join(''))); // a prefix: must pass unchanged
         }
       }
       const input = Buffer.concat(parts);
@@ -382,6 +630,10 @@ describe('redactor', () => {
       for (const secret of secrets) {
         assert.ok(!text.includes(secret), `round ${round}: ${secret} leaked`);
         assertNoBase64Of(text, secret, `round ${round}`);
+        assertNoBase64Of(text.replace(/\r?\n/g, ''), secret, `round ${round}, lines joined`);
+        for (const { name, encode } of ENCODERS) {
+          assert.ok(!text.includes(encode(secret)), `round ${round}: ${secret} leaked as ${name}`);
+        }
       }
       for (const piece of pieces) assert.doesNotThrow(() => utf8.decode(piece), `round ${round}`);
       const untouched = pass(registry.stream(), splitAt(plain, cuts(plain))).all;

@@ -5,9 +5,12 @@
 // What must hold (tests in redactor.test.ts unless named otherwise):
 // 1. No registered form of a registered value is emitted, whole or split across writes at any
 //    offset, into any number of chunks: every occurrence is replaced by REDACTION_MARKER.
-//    Forms: secret-forms.ts (the value, its lines, base64 at 3 alignments × 2 alphabets, JSON
-//    and URL escapes). Tests: "a secret split across two writes at every offset", "the
-//    property: random chunking of random text never lets a secret or its base64 through".
+//    Forms: secret-forms.ts (the value, its lines, base64 at 3 alignments × 2 alphabets, the
+//    JSON, URL and HTML escapes of the common encoders), matched across the line breaks of
+//    wrapped base64 (byte-automaton.ts joins them; the marker then covers the breaks inside an
+//    occurrence). Tests: "a secret split across two writes at every offset", "redacts base64
+//    wrapped as the base64 command, openssl and MIME print it", "the property: random chunking
+//    of random text never lets a secret or its base64 through".
 // 2. Overlapping or nested occurrences merge into ONE marker covering their union: no byte of
 //    any occurrence survives, and a run like "aaaaaaaa" for the value "aaaa" is one marker, held
 //    in constant memory. Tests: "merges overlapping and nested secrets into one marker",
@@ -16,10 +19,10 @@
 //    the concatenated output is the input with each occurrence region replaced. Test: the
 //    property test, also on invalid UTF-8.
 // 4. Bounded hold-back: after a write, the bytes not yet emitted are at most max(longest form
-//    − 1, 3): those that may still begin an occurrence (the automaton's lookback) and, when the
-//    input is valid UTF-8, the head of a character cut by the chunk boundary. Every emitted
-//    chunk of valid UTF-8 input is itself valid UTF-8 (never a split character). flush() emits
-//    the rest. Tests: "holds back at most the longest form minus one byte", "keeps multi-byte
+//    − 1, 3), plus the joined line breaks among them: those that may still begin an occurrence
+//    (the automaton's lookback, in joined text) and, when the input is valid UTF-8, the head of
+//    a character cut by the chunk boundary. Every emitted chunk of valid UTF-8 input is itself
+//    valid UTF-8 (never a split character). flush() emits the rest. Tests: "holds back at most the longest form minus one byte", "keeps multi-byte
 //    UTF-8 characters whole around and inside secrets".
 // 5. A value registered mid-stream applies to every occurrence that begins in a byte not yet
 //    emitted (the held-back bytes are rescanned with the new automaton); one that began in
@@ -30,7 +33,7 @@
 //    output must be complete (end of a turn, end of the stream). Test: "redacts the rest of a
 //    secret that straddles an explicit flush".
 // Values are kept in memory only (spec: the redaction registry is not durable), never logged.
-import { type ByteAutomaton, buildByteAutomaton } from './byte-automaton.ts';
+import { type ByteAutomaton, buildByteAutomaton, joinContext } from './byte-automaton.ts';
 import { MIN_SECRET_BYTES, secretForms } from './secret-forms.ts';
 
 export { MIN_SECRET_BYTES };
@@ -153,6 +156,18 @@ export function createStreamRedactor(registry: Pick<SecretRegistry, 'matcher'>):
   /** Occurrences not yet resolved: sorted disjoint [start, end) pairs, starts ≥ emitted. */
   let pending: number[] = [];
   const found: number[] = [];
+  /** The automaton's join context at `position`, and at `heldStart` (for a rescan). */
+  let context = 0;
+  let heldContext = 0;
+  /** Stream offsets of the line breaks the scan joined, ascending, those ≥ heldStart. */
+  let breaks: number[] = [];
+
+  /** The stream offset `count` bytes of joined text before `end`: the joined breaks count extra. */
+  const back = (end: number, count: number): number => {
+    let start = end - count;
+    for (let k = breaks.length - 1; k >= 0 && breaks[k]! >= start; k--) if (breaks[k]! < end) start--;
+    return start;
+  };
 
   /** Records the occurrence [start, end) (invariant 2: unions, never a second marker inside). */
   const occurrence = (start: number, end: number): void => {
@@ -205,7 +220,9 @@ export function createStreamRedactor(registry: Pick<SecretRegistry, 'matcher'>):
   const recordFound = (): void => {
     for (let k = 0; k < found.length; k += 2) {
       const end = found[k]!;
-      occurrence(end - found[k + 1]!, end);
+      const length = found[k + 1]!;
+      if (length === 0) breaks.push(end - 1);
+      else occurrence(back(end, length), end);
     }
     found.length = 0;
   };
@@ -233,7 +250,7 @@ export function createStreamRedactor(registry: Pick<SecretRegistry, 'matcher'>):
       }
       if (to - chunkStart > at) pieces.push(view(chunk.subarray(at, to - chunkStart)));
     };
-    const safe = position - automaton.lookback(state);
+    const safe = back(position, automaton.lookback(state));
     let resolved = 0;
     for (; resolved < pending.length && (final || pending[resolved]! <= safe); resolved += 2) {
       const start = pending[resolved]!;
@@ -250,6 +267,12 @@ export function createStreamRedactor(registry: Pick<SecretRegistry, 'matcher'>):
       markerEnd = -1;
     }
     const keepFrom = Math.min(emitted, safe);
+    if (keepFrom > heldStart) {
+      heldContext = joinContext((k) => byteAt(heldStart + k), keepFrom - heldStart, heldContext);
+      let drop = 0;
+      while (drop < breaks.length && breaks[drop]! < keepFrom) drop++;
+      if (drop > 0) breaks = breaks.slice(drop);
+    }
     const kept: Uint8Array[] = [];
     if (keepFrom < chunkStart) kept.push(held.subarray(keepFrom - heldStart));
     kept.push(chunk.subarray(Math.max(keepFrom, chunkStart) - chunkStart));
@@ -268,14 +291,16 @@ export function createStreamRedactor(registry: Pick<SecretRegistry, 'matcher'>):
     if (current === automaton) return;
     automaton = current;
     pending = [];
-    state = automaton.scan(held, 0, held.length, automaton.start, heldStart, found);
+    breaks = [];
+    state = automaton.scan(held, 0, held.length, automaton.start, heldStart, found, heldContext);
     recordFound();
   };
 
   const writeParts = (chunk: Uint8Array): Buffer[] => {
     sync();
-    state = automaton.scan(chunk, 0, chunk.length, state, position, found);
+    state = automaton.scan(chunk, 0, chunk.length, state, position, found, context);
     position += chunk.length;
+    context = joinContext((k) => chunk[k]!, chunk.length, context);
     recordFound();
     return drain(chunk, false);
   };

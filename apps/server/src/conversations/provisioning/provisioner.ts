@@ -16,8 +16,8 @@
 //   through the conversation's LogWriter (stages.ts); stages with nothing to do write nothing. The output of
 //   packages, clone and setup streams through the same writer as a turn's output (redacted).
 // - Any failure destroys the backend sandbox (retried until the backend confirms it:
-//   destroy-queue.ts), marks the sandbox row `failed` with a user-safe
-//   reason, revokes the callback key, and throws ProvisionError(stage, reason). The conversation
+//   destroy-queue.ts), marks the sandbox row `failed` with a user-safe reason (redacted, like
+//   every log line of a provisioning: redacted-logger.ts), revokes the callback key, and throws ProvisionError(stage, reason). The conversation
 //   row is the caller's (engine.ts). Except when fenced off (StaleOwnerError): then nothing is
 //   touched, since the sandbox and the key may be the new owner's.
 // - Every sandbox row write is fenced by the owner's epoch: a stale owner changes nothing
@@ -40,6 +40,7 @@ import {
   StaleOwnerError,
 } from '../contracts.ts';
 import type { SandboxStatus } from '../conversations.tables.ts';
+import { redactingLogger } from '../log/redacted-logger.ts';
 import type { CallbackKey, CallbackKeys } from './callback-key.ts';
 import type { DestroyQueue } from './destroy-queue.ts';
 import { assembleEnv, ENV_FILE_PATH, renderEnvFile } from './env-file.ts';
@@ -198,7 +199,8 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
     name: string,
     environment: EnvironmentRow,
     providerHosts: readonly string[],
-    signal?: AbortSignal,
+    signal: AbortSignal | undefined,
+    log: Logger,
   ) {
     const policy = networkPolicyFor(environment, providerHosts);
     if (!policy) return;
@@ -209,12 +211,13 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
       async () => {
         await sandbox.setNetworkPolicy(name, policy, { retry: true });
       },
-      logger,
+      log,
     );
   }
 
   async function coldPath(input: ColdPathInput): Promise<void> {
     const { sink, sandboxName: name, environment, env, signal, providerHosts = [] } = input;
+    const log = input.logger ?? logger;
     const packages = environment.packages ?? {};
     if (Object.values(packages).some((spec) => spec.trim() !== '')) {
       await runStage(
@@ -251,10 +254,10 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
             }
           }
         },
-        logger,
+        log,
       );
     }
-    await applyNetwork(sink, name, environment, providerHosts, signal);
+    await applyNetwork(sink, name, environment, providerHosts, signal, log);
     if (environment.repos.length > 0) {
       await runStage(
         sink,
@@ -290,7 +293,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
             );
           }
         },
-        logger,
+        log,
       );
     }
     if (environment.setup_script && environment.setup_script.trim() !== '') {
@@ -325,13 +328,17 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
             );
           }
         },
-        logger,
+        log,
       );
     }
   }
 
   /** Warm path: true when the checkpoint was restored; on failure the environment's id is cleared. */
-  async function tryRestore(input: ProvisionInput, environment: EnvironmentRow & { checkpoint_id: string }) {
+  async function tryRestore(
+    input: ProvisionInput,
+    environment: EnvironmentRow & { checkpoint_id: string },
+    log: Logger,
+  ) {
     const checkpointId = environment.checkpoint_id;
     try {
       await runStage(
@@ -342,7 +349,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
           try {
             await sandbox.restoreCheckpoint(input.sandboxName, checkpointId, { retry: true });
           } catch (err) {
-            logger.warn(
+            log.warn(
               { err, checkpointId },
               'environment checkpoint restore failed; provisioning from scratch',
             );
@@ -352,7 +359,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
             );
           }
         },
-        logger,
+        log,
       );
       return true;
     } catch (err) {
@@ -373,7 +380,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
     const failure =
       err instanceof ProvisionError || err instanceof StaleOwnerError
         ? err
-        : toProvisionError('provision', err, logger);
+        : toProvisionError('provision', err, redactingLogger(logger, input.registry));
     // A fenced-off owner touches nothing more: the sandbox and the callback key may already be
     // the new owner's (it adopts the same sandbox name).
     if (failure instanceof StaleOwnerError) throw failure;
@@ -391,6 +398,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
 
     async provision(input) {
       const { lease } = input;
+      const log = redactingLogger(logger, input.registry);
       let created = false;
       try {
         const { environment, assembled, callback } = await runStage(
@@ -423,14 +431,18 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
             if (!environment?.checkpoint_id) await placeFiles(input, assembled.env);
             return { environment, assembled, callback };
           },
-          logger,
+          log,
         );
         let path: Provisioned['path'] = 'cold';
         if (environment?.checkpoint_id) {
-          const restored = await tryRestore(input, {
-            ...environment,
-            checkpoint_id: environment.checkpoint_id,
-          });
+          const restored = await tryRestore(
+            input,
+            {
+              ...environment,
+              checkpoint_id: environment.checkpoint_id,
+            },
+            log,
+          );
           // A restore replaces the writable layer (also a failed one may have): files now.
           await placeFiles(input, assembled.env);
           if (restored) path = 'warm';
@@ -438,7 +450,14 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
         if (environment) {
           const providerHosts = providerHostsFor(input.agent, assembled.env);
           if (path === 'warm')
-            await applyNetwork(input.writer, input.sandboxName, environment, providerHosts, input.signal);
+            await applyNetwork(
+              input.writer,
+              input.sandboxName,
+              environment,
+              providerHosts,
+              input.signal,
+              log,
+            );
           else
             await coldPath({
               sink: input.writer,
@@ -447,6 +466,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
               env: assembled.env,
               providerHosts,
               signal: input.signal,
+              logger: log,
             });
         }
         // Last: the backend's runtime layer had the whole cold path to finish installing, and a warm
@@ -468,7 +488,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
                 layerCache,
                 ...(deps.runtimeTimeouts ? { timeouts: deps.runtimeTimeouts } : {}),
               }),
-            logger,
+            log,
           );
         }
         await markSandbox(lease, input.sandboxId, 'ready', ['starting'], {
@@ -522,4 +542,6 @@ export interface ColdPathInput {
   /** Inference provider hosts a `limited` environment allows besides its own (network.ts). */
   providerHosts?: readonly string[];
   signal?: AbortSignal;
+  /** Where a stage's unexpected failure is logged (a conversation's redacting logger); the server's by default. */
+  logger?: Logger;
 }

@@ -31,6 +31,13 @@
 //    Tests: conversations.kill9.test.ts "a line cut by the kill is one event after reattach";
 //    turn.test.ts "writes exactly the events the previous owner did not store, whatever the
 //    chunks".
+// 6. An interrupt reaches a turn however early it comes: the exec of the turn returns before its
+//    shell has recorded its pid, so TERM is sent again (every PID_POLL_MS) until the pid file
+//    holds the pid, the turn ended or the grace period is over; only a turn still running at the
+//    end of the grace period gets KILL, and the server logs that. Test
+//    (conversations.interrupt-race.test.ts): "ends the turn interrupted by SIGTERM at every early
+//    offset, never by the SIGKILL".
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { ExecHandle, SandboxClient } from '@paddock/sandbox-client';
 import { isUuid } from '../../resources/fields.ts';
 import type { LogWriter, RuntimeAdapter, TurnEvent } from '../contracts.ts';
@@ -40,6 +47,10 @@ import { replayDropped } from './reattach.ts';
 
 export const PADDOCK_DIR = '/home/sandbox/.paddock';
 export const INTERRUPT_GRACE_MS = 5000;
+/** The signal script's exit status when the turn's pid file is still empty or missing. */
+const NO_PID_YET = 3;
+/** How soon an interrupt looks again for the pid of a turn that just started (invariant 6). */
+const PID_POLL_MS = 10;
 const MAX_LINE = 1024 * 1024;
 
 export function pidFile(turnId: string): string {
@@ -77,7 +88,8 @@ export type TurnEnd =
 
 export interface TurnRun {
   readonly done: Promise<TurnEnd>;
-  interrupt(): Promise<void>;
+  /** TERM, then KILL after INTERRUPT_GRACE_MS; says which one ended the turn. */
+  interrupt(): Promise<'terminated' | 'killed'>;
   detach(): void;
 }
 
@@ -328,23 +340,40 @@ async function follow(
     return { status: 'failed', exitCode, error: `the runtime exited with code ${exitCode}`, ...reported };
   })();
 
-  // `kill -s SIG -- -PGID`: the form dash's builtin and every other kill accept.
-  const signal = async (sig: 'TERM' | 'KILL') => {
-    await io.sandbox.exec(io.sandboxName, {
-      cmd: ['sh', '-c', `kill -s ${sig} -- "-$(cat "$1")"`, 'paddock-interrupt', pidFile(io.turnId)],
+  let ended = false;
+  void done.then(() => {
+    ended = true;
+  });
+  /**
+   * `kill -s SIG -- -PGID`: the form dash's builtin and every other kill accept. False when the
+   * turn's shell has not recorded its pid yet (invariant 6): nothing was signalled.
+   */
+  const signal = async (sig: 'TERM' | 'KILL'): Promise<boolean> => {
+    const result = await io.sandbox.exec(io.sandboxName, {
+      cmd: [
+        'sh',
+        '-c',
+        `[ -s "$1" ] || exit ${NO_PID_YET}; kill -s ${sig} -- "-$(cat "$1")"`,
+        'paddock-interrupt',
+        pidFile(io.turnId),
+      ],
       timeoutMs: 5000,
     });
+    return result.exitCode !== NO_PID_YET;
   };
 
   return {
     done,
     async interrupt() {
       interrupted = true;
-      await signal('TERM');
+      const graceEnds = Date.now() + INTERRUPT_GRACE_MS;
+      while (!(await signal('TERM')) && !ended && Date.now() < graceEnds) await sleep(PID_POLL_MS);
       const timer = new Promise<'late'>((resolve) =>
-        setTimeout(() => resolve('late'), INTERRUPT_GRACE_MS).unref(),
+        setTimeout(() => resolve('late'), Math.max(0, graceEnds - Date.now())).unref(),
       );
-      if ((await Promise.race([done.then(() => 'done' as const), timer])) === 'late') await signal('KILL');
+      if ((await Promise.race([done.then(() => 'done' as const), timer])) === 'done') return 'terminated';
+      await signal('KILL');
+      return 'killed';
     },
     detach() {
       detached = true;
