@@ -20,8 +20,6 @@ export interface AllowedCidr {
   address: string;
   prefix: number;
   family: 'ipv4' | 'ipv6';
-  /** as the operator wrote it, for messages */
-  text: string;
 }
 
 export interface SandboxReach {
@@ -89,10 +87,10 @@ function parseCidr(text: string): AllowedCidr | null {
   const max = kind === 4 ? 32 : 128;
   const prefix = m[2] === undefined ? max : Number(m[2]);
   if (prefix > max) return null;
-  return { address, prefix, family: kind === 4 ? 'ipv4' : 'ipv6', text };
+  return { address, prefix, family: kind === 4 ? 'ipv4' : 'ipv6' };
 }
 
-/** A BlockList of CIDR texts (the built-in lists above). */
+/** A BlockList of CIDRs (parsed, or texts such as the built-in lists above). */
 export function blockListOf(cidrs: readonly (string | AllowedCidr)[]): BlockList {
   const list = new BlockList();
   for (const c of cidrs) {

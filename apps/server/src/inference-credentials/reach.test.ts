@@ -9,14 +9,22 @@ const reach = (addresses: Record<string, string[]>) =>
   createGatewayReach(
     {
       serviceRoutes: [],
-      egressAllowCidrs: [{ address: '10.30.0.0', prefix: 16, family: 'ipv4', text: '10.30.0.0/16' }],
+      egressAllowCidrs: [{ address: '10.30.0.0', prefix: 16, family: 'ipv4' }],
     },
     { sandboxdOnThisHost: false, resolve: async (host) => addresses[host] ?? [] },
   );
 
 describe('gateway reach of a name', () => {
   it('is refused when every address it resolves to is refused, and says which address', async () => {
-    const r = reach({ 'gw.lan': ['192.168.1.5'], 'me.lan': ['127.0.1.1'] });
+    const r = reach({ 'gw.lan': ['192.168.1.5'], 'me.lan': ['127.0.1.1'], 'both.lan': ['::1', '10.9.9.9'] });
+    assert.match(
+      (await r.problem('http://both.lan:4000')) ?? '',
+      /both\.lan \(10\.9\.9\.9\): it is a private address/,
+    );
+    assert.match(
+      (await r.problem('http://169.254.169.254')) ?? '',
+      /link-local, multicast and unspecified addresses are never dialled/,
+    );
     assert.match(
       (await r.problem('http://gw.lan:4000')) ?? '',
       /no sandbox can reach gw\.lan \(192\.168\.1\.5\)/,
@@ -39,7 +47,7 @@ describe('gateway reach of a name', () => {
       .flatMap((list) => list ?? [])
       .find((i) => i.family === 'IPv4' && !i.internal)?.address;
     assert.ok(own, 'this host has a non-loopback IPv4 address');
-    const opened = { address: own, prefix: 32, family: 'ipv4' as const, text: own };
+    const opened = { address: own, prefix: 32, family: 'ipv4' as const };
     const judge = (sandboxdHere: boolean) =>
       createGatewayReach(
         { serviceRoutes: [], egressAllowCidrs: [opened] },

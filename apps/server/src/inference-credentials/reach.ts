@@ -34,6 +34,7 @@ export interface GatewayReachOptions {
 
 const family = (ip: string) => (isIP(ip) === 6 ? 'ipv6' : 'ipv4');
 const never = blockListOf(NEVER_REACHABLE);
+const loopback = blockListOf(['127.0.0.0/8', '::1/128']);
 const privateRanges = blockListOf(PRIVATE_RANGES);
 
 async function resolveHost(host: string): Promise<string[]> {
@@ -56,8 +57,9 @@ export function createGatewayReach(reach: SandboxReach, options: GatewayReachOpt
   const resolve = options.resolve ?? resolveHost;
 
   /** Why the proxy refuses this address, or null when it dials it. */
-  const refusal = (ip: string, own: Set<string>): 'loopback' | 'private' | null => {
-    if (never.check(ip, family(ip)) || own.has(ip.toLowerCase())) return 'loopback';
+  const refusal = (ip: string, own: Set<string>): 'this machine' | 'never' | 'private' | null => {
+    if (loopback.check(ip, family(ip)) || own.has(ip.toLowerCase())) return 'this machine';
+    if (never.check(ip, family(ip))) return 'never';
     if (privateRanges.check(ip, family(ip)) && !allowed.check(ip, family(ip))) return 'private';
     return null;
   };
@@ -78,13 +80,17 @@ export function createGatewayReach(reach: SandboxReach, options: GatewayReachOpt
       const own = options.sandboxdOnThisHost ? ownAddresses() : new Set<string>();
       const refusals = addresses.map((ip) => refusal(ip, own));
       if (refusals.some((r) => r === null)) return null;
-      const ip = addresses[0] ?? host;
+      // The most fixable refusal is explained: an opened range, then a route.
+      const reason = (['private', 'this machine', 'never'] as const).find((r) => refusals.includes(r));
+      const ip = addresses[refusals.indexOf(reason ?? 'never')] ?? host;
       const named = isIP(host) ? host : `${host} (${ip})`;
       const routeExample = `SANDBOXD_SERVICE_ROUTES=gateway.internal=${isIP(ip) === 6 ? `[${ip}]` : ip}:${port}`;
       const useRoute = `and the base URL names it: ${url.protocol}//gateway.internal:${port}${url.pathname === '/' ? '' : url.pathname}`;
-      if (refusals.includes('private'))
+      if (reason === 'private')
         return `no sandbox can reach ${named}: it is a private address the operator has not opened. The operator lists its range in SANDBOXD_EGRESS_ALLOW_CIDRS (e.g. ${ip}${isIP(ip) === 6 ? '/128' : '/32'}), or declares a service route (${routeExample}) ${useRoute}`;
-      return `no sandbox can reach ${named}: it is this machine, which sandboxes never reach directly. The operator declares a service route for the gateway (${routeExample}) ${useRoute}`;
+      if (reason === 'this machine')
+        return `no sandbox can reach ${named}: it is this machine, which sandboxes never reach directly. The operator declares a service route for the gateway (${routeExample}) ${useRoute}`;
+      return `no sandbox can reach ${named}: link-local, multicast and unspecified addresses are never dialled. Use the gateway's routable address or a name for it`;
     },
   };
 }
@@ -96,6 +102,6 @@ export function sandboxdOnThisHost(baseUrl: string | undefined): boolean {
   return (
     host === 'localhost' ||
     host.endsWith('.localhost') ||
-    (isIP(host) !== 0 && never.check(host, family(host)))
+    (isIP(host) !== 0 && loopback.check(host, family(host)))
   );
 }
