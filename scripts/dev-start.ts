@@ -1,7 +1,9 @@
 // `npm start`: the whole development stack with no other setup.
 //   - the local sandbox backend (sandboxd) as its own process, with a generated token,
 //     unless SANDBOX_BASE_URL points at another backend; sandboxes reach the server back at
-//     http://paddock.internal:<PORT> (SANDBOX_CALLBACK_URL, SANDBOXD_SERVICE_ROUTES);
+//     http://paddock.internal:<PORT> (SANDBOX_CALLBACK_URL, SANDBOXD_SERVICE_ROUTES: the
+//     operator's own routes, a local model gateway's say, are kept beside it, and the server
+//     reads the same list to refuse a gateway base URL no sandbox can reach);
 //   - the web console's build (apps/web/dist), made when missing or stale;
 //   - paddock-server, which starts the embedded PostgreSQL (DATABASE_URL unset), runs
 //     migrations and prints its URL.
@@ -19,6 +21,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
+import { parseServiceRoutes } from '../apps/server/src/config/sandbox-reach.ts';
 import { SERVER_NODE_FLAGS } from '../apps/server/src/node-flags.ts';
 import { ensureConsoleBuilt } from './build-web.ts';
 
@@ -85,6 +88,31 @@ async function waitForHttp(url: string, timeoutMs: number): Promise<boolean> {
 // The server's port (its config default is 4000): sandboxd routes paddock.internal to it.
 const serverPort = Number(blank('PORT') ? '4000' : env['PORT']);
 
+/**
+ * SANDBOXD_SERVICE_ROUTES for sandboxd and the server: the operator's entries (a model gateway on
+ * this host, say) and this stack's `paddock.internal`, the one name and port the egress proxy
+ * dials on loopback for the callback (docs/sandboxd.md "Service routes"). An operator's own
+ * `paddock.internal` entry is kept as written. A malformed value stops the stack here, naming the
+ * variable, as sandboxd and the server would.
+ */
+function serviceRoutes(): string {
+  let declared: string[] = [];
+  try {
+    declared = blank('SANDBOXD_SERVICE_ROUTES')
+      ? []
+      : parseServiceRoutes(env['SANDBOXD_SERVICE_ROUTES'] ?? '').map(
+          (r) => `${r.name}=${r.ip.includes(':') ? `[${r.ip}]` : r.ip}:${r.port}`,
+        );
+  } catch (err) {
+    console.error(`paddock: SANDBOXD_SERVICE_ROUTES: ${(err as Error).message}`);
+    process.exit(1);
+  }
+  const own = declared.some((entry) => entry.startsWith('paddock.internal='))
+    ? []
+    : [`paddock.internal=127.0.0.1:${serverPort}`];
+  return [...own, ...declared].join(',');
+}
+
 /** Restarts of a sandboxd that stopped on its own, within a minute, before it is left down. */
 const SANDBOXD_RESTARTS = 3;
 const restartedAt: number[] = [];
@@ -103,9 +131,6 @@ function launchSandboxd(main: string, port: number, token: string): ChildProcess
       SANDBOXD_ADDR: `127.0.0.1:${port}`,
       SANDBOXD_TOKEN: token,
       SANDBOXD_DATA_DIR: join(dataDir, 'sandboxd'),
-      // Sandboxes call the server back at paddock.internal: the one name and port the egress
-      // proxy dials on loopback (docs/sandboxd.md "Service routes").
-      SANDBOXD_SERVICE_ROUTES: `paddock.internal=127.0.0.1:${serverPort}`,
       ...(blank('SANDBOXD_LOG_FORMAT') && !blank('LOG_FORMAT')
         ? { SANDBOXD_LOG_FORMAT: env['LOG_FORMAT'] }
         : {}),
@@ -136,6 +161,7 @@ async function startSandboxd(): Promise<void> {
   const main = join(root, 'apps/sandboxd/src/main.ts');
   if (!existsSync(main)) return;
   const token = persistentSecret('sandboxd.token');
+  env['SANDBOXD_SERVICE_ROUTES'] = serviceRoutes();
   const port = await freePort(7070);
   const child = launchSandboxd(main, port, token);
   children.push(child);

@@ -120,6 +120,16 @@ describe('paddock credentials', () => {
     assert.equal(bad.code, 1);
     assert.match(bad.stderr, /base_url: must be https:\/\//);
     assert.ok(!bad.stderr.includes('AIza-gemini-cli-key-999'));
+    // A gateway no sandbox can reach: the server says what the operator declares.
+    const loopback = await paddock(
+      ['credentials', 'set', 'anthropic', '--base-url', 'http://127.0.0.1:4555'],
+      'sk-ant-cli-loopback-key-1',
+    );
+    assert.equal(loopback.code, 1);
+    assert.match(
+      loopback.stderr,
+      /base_url: no sandbox can reach 127\.0\.0\.1: it is this machine, which sandboxes never reach directly\. The operator declares a service route for the gateway \(SANDBOXD_SERVICE_ROUTES=gateway\.internal=127\.0\.0\.1:4555\) and the base URL names it: http:\/\/gateway\.internal:4555/,
+    );
     const short = await paddock(['credentials', 'set', 'gemini'], 'short');
     assert.equal(short.code, 1);
     assert.match(short.stderr, /api_key: must be at least 8 characters/);

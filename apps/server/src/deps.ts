@@ -55,6 +55,7 @@ import {
   createInferenceCredentialsService,
   type InferenceCredentialsService,
 } from './inference-credentials/inference-credentials.service.ts';
+import { createGatewayReach, sandboxdOnThisHost } from './inference-credentials/reach.ts';
 import type { TaskList } from './jobs/worker.ts';
 import { ACCOUNT_MAIL_TASK, createMailQueue, type MailQueue } from './mail/mail.queue.ts';
 import { createMailer, type Mailer } from './mail/mailer.ts';
@@ -174,7 +175,14 @@ export function createDeps(input: CreateDepsInput): Deps {
     masterKey: masterSecretsKey,
     previousMasterKey: masterSecretsKeyPrevious,
   });
-  const inferenceCredentials = createInferenceCredentialsService({ db, secrets, audit });
+  const inferenceCredentials = createInferenceCredentialsService({
+    db,
+    secrets,
+    audit,
+    reach: createGatewayReach(input.config.sandbox.reach, {
+      sandboxdOnThisHost: sandboxdOnThisHost(input.config.sandbox.baseUrl),
+    }),
+  });
   const environments = createEnvironmentsService({ db, secrets, audit });
   const vaults = createVaultsService({ db, secrets, audit });
   const agents = createAgentsService({ db, audit });

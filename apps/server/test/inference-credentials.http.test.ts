@@ -11,7 +11,11 @@ import { createVerifiedUser, type TestUser } from './helpers/factories.ts';
 
 let t: TestApp;
 before(async () => {
-  t = await buildTestApp();
+  // The private ranges opened, as an operator of a LAN gateway does: the http rule is judged
+  // here, the reach of loopback and private addresses in inference-credentials.reach.http.test.ts.
+  t = await buildTestApp({
+    env: { SANDBOXD_EGRESS_ALLOW_CIDRS: '10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, fc00::/7' },
+  });
 });
 after(async () => {
   await t.close();
@@ -282,15 +286,13 @@ describe('inference credentials API', () => {
     assert.ok(!t.logs.join('').includes('sk-ant-half'));
   });
 
-  it('accepts http base URLs only for loopback and private-network hosts', async () => {
+  it('accepts http base URLs only for private-network hosts', async () => {
     const user = await createVerifiedUser(t.deps.db);
     for (const base_url of [
-      'http://localhost:8080',
-      'http://127.0.0.1:4000/v1',
       'http://10.1.2.3',
       'http://192.168.1.20:11434',
       'http://172.20.0.5',
-      'http://[::1]:8080',
+      'http://[fd00::5]:8080',
       'http://litellm:4000',
       'http://gateway.internal/anthropic',
       'http://llm.test:8080',

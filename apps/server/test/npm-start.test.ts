@@ -4,6 +4,9 @@
 // data directory and the sandboxes, and the next `npm start` would fail). The real script, the
 // real server and sandboxd; the server's database is a test database (DATABASE_URL), so no
 // embedded PostgreSQL is involved. A sandboxd that stops on its own meanwhile is started again.
+// The operator's own service routes are kept beside npm start's paddock.internal: a model gateway
+// on this host's loopback (the fake provider) answers a real agent turn through npm start's own
+// sandboxd.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -12,7 +15,10 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
 import { removeCgroups } from '../../sandboxd/test/harness.ts';
+import { sharedLayerDir } from '../../sandboxd/test/runtime-layer-cache.ts';
 import { createTestDatabase, type TestDatabase } from './helpers/database.ts';
+import { createVerifiedUser } from './helpers/factories.ts';
+import { PROVIDER_ENV, startFakeInference } from './helpers/fake-inference.ts';
 
 const REPO = resolve(import.meta.dirname, '..', '..', '..');
 
@@ -81,6 +87,7 @@ interface Started {
   output: () => string;
   /** the server's port */
   port: number;
+  db: TestDatabase;
 }
 
 const cleanup: (() => Promise<void> | void)[] = [];
@@ -104,7 +111,7 @@ async function sandboxdServing(url: string): Promise<boolean> {
 }
 
 /** Starts `npm start`'s script and waits until it serves. */
-async function startStack(): Promise<Started> {
+async function startStack(extraEnv: Record<string, string> = {}): Promise<Started> {
   const db: TestDatabase = await createTestDatabase();
   cleanup.push(() => db.drop());
   const dataDir = mkdtempSync(join(tmpdir(), 'npm-start-'));
@@ -122,6 +129,7 @@ async function startStack(): Promise<Started> {
     DATABASE_SSL: 'false',
     SANDBOXD_RUNTIME_LAYER: 'off',
     LOG_LEVEL: 'warn',
+    ...extraEnv,
   };
   const top = spawn(process.execPath, [join(REPO, 'scripts/dev-start.ts')], {
     cwd: REPO,
@@ -175,7 +183,7 @@ async function startStack(): Promise<Started> {
     names.some((n) => n.includes('apps/sandboxd/src/main.ts')),
     `sandboxd runs: ${names.join('\n')}`,
   );
-  return { top, stack, output: () => output, port };
+  return { top, stack, output: () => output, port, db };
 }
 
 describe('npm start leaves nothing running when it goes', () => {
@@ -272,5 +280,103 @@ describe('npm start leaves nothing running when it goes', () => {
         throw new Error(`${String(err)}; its output:\n${output()}`);
       },
     );
+  });
+});
+
+describe("npm start keeps the operator's service routes", () => {
+  it('a credential on a declared loopback name reaches a model gateway on 127.0.0.1 through its sandboxd; a loopback address is refused', async () => {
+    const fake = await startFakeInference();
+    cleanup.push(() => fake.close());
+    const { port, db, output } = await startStack({
+      SANDBOXD_SERVICE_ROUTES: fake.serviceRoute,
+      SANDBOXD_RUNTIME_LAYER: sharedLayerDir(),
+    });
+    const fail = (err: unknown): never => {
+      throw new Error(`${String(err)}; its output:\n${output()}`);
+    };
+    const user = await createVerifiedUser(db.handle.db);
+    const api = async (method: string, path: string, body?: unknown) => {
+      const res = await fetch(`http://127.0.0.1:${port}${path}`, {
+        method,
+        headers: { ...user.auth, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      return { status: res.status, body: (await res.json().catch(() => null)) as Record<string, unknown> };
+    };
+    const KEY = 'sk-ant-local-gateway-key-Zr8Kp2';
+    // The server reads the list npm start gave sandboxd: the gateway's own address is refused,
+    // naming the route to declare; the declared name is accepted.
+    const direct = await api('PUT', '/api/account/inference-credentials/anthropic', {
+      api_key: KEY,
+      base_url: fake.url,
+    });
+    assert.equal(direct.status, 422, JSON.stringify(direct.body));
+    assert.match(JSON.stringify(direct.body), /SANDBOXD_SERVICE_ROUTES=gateway\.internal=127\.0\.0\.1:/);
+    const set = await api('PUT', '/api/account/inference-credentials/anthropic', {
+      api_key: KEY,
+      base_url: fake.sandboxUrl,
+    });
+    assert.equal(set.status, 200, JSON.stringify(set.body));
+
+    const env = await api('POST', '/api/environments', {
+      name: 'local-gateway',
+      env_vars: PROVIDER_ENV.claude.testEnv,
+    });
+    assert.equal(env.status, 201, JSON.stringify(env.body));
+    const agent = await api('POST', '/api/agents', {
+      name: 'local-gateway',
+      runtime: 'claude',
+      model: PROVIDER_ENV.claude.model,
+      environment_id: env.body['id'],
+    });
+    assert.equal(agent.status, 201, JSON.stringify(agent.body));
+    fake.script('claude', { marker: 'NPM-START-GATEWAY', reply: 'Answered by the local gateway.' });
+    const conv = await api('POST', '/api/conversations', {
+      agent_id: agent.body['id'],
+      prompt: 'NPM-START-GATEWAY: say hello',
+    });
+    assert.equal(conv.status, 201, JSON.stringify(conv.body));
+    const id = String(conv.body['id']);
+    let turn: Record<string, unknown> | undefined;
+    await until(
+      async () => {
+        const turns = await api('GET', `/api/conversations/${id}/turns`);
+        turn = (turns.body['data'] as Record<string, unknown>[] | undefined)?.[0];
+        return turn !== undefined && !['queued', 'running'].includes(String(turn['status']));
+      },
+      240_000,
+      'the turn ending',
+    ).catch(fail);
+    assert.equal(turn?.['status'], 'succeeded', `${JSON.stringify(turn)}; its output:\n${output()}`);
+    assert.ok(
+      fake.requests().some((r) => r.text.includes('NPM-START-GATEWAY')),
+      'the gateway on 127.0.0.1 got the turn',
+    );
+    assert.ok(!output().includes(KEY));
+    await api('DELETE', `/api/conversations/${id}`);
+  });
+});
+
+describe('npm start refuses a malformed SANDBOXD_SERVICE_ROUTES', () => {
+  it('stops before starting anything, naming the variable and the entry', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'npm-start-'));
+    cleanup.push(() => rmSync(dataDir, { recursive: true, force: true }));
+    const top = spawn(process.execPath, [join(REPO, 'scripts/dev-start.ts')], {
+      cwd: REPO,
+      env: {
+        ...process.env,
+        PORT: String(await freePort()),
+        PADDOCK_DATA_DIR: dataDir,
+        SANDBOXD_SERVICE_ROUTES: 'gateway.internal=127.0.0.1:4555 gateway-without-port',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    top.stdout?.on('data', (d: Buffer) => (output += d.toString()));
+    top.stderr?.on('data', (d: Buffer) => (output += d.toString()));
+    const code = await new Promise<number | null>((ok) => top.once('exit', ok));
+    assert.equal(code, 1, output);
+    assert.match(output, /paddock: SANDBOXD_SERVICE_ROUTES: entry 2 is not name=ip:port/);
+    assert.doesNotMatch(output, /sandboxd is serving/);
   });
 });

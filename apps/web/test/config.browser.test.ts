@@ -213,6 +213,15 @@ describe('configuration pages', () => {
 
     await page.getByRole('button', { name: 'Set anthropic key' }).click();
     await page.getByLabel('anthropic API key').fill(PROVIDER_KEY);
+    // A gateway no sandbox can reach is refused under its field, saying what the operator declares.
+    await page.getByLabel('Base URL (optional)').fill('http://127.0.0.1:4555');
+    await page.getByRole('button', { name: 'Save key' }).click();
+    await page
+      .getByText(
+        'no sandbox can reach 127.0.0.1: it is this machine, which sandboxes never reach directly. The operator declares a service route for the gateway (SANDBOXD_SERVICE_ROUTES=gateway.internal=127.0.0.1:4555) and the base URL names it: http://gateway.internal:4555',
+      )
+      .waitFor();
+    await page.getByLabel('Base URL (optional)').fill('');
     await page.getByRole('button', { name: 'Save key' }).click();
     await page.getByRole('button', { name: 'Replace anthropic key' }).waitFor();
 

@@ -341,3 +341,53 @@ describe('docs/configuration.md', () => {
     assert.deepEqual(missing, []);
   });
 });
+
+describe('what sandboxes can reach (SANDBOXD_SERVICE_ROUTES, SANDBOXD_EGRESS_ALLOW_CIDRS)', () => {
+  it('reads both as sandboxd does; blank means unset', () => {
+    const { config } = parseConfig({
+      SANDBOXD_SERVICE_ROUTES:
+        'paddock.internal=127.0.0.1:4000, Gateway.Internal=[::1]:4555 lan.test=10.1.2.3:80',
+      SANDBOXD_EGRESS_ALLOW_CIDRS: '10.20.0.0/16 fd12:3456::/48, 192.168.1.7',
+    });
+    assert.deepEqual(config.sandbox.reach.serviceRoutes, [
+      { name: 'paddock.internal', ip: '127.0.0.1', port: 4000 },
+      { name: 'gateway.internal', ip: '::1', port: 4555 },
+      { name: 'lan.test', ip: '10.1.2.3', port: 80 },
+    ]);
+    assert.deepEqual(
+      config.sandbox.reach.egressAllowCidrs.map((c) => [c.address, c.prefix, c.family]),
+      [
+        ['10.20.0.0', 16, 'ipv4'],
+        ['fd12:3456::', 48, 'ipv6'],
+        ['192.168.1.7', 32, 'ipv4'],
+      ],
+    );
+    const blank = parseConfig({ SANDBOXD_SERVICE_ROUTES: '  ', SANDBOXD_EGRESS_ALLOW_CIDRS: '' }).config;
+    assert.deepEqual(blank.sandbox.reach, { serviceRoutes: [], egressAllowCidrs: [] });
+  });
+
+  it('a malformed value refuses to boot, naming the variable and the entry, never the value', () => {
+    for (const bad of [
+      'gateway=127.0.0.1:4555',
+      'a.test=127.0.0.1',
+      'a.test=localhost:80',
+      'a.test=1.2.3.4:0',
+    ]) {
+      refuses({ SANDBOXD_SERVICE_ROUTES: `ok.test=127.0.0.1:1 ${bad}` }, 'SANDBOXD_SERVICE_ROUTES: entry 2');
+    }
+    for (const bad of [
+      '10.0.0.0/33',
+      'ten.0.0.0/8',
+      '127.0.0.0/8',
+      '0.0.0.0/0',
+      '::1',
+      'fe80::/10',
+      '169.254.169.254',
+    ]) {
+      const problems = problemsOf({ SANDBOXD_EGRESS_ALLOW_CIDRS: bad });
+      assert.equal(problems.length, 1, `${bad}: ${JSON.stringify(problems)}`);
+      assert.match(problems[0] ?? '', /^SANDBOXD_EGRESS_ALLOW_CIDRS: entry 1 /);
+      assert.ok(!problems[0]?.includes(bad), problems[0]);
+    }
+  });
+});

@@ -4,6 +4,7 @@
 // because several of them are secrets). Nothing outside this folder reads process.env.
 import { isIP } from 'node:net';
 import { resolve as resolvePath } from 'node:path';
+import { parseAllowCidrs, parseServiceRoutes, type SandboxReach } from './sandbox-reach.ts';
 
 /** The console's build output in this checkout (apps/web/dist). */
 export const DEFAULT_CONSOLE_DIR = resolvePath(import.meta.dirname, '../../../web/dist');
@@ -62,6 +63,11 @@ export interface Config {
     readonly callbackUrl: URL;
     /** Live sandboxes (pending, starting, ready) one user may have at once. */
     readonly maxConcurrentPerUser: number;
+    /**
+     * SANDBOXD_SERVICE_ROUTES and SANDBOXD_EGRESS_ALLOW_CIDRS, as sandboxd reads them: the
+     * loopback and private addresses sandboxes can reach (sandbox-reach.ts).
+     */
+    readonly reach: SandboxReach;
   };
   readonly mail: {
     readonly transport: MailTransport;
@@ -323,6 +329,22 @@ export function parseConfig(env: Env): ParseResult {
     problems.push('SANDBOX_CALLBACK_URL: must be an origin without a path, query or fragment');
   }
 
+  // What sandboxes reach besides the internet (the variables sandboxd reads too).
+  const reachOf = <T>(name: string, parse: (raw: string) => T[]): T[] => {
+    const raw = str(name);
+    if (raw === undefined) return [];
+    try {
+      return parse(raw);
+    } catch (err) {
+      problems.push(`${name}: ${(err as Error).message}`);
+      return [];
+    }
+  };
+  const reach: SandboxReach = {
+    serviceRoutes: reachOf('SANDBOXD_SERVICE_ROUTES', parseServiceRoutes),
+    egressAllowCidrs: reachOf('SANDBOXD_EGRESS_ALLOW_CIDRS', parseAllowCidrs),
+  };
+
   // Mail.
   const emailDelivery = str('EMAIL_DELIVERY');
   if (emailDelivery !== undefined && emailDelivery.toLowerCase() !== 'none') {
@@ -500,6 +522,7 @@ export function parseConfig(env: Env): ParseResult {
       maxLifetimeHours: nonNegInt('SANDBOX_MAX_LIFETIME_HOURS', 24),
       callbackUrl: callbackUrl ?? effectivePublicUrl,
       maxConcurrentPerUser: positiveInt('SANDBOX_MAX_CONCURRENT_PER_USER', 5),
+      reach,
     },
     mail: {
       transport,

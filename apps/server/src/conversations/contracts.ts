@@ -240,7 +240,8 @@ export interface Provisioner {
   /** Runs `provision` and the warm or cold path; moves the sandbox row pending → starting → ready. */
   provision(input: ProvisionInput): Promise<Provisioned>;
   /**
-   * Decrypts again and rewrites the env file of a live sandbox. Reattach: with a fresh callback key
+   * Decrypts again, rewrites the env file of a live sandbox and sends its network policy again
+   * (the provider host follows the env's base URL). Reattach: with a fresh callback key
    * (the one before is revoked). With `callback` (the account's inference credentials changed
    * while the sandbox was warm): with that key, so processes still running in the sandbox keep a
    * working one.

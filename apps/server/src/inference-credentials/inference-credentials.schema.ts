@@ -81,7 +81,9 @@ export const InferenceCredentialBody = z
     api_key: ApiKey.describe('the provider API key; write-only, never returned'),
     base_url: BaseUrl.nullable()
       .optional()
-      .describe('optional gateway base URL (https; http only to a loopback or private-network host)'),
+      .describe(
+        'optional gateway base URL (https; http only to a loopback or private-network host); refused when no sandbox can reach it (loopback, or a private address the operator has not declared)',
+      ),
   })
   .strict();
 

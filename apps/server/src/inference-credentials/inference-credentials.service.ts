@@ -8,6 +8,8 @@
 //   (secrets/INVARIANTS.md 4): a ciphertext moved to another account or provider fails.
 // - Tenant = account: every query is scoped by the caller's tenant id; there is no way to name
 //   another account's credential.
+// - A base URL no sandbox can reach (reach.ts) is refused with a 422 on base_url that says
+//   what the operator declares; nothing is stored (test/inference-credentials.reach.http.test.ts).
 // - Idempotent delete: deleting a credential that is not set is a 204 and writes no audit row.
 import type { AuditService } from '../audit/audit.service.ts';
 import type { Db } from '../db/database.ts';
@@ -23,6 +25,7 @@ import {
 } from './inference-credentials.repo.ts';
 import type { InferenceCredentialInput, InferenceCredentialViewT } from './inference-credentials.schema.ts';
 import { INFERENCE_PROVIDERS, type InferenceProvider, isInferenceProvider } from './providers.ts';
+import type { GatewayReach } from './reach.ts';
 
 /** A decrypted credential, for the sandbox env only. */
 export interface SandboxCredential {
@@ -48,6 +51,8 @@ export interface InferenceCredentialsDeps {
   db: Db;
   secrets: Pick<SecretsService, 'sealCredential' | 'openCredentials'>;
   audit: Pick<AuditService, 'record'>;
+  /** Refuses a base URL no sandbox can reach (reach.ts). */
+  reach: GatewayReach;
 }
 
 function providerOf(raw: string): InferenceProvider {
@@ -80,6 +85,8 @@ export function createInferenceCredentialsService(
     async set(ctx, rawProvider, input) {
       const provider = providerOf(rawProvider);
       const baseUrl = input.base_url ?? null;
+      const unreachable = baseUrl === null ? null : await deps.reach.problem(baseUrl);
+      if (unreachable) throw AppError.validation({ base_url: [unreachable] });
       return await deps.db.transaction().execute(async (trx) => {
         const ciphertext = await deps.secrets.sealCredential(
           { tenantId: ctx.tenantId, provider },

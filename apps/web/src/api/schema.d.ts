@@ -962,7 +962,7 @@ export interface operations {
                 "application/json": {
                     /** @description the provider API key; write-only, never returned */
                     api_key: string;
-                    /** @description optional gateway base URL (https; http only to a loopback or private-network host) */
+                    /** @description optional gateway base URL (https; http only to a loopback or private-network host); refused when no sandbox can reach it (loopback, or a private address the operator has not declared) */
                     base_url?: string | null;
                 };
             };

@@ -24,10 +24,13 @@
 //    Test (conversations.session-state.test.ts): "a reclaim saves the state a lost save left behind".
 // 7. A turn on a warm sandbox runs with the account's inference credentials as they are when its
 //    round reads them: when they changed since the sandbox's env was made (the round's credentials
-//    mark differs), the env is decrypted again and its file rewritten first, with the same
+//    mark differs), the env is decrypted again, its file rewritten and the network policy sent
+//    again (a `limited` environment allows the new base URL's host) first, with the same
 //    callback key. So a person who sets the key a failed turn asked for can prompt again in the
 //    same conversation. Test (inference-credentials.conversation.test.ts): "a key set or deleted
-//    while the sandbox is warm reaches the next turn".
+//    while the sandbox is warm reaches the next turn"; the policy
+//    (inference-credentials.egress.test.ts): "no credential, then one on gateway A, then one on
+//    gateway B: each next turn reaches its gateway".
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SandboxClient } from '@paddock/sandbox-client';
 import { v7 as uuidv7 } from 'uuid';
@@ -476,7 +479,9 @@ export function createConversationServer(
         provisioned.callback,
       );
       envMark = mark;
-      log.info("the account's inference credentials changed: the sandbox env was refreshed");
+      log.info(
+        "the account's inference credentials changed: the sandbox env and network policy were refreshed",
+      );
       return true;
     } catch (err) {
       if (err instanceof StaleOwnerError || stopped) throw err;

@@ -23,6 +23,8 @@
 // - Every sandbox row write is fenced by the owner's epoch: a stale owner changes nothing
 //   (StaleOwnerError).
 // - Network policy is applied on the warm path too: a checkpoint holds files, not the policy.
+// - refreshEnv sends the network policy again with the env: the provider host it allows is the
+//   host of the env's base URL (network.ts), so an env with another base URL needs another policy.
 // - Client-side timeouts (spec rule 2): package install 300 s per command, clone 600 s, setup 120 s.
 import type { SandboxClient } from '@paddock/sandbox-client';
 import type { Db } from '../../db/database.ts';
@@ -511,6 +513,12 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
         kept ?? (await deps.callbackKeys.mint(input.lease.tenantId, input.lease.conversationId));
       const assembled = await assemble(input, environment, callback);
       await writeEnvFile(input.sandboxName, assembled.env);
+      // The provider host follows the env: a base URL set or changed since the sandbox's policy
+      // was sent is otherwise denied by a `limited` environment at the next turn.
+      const policy = environment
+        ? networkPolicyFor(environment, providerHostsFor(input.agent, assembled.env))
+        : null;
+      if (policy) await sandbox.setNetworkPolicy(input.sandboxName, policy, { retry: true });
       return {
         env: assembled.env,
         mcpServers: assembled.mcpServers,
