@@ -5,7 +5,7 @@
 // real server and sandboxd; the server's database is a test database (DATABASE_URL), so no
 // embedded PostgreSQL is involved. A sandboxd that stops on its own meanwhile is started again.
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -103,10 +103,13 @@ async function sandboxdServing(url: string): Promise<boolean> {
   return res !== null && res.status < 500;
 }
 
-/** Starts `npm start`'s script and waits until it serves. */
-async function startStack(): Promise<Started> {
-  const db: TestDatabase = await createTestDatabase();
-  cleanup.push(() => db.drop());
+/**
+ * Starts `npm start`'s script and waits until it serves. With `embedded`, as a user runs it: no
+ * DATABASE_URL, so the server starts the embedded PostgreSQL in the data directory.
+ */
+async function startStack(options: { embedded?: boolean } = {}): Promise<Started & { dataDir: string }> {
+  const db: TestDatabase | null = options.embedded ? null : await createTestDatabase();
+  if (db) cleanup.push(() => db.drop());
   const dataDir = mkdtempSync(join(tmpdir(), 'npm-start-'));
   cleanup.push(() => {
     // A sandboxd killed outright (kill -9) cannot remove its cgroup directories itself.
@@ -114,12 +117,12 @@ async function startStack(): Promise<Started> {
     rmSync(dataDir, { recursive: true, force: true });
   });
   const port = await freePort();
+  const { DATABASE_URL: _unused, ...inherited } = process.env;
   const env = {
-    ...process.env,
+    ...inherited,
     PORT: String(port),
     PADDOCK_DATA_DIR: dataDir,
-    DATABASE_URL: db.url,
-    DATABASE_SSL: 'false',
+    ...(db ? { DATABASE_URL: db.url, DATABASE_SSL: 'false' } : {}),
     SANDBOXD_RUNTIME_LAYER: 'off',
     LOG_LEVEL: 'warn',
   };
@@ -175,7 +178,7 @@ async function startStack(): Promise<Started> {
     names.some((n) => n.includes('apps/sandboxd/src/main.ts')),
     `sandboxd runs: ${names.join('\n')}`,
   );
-  return { top, stack, output: () => output, port };
+  return { top, stack, output: () => output, port, dataDir };
 }
 
 describe('npm start leaves nothing running when it goes', () => {
@@ -272,5 +275,48 @@ describe('npm start leaves nothing running when it goes', () => {
         throw new Error(`${String(err)}; its output:\n${output()}`);
       },
     );
+  });
+});
+
+describe('release tasks run beside npm start (issue 37, finding 4)', () => {
+  it('promote-admin, with only the data directory npm start uses, promotes an account on its embedded database', async () => {
+    const { port, dataDir, output } = await startStack({ embedded: true });
+    const base = `http://127.0.0.1:${port}`;
+    const email = `first-${Date.now()}@example.com`;
+    const password = 'a long enough passphrase 37';
+    const registered = await fetch(`${base}/api/auth/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email, password }),
+    });
+    assert.equal(registered.status, 201, `${await registered.text()}\n${output()}`);
+
+    // What the README says to run: nothing but the data directory (here not the default one).
+    const { DATABASE_URL: _unused, ...inherited } = process.env;
+    const task = spawnSync(
+      process.execPath,
+      [join(REPO, 'apps/server/src/main.ts'), 'task', 'promote-admin', email],
+      {
+        cwd: REPO,
+        env: { ...inherited, PADDOCK_DATA_DIR: dataDir, LOG_LEVEL: 'warn' },
+        encoding: 'utf8',
+        timeout: 60_000,
+      },
+    );
+    assert.equal(task.status, 0, `${task.stdout}${task.stderr}`);
+    assert.match(task.stdout, new RegExp(`granted the admin role to ${email.replace('.', '\\.')}`));
+
+    // The running server sees it, and still serves (the task left its database running).
+    const minted = await fetch(`${base}/api/auth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email, password }),
+    });
+    const body = await minted.text();
+    assert.equal(minted.status, 201, body);
+    const { key } = JSON.parse(body) as { key: string };
+    const me = await fetch(`${base}/api/auth/me`, { headers: { authorization: `Bearer ${key}` } });
+    assert.equal(me.status, 200);
+    assert.equal(((await me.json()) as { is_admin: boolean }).is_admin, true);
   });
 });
