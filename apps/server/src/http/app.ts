@@ -4,7 +4,12 @@ import { randomUUID } from 'node:crypto';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  LogController,
+} from 'fastify';
 import {
   hasZodFastifySchemaValidationErrors,
   isResponseSerializationError,
@@ -68,7 +73,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   const readable = logFormatOf(logger) === 'pretty';
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
-    disableRequestLogging: readable,
+    logController: new LogController({ disableRequestLogging: readable }),
     genReqId: () => randomUUID(),
     requestIdHeader: false,
     // TRUSTED_PROXIES: only these peers may set X-Forwarded-For/-Proto. Without it every
