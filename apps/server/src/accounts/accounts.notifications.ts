@@ -199,7 +199,10 @@ export function createAccountMailTask(deps: {
 
     try {
       await deps.mailer.send({ to, ...renderMail(template, ctx) });
-      log.info({ kind: job.kind, userId: user.id, attempt }, 'account mail sent');
+      log.info(
+        { kind: job.kind, userId: user.id, attempt },
+        deps.mailer.kind === 'printed' ? 'account mail printed' : 'account mail sent',
+      );
     } catch (err) {
       if (tokenId) await deleteEmailToken(deps.db, user.id, tokenId);
       if (claimedWelcome) await releaseWelcome(deps.db, user.id);
