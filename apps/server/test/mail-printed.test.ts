@@ -81,7 +81,10 @@ describe('mail printed in development without a mail setting (issue 37, finding 
     assert.match(subject ?? '', /reset/i);
     assert.ok(url?.startsWith('http://'), url);
     // The welcome mail of the self-verified account is printed too: every mail, not only resets.
-    assert.match(out, new RegExp(`To: ${email.replace('.', '\\.')}\\n {2}Subject: Your Paddock account is ready`));
+    assert.match(
+      out,
+      new RegExp(`To: ${email.replace('.', '\\.')}\\n {2}Subject: Your Paddock account is ready`),
+    );
 
     const reset = await post('/api/auth/password-reset/confirm', {
       token,
