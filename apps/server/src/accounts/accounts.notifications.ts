@@ -59,7 +59,7 @@ const Payload = z.object({
   ip: z.string().nullable().optional(),
   newEmail: z.string().optional(),
   requestedAt: z.iso.datetime().optional(),
-  via: z.enum(['reset', 'change']).optional(),
+  via: z.enum(['reset', 'change', 'admin']).optional(),
   to: z.string().optional(),
   attempt: z.number().int().positive().optional(),
 });

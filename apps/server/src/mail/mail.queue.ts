@@ -39,7 +39,7 @@ export interface AccountMailJob {
   /** email_change_confirm: when it was requested (ISO); dropped if credentials changed since. */
   requestedAt?: string;
   /** password_changed: what changed it. */
-  via?: 'reset' | 'change';
+  via?: 'reset' | 'change' | 'admin';
   /** email_change_notice: the old address, which is no longer on the account once confirmed. */
   to?: string;
   /** 1-based send attempt; set by the retry path. */
@@ -52,6 +52,8 @@ export interface MailQueue {
    * printed or not: accounts then self-verify and an email change applies at once.
    */
   readonly enabled: boolean;
+  /** Mail is made at all: sent (enabled), or printed to the log in development. */
+  readonly made: boolean;
   enqueue(db: Db, job: AccountMailJob, opts?: { runAt?: Date }): Promise<void>;
 }
 
@@ -60,6 +62,7 @@ export function createMailQueue(deps: { config: Config }): MailQueue {
   const made = enabled || printsMail(deps.config);
   return {
     enabled,
+    made,
     async enqueue(db, job, opts = {}) {
       if (!made) return;
       await enqueueJob(
