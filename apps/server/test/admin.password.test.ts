@@ -89,6 +89,14 @@ describe('admin password help (issue 37, finding 5)', () => {
     assert.equal(res.json().error, 'mail_unavailable');
     assert.match(res.json().message, /temporary password/);
     assert.equal((await auditRows(t, 'admin.user.password_reset_sent')).length, 0);
+    // "Forgot password" says so too, instead of promising a link that never comes.
+    const forgot = await t.app.inject({
+      method: 'POST',
+      url: '/api/auth/password-reset',
+      payload: { email: user.email },
+    });
+    assert.equal(forgot.statusCode, 202);
+    assert.match(forgot.json().message, /sends no mail\. Ask an administrator/);
   });
 
   it('mails a reset link that sets a new password, audited as the admin’s act', async () => {
