@@ -256,7 +256,7 @@ function createAccountsDeps(
   },
 ) {
   const { db, config, audit, logger, secrets, principals } = input;
-  const mailer = createMailer(config);
+  const mailer = createMailer(config, logger);
   const mailQueue = createMailQueue({ config });
   const sessions = createSessionsService({ db, config });
   const apiKeys = createApiKeysService({ db, audit, principals });

@@ -42,8 +42,9 @@ async function main(argv: string[]): Promise<number> {
   });
   for (const w of warnings) logger.warn(w);
 
+  // migrate and tasks run beside a running `npm start` on its embedded database (attach).
   if (command === 'migrate') {
-    const db = await openConfiguredDatabase(config, logger);
+    const db = await openConfiguredDatabase(config, logger, { attach: true });
     try {
       const { applied } = await migrate(db.database.db, db.database.pool);
       console.log(applied.length ? `applied: ${applied.join(', ')}` : 'database is up to date');
@@ -60,7 +61,7 @@ async function main(argv: string[]): Promise<number> {
       console.error(`unknown task "${name ?? ''}". Available: ${Object.keys(TASKS).join(', ') || '(none)'}`);
       return 2;
     }
-    const { deps, db } = await openDeps(config, logger);
+    const { deps, db } = await openDeps(config, logger, undefined, { attach: true });
     try {
       await task.run({ deps, args, print: (line) => console.log(line) });
     } catch (err) {

@@ -3,7 +3,7 @@ import type { Server } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from './config/config.ts';
 import { migrate } from './db/migrate.ts';
-import { type ConfiguredDatabase, openConfiguredDatabase } from './db/open.ts';
+import { type ConfiguredDatabase, type OpenOptions, openConfiguredDatabase } from './db/open.ts';
 import { createDeps, type Deps, type EngineOptions } from './deps.ts';
 import { buildApp } from './http/app.ts';
 import { type JobRunner, migrateJobs, startJobRunner } from './jobs/worker.ts';
@@ -24,8 +24,9 @@ export async function openDeps(
   config: Config,
   logger: Logger,
   engine?: EngineOptions,
+  open: OpenOptions = {},
 ): Promise<{ deps: Deps; db: ConfiguredDatabase }> {
-  const db = await openConfiguredDatabase(config, logger);
+  const db = await openConfiguredDatabase(config, logger, open);
   try {
     const { applied } = await migrate(db.database.db, db.database.pool);
     if (applied.length > 0) logger.info({ applied }, 'migrations applied');

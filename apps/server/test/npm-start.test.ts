@@ -8,7 +8,7 @@
 // on this host's loopback (the fake provider) answers a real agent turn through npm start's own
 // sandboxd.
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -87,7 +87,10 @@ interface Started {
   output: () => string;
   /** the server's port */
   port: number;
-  db: TestDatabase;
+  /** the test database it runs on; null when it runs its embedded PostgreSQL */
+  db: TestDatabase | null;
+  /** its PADDOCK_DATA_DIR */
+  dataDir: string;
 }
 
 const cleanup: (() => Promise<void> | void)[] = [];
@@ -110,10 +113,16 @@ async function sandboxdServing(url: string): Promise<boolean> {
   return res !== null && res.status < 500;
 }
 
-/** Starts `npm start`'s script and waits until it serves. */
-async function startStack(extraEnv: Record<string, string> = {}): Promise<Started> {
-  const db: TestDatabase = await createTestDatabase();
-  cleanup.push(() => db.drop());
+/**
+ * Starts `npm start`'s script and waits until it serves. With `embedded`, as a user runs it: no
+ * DATABASE_URL, so the server starts the embedded PostgreSQL in the data directory. `env` adds to
+ * (or overrides) the environment it starts with.
+ */
+async function startStack(
+  options: { embedded?: boolean; env?: Record<string, string> } = {},
+): Promise<Started> {
+  const db: TestDatabase | null = options.embedded ? null : await createTestDatabase();
+  if (db) cleanup.push(() => db.drop());
   const dataDir = mkdtempSync(join(tmpdir(), 'npm-start-'));
   cleanup.push(() => {
     // A sandboxd killed outright (kill -9) cannot remove its cgroup directories itself.
@@ -121,15 +130,15 @@ async function startStack(extraEnv: Record<string, string> = {}): Promise<Starte
     rmSync(dataDir, { recursive: true, force: true });
   });
   const port = await freePort();
+  const { DATABASE_URL: _unused, ...inherited } = process.env;
   const env = {
-    ...process.env,
+    ...inherited,
     PORT: String(port),
     PADDOCK_DATA_DIR: dataDir,
-    DATABASE_URL: db.url,
-    DATABASE_SSL: 'false',
+    ...(db ? { DATABASE_URL: db.url, DATABASE_SSL: 'false' } : {}),
     SANDBOXD_RUNTIME_LAYER: 'off',
     LOG_LEVEL: 'warn',
-    ...extraEnv,
+    ...options.env,
   };
   const top = spawn(process.execPath, [join(REPO, 'scripts/dev-start.ts')], {
     cwd: REPO,
@@ -183,7 +192,7 @@ async function startStack(extraEnv: Record<string, string> = {}): Promise<Starte
     names.some((n) => n.includes('apps/sandboxd/src/main.ts')),
     `sandboxd runs: ${names.join('\n')}`,
   );
-  return { top, stack, output: () => output, port, db };
+  return { top, stack, output: () => output, port, db, dataDir };
 }
 
 describe('npm start leaves nothing running when it goes', () => {
@@ -288,9 +297,9 @@ describe("npm start keeps the operator's service routes", () => {
     const fake = await startFakeInference();
     cleanup.push(() => fake.close());
     const { port, db, output } = await startStack({
-      SANDBOXD_SERVICE_ROUTES: fake.serviceRoute,
-      SANDBOXD_RUNTIME_LAYER: sharedLayerDir(),
+      env: { SANDBOXD_SERVICE_ROUTES: fake.serviceRoute, SANDBOXD_RUNTIME_LAYER: sharedLayerDir() },
     });
+    assert.ok(db, 'the stack runs on a test database');
     const fail = (err: unknown): never => {
       throw new Error(`${String(err)}; its output:\n${output()}`);
     };
@@ -378,5 +387,48 @@ describe('npm start refuses a malformed SANDBOXD_SERVICE_ROUTES', () => {
     assert.equal(code, 1, output);
     assert.match(output, /paddock: SANDBOXD_SERVICE_ROUTES: entry 2 is not name=ip:port/);
     assert.doesNotMatch(output, /sandboxd is serving/);
+  });
+});
+
+describe('release tasks run beside npm start (issue 37, finding 4)', () => {
+  it('promote-admin, with only the data directory npm start uses, promotes an account on its embedded database', async () => {
+    const { port, dataDir, output } = await startStack({ embedded: true });
+    const base = `http://127.0.0.1:${port}`;
+    const email = `first-${Date.now()}@example.com`;
+    const password = 'a long enough passphrase 37';
+    const registered = await fetch(`${base}/api/auth/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email, password }),
+    });
+    assert.equal(registered.status, 201, `${await registered.text()}\n${output()}`);
+
+    // What the README says to run: nothing but the data directory (here not the default one).
+    const { DATABASE_URL: _unused, ...inherited } = process.env;
+    const task = spawnSync(
+      process.execPath,
+      [join(REPO, 'apps/server/src/main.ts'), 'task', 'promote-admin', email],
+      {
+        cwd: REPO,
+        env: { ...inherited, PADDOCK_DATA_DIR: dataDir, LOG_LEVEL: 'warn' },
+        encoding: 'utf8',
+        timeout: 60_000,
+      },
+    );
+    assert.equal(task.status, 0, `${task.stdout}${task.stderr}`);
+    assert.match(task.stdout, new RegExp(`granted the admin role to ${email.replace('.', '\\.')}`));
+
+    // The running server sees it, and still serves (the task left its database running).
+    const minted = await fetch(`${base}/api/auth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email, password }),
+    });
+    const body = await minted.text();
+    assert.equal(minted.status, 201, body);
+    const { key } = JSON.parse(body) as { key: string };
+    const me = await fetch(`${base}/api/auth/me`, { headers: { authorization: `Bearer ${key}` } });
+    assert.equal(me.status, 200);
+    assert.equal(((await me.json()) as { is_admin: boolean }).is_admin, true);
   });
 });

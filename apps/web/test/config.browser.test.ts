@@ -332,4 +332,61 @@ describe('admin pages', () => {
     }
     assert.deepEqual(c.pageProblems(), []);
   });
+
+  it('let an admin set a temporary password for a locked-out user, who signs in with it (issue 37, finding 5)', async () => {
+    const stamp = Date.now();
+    const adminEmail = `pwadmin-${stamp}@example.com`;
+    const userEmail = `locked-${stamp}@example.com`;
+    await register(adminEmail);
+    await register(userEmail);
+    await c.h.deps.db.updateTable('users').set({ is_admin: true }).where('email', '=', adminEmail).execute();
+    const target = await c.h.deps.db
+      .selectFrom('users')
+      .select('id')
+      .where('email', '=', userEmail)
+      .executeTakeFirstOrThrow();
+
+    const plain = await c.page();
+    await signIn(plain, userEmail);
+
+    const page = await c.page();
+    await signIn(page, adminEmail);
+    await page.goto(c.url(`/admin/users/${target.id}`));
+    await page.getByRole('heading', { name: userEmail }).waitFor();
+    // No mail on this instance (EMAIL_DELIVERY=none outside development): the link cannot go out,
+    // and the answer says what works instead.
+    await page.getByRole('button', { name: 'Send a reset link' }).click();
+    await page
+      .getByRole('alert')
+      .getByText(/set a temporary password instead/)
+      .waitFor();
+
+    page.once('dialog', (d) => void d.accept());
+    await page.getByRole('button', { name: 'Set a temporary password' }).click();
+    const shown = page.locator('code.plaintext-key');
+    await shown.waitFor();
+    const temporary = (await shown.textContent())?.trim() ?? '';
+    assert.ok(temporary.length >= 20, temporary);
+    await c.axe(page, 'admin user, temporary password');
+
+    // Their open session ended (the console shows the signed-out home page); the temporary
+    // password signs them in.
+    await plain.reload();
+    await plain.getByRole('link', { name: 'Create an account' }).waitFor();
+    await plain.goto(c.url('/sign-in'));
+    await plain.getByLabel('Email').fill(userEmail);
+    await plain.getByLabel('Password').fill(temporary);
+    await plain.getByRole('button', { name: 'Sign in' }).click();
+    await plain.getByRole('heading', { name: 'Conversations' }).waitFor();
+
+    const set = await c.h.deps.db
+      .selectFrom('audit_events')
+      .select(['type', 'metadata'])
+      .where('tenant_id', '=', target.id)
+      .where('type', '=', 'admin.user.password_set')
+      .execute();
+    assert.equal(set.length, 1);
+    assert.ok(!JSON.stringify(set).includes(temporary));
+    assert.deepEqual(c.pageProblems(), []);
+  });
 });

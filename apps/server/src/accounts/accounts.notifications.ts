@@ -59,7 +59,7 @@ const Payload = z.object({
   ip: z.string().nullable().optional(),
   newEmail: z.string().optional(),
   requestedAt: z.iso.datetime().optional(),
-  via: z.enum(['reset', 'change']).optional(),
+  via: z.enum(['reset', 'change', 'admin']).optional(),
   to: z.string().optional(),
   attempt: z.number().int().positive().optional(),
 });
@@ -199,7 +199,10 @@ export function createAccountMailTask(deps: {
 
     try {
       await deps.mailer.send({ to, ...renderMail(template, ctx) });
-      log.info({ kind: job.kind, userId: user.id, attempt }, 'account mail sent');
+      log.info(
+        { kind: job.kind, userId: user.id, attempt },
+        deps.mailer.kind === 'printed' ? 'account mail printed' : 'account mail sent',
+      );
     } catch (err) {
       if (tokenId) await deleteEmailToken(deps.db, user.id, tokenId);
       if (claimedWelcome) await releaseWelcome(deps.db, user.id);

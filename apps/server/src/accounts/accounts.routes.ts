@@ -5,8 +5,10 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { auditActorFrom } from '../audit/audit.service.ts';
 import { principalOf } from '../auth/auth.plugin.ts';
+import type { Config } from '../config/config.ts';
 import type { Deps } from '../deps.ts';
 import { authRateLimit } from '../http/plugins/auth-rate-limit.ts';
+import { printsMail } from '../mail/mailer.ts';
 import {
   CreatedApiKey,
   Email,
@@ -24,6 +26,19 @@ import { toUserView } from './accounts.service.ts';
 export const RESEND_RESPONSE =
   'If an unverified account exists for that address, a new verification link is on its way.';
 export const RESET_RESPONSE = 'If an account exists for that address, a password reset link is on its way.';
+
+/**
+ * The answer to "Forgot password", true to how this instance makes mail; the same for any
+ * address. Development without mail prints the mail to the server's terminal; an instance
+ * without mail elsewhere sends nothing, and an administrator is the way back in.
+ */
+export function resetResponse(config: Config): string {
+  if (config.mail.transport.kind !== 'none') return RESET_RESPONSE;
+  if (printsMail(config)) {
+    return `${RESET_RESPONSE} No mail is configured (development): it is printed in the terminal running Paddock (npm start).`;
+  }
+  return 'If an account exists for that address, no link can reach it: this instance sends no mail. Ask an administrator to set a temporary password for you.';
+}
 
 type AccountsRouteDeps = Pick<Deps, 'accounts' | 'sessions' | 'audit' | 'config'>;
 
@@ -297,7 +312,7 @@ export function accountsRoutes(deps: AccountsRouteDeps): FastifyPluginAsync {
       async (request, reply) => {
         await accounts.requestPasswordReset(request.body.email, { ip: request.ip });
         reply.code(202);
-        return { message: RESET_RESPONSE };
+        return { message: resetResponse(config) };
       },
     );
 

@@ -26,6 +26,7 @@
 //   registered address's owner is told by mail instead of the caller by the response.
 // - Failed sign-ins are counted per address (registered or not) in PostgreSQL; over
 //   LOGIN_FAILURE_MAX in the window the address answers 429 without checking the password.
+import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import type { AuditEntry, AuditService } from '../audit/audit.service.ts';
 import type { ApiKeysService, CreatedApiKey } from '../auth/api-keys.service.ts';
@@ -143,6 +144,21 @@ export interface AccountsService {
   verifyByAdmin(admin: Principal, userId: string, ctx: RequestContext): Promise<UserView>;
   /** Grants the admin role. There is no demotion in the API: an operator does that in the database. */
   promoteByAdmin(admin: Principal, userId: string, ctx: RequestContext): Promise<UserView>;
+  /**
+   * Mails the account a password reset link, as "Forgot password" would (printed to the log in
+   * development without mail). Refused with `mail_unavailable` when no mail can be made.
+   */
+  sendPasswordResetByAdmin(admin: Principal, userId: string, ctx: RequestContext): Promise<void>;
+  /**
+   * Sets a generated temporary password, returned once: every session of the account ends and
+   * pending reset and email-change links stop working; its API keys stay. For an account
+   * without mail, the admin hands it over and the person changes it after signing in.
+   */
+  setTemporaryPasswordByAdmin(
+    admin: Principal,
+    userId: string,
+    ctx: RequestContext,
+  ): Promise<{ user: UserView; temporaryPassword: string }>;
   // Release tasks
   verifyEmailByOperator(email: string): Promise<'verified' | 'already_verified'>;
   promoteAdminByOperator(email: string): Promise<'granted' | 'already_admin'>;
@@ -247,7 +263,7 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
       revokeApiKeys: boolean;
       actor: AuditEntry['actor'];
       ip: string | null;
-      via: 'reset' | 'change';
+      via: 'reset' | 'change' | 'admin';
     },
   ): Promise<{ sessionsEnded: number; apiKeysRevoked: number }> {
     await markCredentialsChanged(trx, userId);
@@ -662,6 +678,71 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
         }
         return toUserView((await findUserById(trx, userId))!);
       });
+    },
+
+    async sendPasswordResetByAdmin(admin, userId, ctx) {
+      if (!UUID.test(userId)) throw AppError.notFound('user');
+      if (!mailQueue.made) {
+        throw new AppError(
+          'mail_unavailable',
+          'no mail is configured (EMAIL_DELIVERY=none), so no link can be sent; set a temporary password instead',
+        );
+      }
+      await db.transaction().execute(async (trx) => {
+        const user = await findUserById(trx, userId);
+        if (!user) throw AppError.notFound('user');
+        if (user.suspended_at !== null) {
+          throw AppError.validation({ id: ['the account is suspended: lift the suspension first'] });
+        }
+        await audit.record(
+          {
+            type: 'admin.user.password_reset_sent',
+            tenantId: userId,
+            actor: principalActor(admin),
+            ip: ctx.ip,
+            metadata: { admin_user_id: admin.userId },
+          },
+          trx,
+        );
+        // The job mints the link at send time, as for a reset the person asks for.
+        await mailQueue.enqueue(trx, { kind: 'password_reset', userId });
+      });
+    },
+
+    async setTemporaryPasswordByAdmin(admin, userId, ctx) {
+      if (!UUID.test(userId)) throw AppError.notFound('user');
+      if (userId === admin.userId) {
+        throw AppError.validation({ id: ['change your own password on the Account page'] });
+      }
+      // 20 characters of base64url (120 bits): past every length rule, typed once by hand.
+      const temporaryPassword = randomBytes(15).toString('base64url');
+      const hash = await hashPassword(temporaryPassword);
+      const actor = principalActor(admin);
+      const view = await db.transaction().execute(async (trx) => {
+        const user = await findUserById(trx, userId);
+        if (!user) throw AppError.notFound('user');
+        await setPasswordHash(trx, userId, hash);
+        const changed = await afterCredentialsChanged(trx, userId, {
+          keepSessionId: null,
+          revokeApiKeys: false,
+          actor,
+          ip: ctx.ip,
+          via: 'admin',
+        });
+        await clearLoginFailures(trx, user.email);
+        await audit.record(
+          {
+            type: 'admin.user.password_set',
+            tenantId: userId,
+            actor,
+            ip: ctx.ip,
+            metadata: { admin_user_id: admin.userId, sessions_ended: changed.sessionsEnded },
+          },
+          trx,
+        );
+        return toUserView((await findUserById(trx, userId))!);
+      });
+      return { user: view, temporaryPassword };
     },
 
     async verifyEmailByOperator(email) {

@@ -21,6 +21,8 @@ export const AUDIT_EVENT_TYPES: Set<string> = new Set([
   'admin.role.granted',
   'admin.user.suspended',
   'admin.user.unsuspended',
+  'admin.user.password_reset_sent',
+  'admin.user.password_set',
   'admin.users.listed',
   'admin.audit.read',
   'admin.user.read',

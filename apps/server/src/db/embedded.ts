@@ -14,6 +14,9 @@
 // - The database processes get a fixed minimal environment (none of Paddock's variables, no
 //   caller-controlled PATH), listen on 127.0.0.1 only and create no unix socket.
 // - Failures are one line saying what and how to fix it (EmbeddedPostgresError).
+// - One server per cluster: a second start while a running Paddock serves it is refused, except
+//   with `attach` (release tasks, migrate), which connects to that server (port from its
+//   postmaster.pid, password from the data directory's mode-600 file) and never stops it.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import {
@@ -43,6 +46,8 @@ export interface EmbeddedDatabase {
   port: number;
   /** The cluster's directory (PGDATA): inside the data directory, or /var/lib/paddock/clusters/<id>. */
   clusterDir: string;
+  /** Another process's server this one connected to (`attach`): stop() leaves it running. */
+  attached: boolean;
   stop(): Promise<void>;
   /** Stops the server and deletes the cluster (with its owner record when kept outside the data directory). */
   destroy(): Promise<void>;
@@ -55,6 +60,12 @@ export interface EmbeddedOptions {
   port?: number;
   /** Extra flags for the postgres server, e.g. durability off for tests. */
   postgresFlags?: string[];
+  /**
+   * Connect to the cluster when another running Paddock (`npm start`) already serves it, instead
+   * of refusing: what release tasks and `migrate` do. The server never shares its cluster
+   * this way (a second server on the same data directory stays an error).
+   */
+  attach?: boolean;
   onLog?: (line: string) => void;
 }
 
@@ -307,31 +318,38 @@ function lastLine(text: string): string {
   return lines.findLast((l) => /FATAL|ERROR|error|denied/.test(l)) ?? lines.at(-1) ?? 'no output';
 }
 
-/** A postmaster left behind by a killed parent holds the cluster: stop it first. */
-async function stopStalePostmaster(pgData: string): Promise<void> {
+/** A postmaster serving the cluster for a running parent (another Paddock): its pid and port. */
+interface LivePostmaster {
+  pid: number;
+  port: number;
+}
+
+/**
+ * The cluster's postmaster.pid, PostgreSQL's own record of the server that holds it (line 1 its
+ * pid, line 4 its port): the running server when its parent still runs, null when there is none
+ * or it is gone. A postmaster whose parent died (reparented to pid 1) is stopped first.
+ */
+async function runningPostmaster(pgData: string): Promise<LivePostmaster | null> {
   const pidFile = join(pgData, 'postmaster.pid');
-  if (!existsSync(pidFile)) return;
-  const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
-  if (!Number.isInteger(pid) || pid <= 0) return;
+  if (!existsSync(pidFile)) return null;
+  const lines = readFileSync(pidFile, 'utf8').split('\n');
+  const pid = Number(lines[0]);
+  if (!Number.isInteger(pid) || pid <= 0) return null;
   let ppid: number;
   try {
     // /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may hold spaces, so split after ')'.
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
   } catch {
-    return; // not running: PostgreSQL removes the stale file itself
+    return null; // not running: PostgreSQL removes the stale file itself
   }
-  if (ppid !== 1) {
-    throw new EmbeddedPostgresError(
-      `another Paddock process is using ${pgData} (postgres pid ${pid}); stop it or set PADDOCK_DATA_DIR`,
-    );
-  }
+  if (ppid !== 1) return { pid, port: Number(lines[3]) };
   process.kill(pid, 'SIGINT');
   for (let i = 0; i < 100; i++) {
     try {
       process.kill(pid, 0);
     } catch {
-      return;
+      return null;
     }
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -413,7 +431,30 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   const log = options.onLog ?? (() => {});
 
   if (!existsSync(join(pgData, 'PG_VERSION'))) await initCluster(binDir, pgData, password, ids);
-  await stopStalePostmaster(pgData);
+  const running = await runningPostmaster(pgData);
+  const database = options.database ?? 'paddock';
+  if (running) {
+    if (!options.attach || !(running.port > 0)) {
+      throw new EmbeddedPostgresError(
+        `another Paddock process is using ${pgData} (postgres pid ${running.pid}); stop it or set PADDOCK_DATA_DIR (release tasks, paddock-server task ..., run against it as they are)`,
+      );
+    }
+    // The running server's own database, on its port, with the password the data directory keeps.
+    const base = `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${running.port}`;
+    return {
+      url: `${base}/${database}`,
+      adminUrl: `${base}/postgres`,
+      port: running.port,
+      clusterDir: pgData,
+      attached: true,
+      stop: async () => {},
+      destroy: async () => {
+        throw new EmbeddedPostgresError(
+          `${pgData} is served by another process (postgres pid ${running.pid})`,
+        );
+      },
+    };
+  }
   const port = options.port ?? (await freePort());
   const child = await startPostmaster(binDir, pgData, port, options.postgresFlags ?? [], ids, log);
   const exited = new Promise<void>((r) => {
@@ -425,7 +466,6 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     await exited;
   };
 
-  const database = options.database ?? 'paddock';
   const base = `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}`;
   try {
     const { default: pg } = await import('pg');
@@ -454,6 +494,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     adminUrl: `${base}/postgres`,
     port,
     clusterDir: pgData,
+    attached: false,
     stop,
     destroy,
   };

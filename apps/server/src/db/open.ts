@@ -11,11 +11,23 @@ export interface ConfiguredDatabase {
   close(): Promise<void>;
 }
 
+export interface OpenOptions {
+  /**
+   * The embedded database of a Paddock already running on the same data directory (`npm start`)
+   * is used as it is, not refused: release tasks and `migrate` (db/embedded.ts).
+   */
+  attach?: boolean;
+}
+
 /**
  * DATABASE_URL when set; otherwise (outside production; config refuses production without
  * it) an embedded PostgreSQL 17 under PADDOCK_DATA_DIR, reused across restarts.
  */
-export async function openConfiguredDatabase(config: Config, logger: Logger): Promise<ConfiguredDatabase> {
+export async function openConfiguredDatabase(
+  config: Config,
+  logger: Logger,
+  options: OpenOptions = {},
+): Promise<ConfiguredDatabase> {
   let embedded: EmbeddedDatabase | undefined;
   let url = config.database.url;
   if (!url) {
@@ -23,6 +35,7 @@ export async function openConfiguredDatabase(config: Config, logger: Logger): Pr
     logger.info({ dataDir }, 'DATABASE_URL is not set: starting the embedded PostgreSQL');
     embedded = await startEmbeddedPostgres({
       dataDir,
+      ...(options.attach ? { attach: true } : {}),
       onLog: (line) => {
         // Server-side errors are the application's to report; only crashes are news here.
         if (/\b(PANIC|FATAL)\b/.test(line) && !/administrator command/.test(line)) {
@@ -30,6 +43,12 @@ export async function openConfiguredDatabase(config: Config, logger: Logger): Pr
         }
       },
     });
+  }
+  if (embedded?.attached) {
+    logger.info(
+      { dataDir: resolve(config.dataDir) },
+      'using the embedded PostgreSQL of the Paddock running there',
+    );
   }
   url ??= embedded!.url;
   const database = openDatabase({ ...poolOptions(config, url), connectionString: url });

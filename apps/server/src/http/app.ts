@@ -4,7 +4,12 @@ import { randomUUID } from 'node:crypto';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  LogController,
+} from 'fastify';
 import {
   hasZodFastifySchemaValidationErrors,
   isResponseSerializationError,
@@ -17,6 +22,8 @@ import { authPlugin } from '../auth/auth.plugin.ts';
 import { createConsoleHandler } from '../console/console.ts';
 import { isDatabaseUnavailable } from '../db/database.ts';
 import type { Deps } from '../deps.ts';
+import { logFormatOf } from '../observability/logger.ts';
+import { registerReadableAccessLog } from './access-log.ts';
 import { createClientErrorHandler, createFrameworkErrorHandler } from './early-errors.ts';
 import { AppError, type ErrorBody, type FieldErrors } from './errors.ts';
 import { RefusedBody, registerJsonBodyParser, shapeError } from './json-body.ts';
@@ -62,8 +69,11 @@ function isUnstorableText(error: unknown): boolean {
 
 export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   const { config, logger, metrics } = deps;
+  // The readable format writes its own short access lines (access-log.ts); JSON keeps Fastify's.
+  const readable = logFormatOf(logger) === 'pretty';
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: readable }),
     genReqId: () => randomUUID(),
     requestIdHeader: false,
     // TRUSTED_PROXIES: only these peers may set X-Forwarded-For/-Proto. Without it every
@@ -112,6 +122,8 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       reply.elapsedTime / 1000,
     );
   });
+
+  if (readable) registerReadableAccessLog(self);
 
   registerSecurity(app, config);
 

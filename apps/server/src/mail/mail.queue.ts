@@ -1,8 +1,10 @@
 // Enqueues account notification mails as durable jobs. Under EMAIL_DELIVERY=none nothing
-// is enqueued at all (the spec: sending is skipped).
+// is enqueued at all (the spec: sending is skipped), except in development, where the mails
+// are made as usual and printed to the log instead of sent (mailer.ts printsMail).
 import type { Config } from '../config/config.ts';
 import type { Db } from '../db/database.ts';
 import { enqueueJob } from '../jobs/worker.ts';
+import { printsMail } from './mailer.ts';
 
 export const ACCOUNT_MAIL_TASK = 'send_account_mail';
 
@@ -37,7 +39,7 @@ export interface AccountMailJob {
   /** email_change_confirm: when it was requested (ISO); dropped if credentials changed since. */
   requestedAt?: string;
   /** password_changed: what changed it. */
-  via?: 'reset' | 'change';
+  via?: 'reset' | 'change' | 'admin';
   /** email_change_notice: the old address, which is no longer on the account once confirmed. */
   to?: string;
   /** 1-based send attempt; set by the retry path. */
@@ -45,16 +47,24 @@ export interface AccountMailJob {
 }
 
 export interface MailQueue {
+  /**
+   * Mail reaches people (a provider or SMTP is configured). False under EMAIL_DELIVERY=none,
+   * printed or not: accounts then self-verify and an email change applies at once.
+   */
   readonly enabled: boolean;
+  /** Mail is made at all: sent (enabled), or printed to the log in development. */
+  readonly made: boolean;
   enqueue(db: Db, job: AccountMailJob, opts?: { runAt?: Date }): Promise<void>;
 }
 
 export function createMailQueue(deps: { config: Config }): MailQueue {
   const enabled = deps.config.mail.transport.kind !== 'none';
+  const made = enabled || printsMail(deps.config);
   return {
     enabled,
+    made,
     async enqueue(db, job, opts = {}) {
-      if (!enabled) return;
+      if (!made) return;
       await enqueueJob(
         db,
         ACCOUNT_MAIL_TASK,

@@ -6,10 +6,16 @@
 // - An HTTP mail provider (EMAIL_PROVIDER_API_KEY): Postmark's JSON API,
 //   `POST {EMAIL_PROVIDER_BASE_URL or https://api.postmarkapp.com}/email` with the
 //   `X-Postmark-Server-Token` header.
-// - none (EMAIL_DELIVERY=none): nothing is sent; callers do not even enqueue.
+// - none (EMAIL_DELIVERY=none): nothing is sent. In development (NODE_ENV unset or
+//   `development`: `npm start`) every mail is printed to the server's log instead, recipient,
+//   subject and text with its links, as the console mail backends of the usual frameworks do:
+//   a reset link is a credential, and printing it to the operator's own terminal is the point
+//   there. Anywhere else (production, tests) callers do not even enqueue (mail.queue.ts), so
+//   no link ever reaches a log that is shipped elsewhere.
 // A send either resolves (accepted by the relay/provider) or throws; the mail job retries.
 import nodemailer from 'nodemailer';
 import type { Config } from '../config/config.ts';
+import type { Logger } from '../observability/logger.ts';
 
 export interface OutgoingMail {
   to: string;
@@ -19,7 +25,8 @@ export interface OutgoingMail {
 }
 
 export interface Mailer {
-  readonly kind: 'smtp' | 'api' | 'none';
+  /** `printed`: EMAIL_DELIVERY=none in development, each mail goes to the log (printsMail). */
+  readonly kind: 'smtp' | 'api' | 'none' | 'printed';
   send(mail: OutgoingMail): Promise<void>;
   close(): void;
 }
@@ -31,7 +38,22 @@ export function defaultFrom(config: Config): string {
   return config.mail.from ?? `Paddock <no-reply@${config.publicUrl.hostname}>`;
 }
 
-export function createMailer(config: Config): Mailer {
+/** Whether mails are printed to the log instead of sent: EMAIL_DELIVERY=none in development only. */
+export function printsMail(config: Config): boolean {
+  return config.mail.transport.kind === 'none' && config.nodeEnv === 'development';
+}
+
+/** The printed form of a mail: who, what, and the text (with its links) indented under it. */
+export function printedMail(mail: OutgoingMail): string {
+  const body = mail.text
+    .trimEnd()
+    .split('\n')
+    .map((line) => (line ? `    ${line}` : ''))
+    .join('\n');
+  return `mail not sent (EMAIL_DELIVERY=none), printed here:\n  To: ${mail.to}\n  Subject: ${mail.subject}\n\n${body}\n`;
+}
+
+export function createMailer(config: Config, logger?: Logger): Mailer {
   const t = config.mail.transport;
   const from = defaultFrom(config);
   const replyTo = config.mail.supportEmail;
@@ -83,6 +105,15 @@ export function createMailer(config: Config): Mailer {
           const detail = (await res.text().catch(() => '')).slice(0, 300);
           throw new Error(`mail provider answered ${res.status}: ${detail}`);
         }
+      },
+      close: () => {},
+    };
+  }
+  if (printsMail(config) && logger) {
+    return {
+      kind: 'printed',
+      async send(mail) {
+        logger.info(printedMail(mail));
       },
       close: () => {},
     };

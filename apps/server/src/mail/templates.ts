@@ -8,7 +8,7 @@ export type MailTemplate =
   | { kind: 'email_change_confirm'; token: string; newEmail: string }
   | { kind: 'email_change_notice'; newEmail: string }
   | { kind: 'email_taken_notice' }
-  | { kind: 'password_changed'; via: 'reset' | 'change'; keys: MailApiKey[] }
+  | { kind: 'password_changed'; via: 'reset' | 'change' | 'admin'; keys: MailApiKey[] }
   | { kind: 'suspended' }
   | { kind: 'unsuspended' };
 
@@ -123,7 +123,9 @@ function body(t: MailTemplate, ctx: RenderContext): Body {
         paragraphs: [
           t.via === 'reset'
             ? 'The password of your Paddock account was reset with a link sent to this address. Every session was signed out and pending email-change links no longer work.'
-            : 'The password of your Paddock account was changed. Every other session was signed out and pending email-change and reset links no longer work.',
+            : t.via === 'admin'
+              ? 'An administrator set a temporary password for your Paddock account. Every session was signed out and pending email-change and reset links no longer work. Sign in with it and choose your own on the Account page.'
+              : 'The password of your Paddock account was changed. Every other session was signed out and pending email-change and reset links no longer work.',
           ...keys,
           'If this was not you, reset your password now and contact support.',
         ],

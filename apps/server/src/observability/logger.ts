@@ -85,25 +85,52 @@ export function resolveLogFormat(
   return isTTY && !isProduction ? 'pretty' : 'json';
 }
 
-/** One readable line per entry (time, level, message, then the fields), written synchronously. */
-function prettyStream(destination?: pino.DestinationStream): pino.DestinationStream {
+/** pino's numeric levels of warn and error; the JSON lines carry the label instead (formatters). */
+const WARN = 40;
+const ERROR = 50;
+const LEVELS: Record<string, number> = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60 };
+
+/**
+ * One readable line per entry (time, level, message, then the fields), written synchronously.
+ * In colour (a terminal) a warning's message is yellow and an error's red, not only its label,
+ * so neither scrolls by unseen among the info lines.
+ */
+function prettyStream(destination?: pino.DestinationStream, colorize?: boolean): pino.DestinationStream {
   return pretty({
-    colorize: destination === undefined && process.stdout.isTTY === true,
+    colorize: colorize ?? (destination === undefined && process.stdout.isTTY === true),
     translateTime: 'SYS:HH:MM:ss.l',
     ignore: 'pid,hostname,service',
     singleLine: true,
     sync: true,
+    messageFormat: (log, messageKey, _label, { colors }) => {
+      const message = String(log[messageKey] ?? '');
+      const level = typeof log['level'] === 'number' ? log['level'] : (LEVELS[String(log['level'])] ?? 0);
+      if (level >= ERROR) return colors.bold(colors.red(message));
+      if (level >= WARN) return colors.yellow(message);
+      return message;
+    },
     ...(destination ? { destination } : {}),
   });
+}
+
+/** The format each logger was created with; the HTTP layer picks its access log by it. */
+const formats = new WeakMap<Logger, LogFormat>();
+
+/** `pretty` for a logger createLogger made readable; `json` otherwise. */
+export function logFormatOf(logger: Logger): LogFormat {
+  return formats.get(logger) ?? 'json';
 }
 
 export function createLogger(options: {
   level: string;
   format?: LogFormat;
   destination?: pino.DestinationStream;
+  /** Colour in the readable format; by default when writing to a terminal. */
+  colorize?: boolean;
 }): Logger {
-  const destination = options.format === 'pretty' ? prettyStream(options.destination) : options.destination;
-  return pino(
+  const destination =
+    options.format === 'pretty' ? prettyStream(options.destination, options.colorize) : options.destination;
+  const logger = pino(
     {
       level: options.level,
       base: { service: 'paddock-server' },
@@ -122,4 +149,6 @@ export function createLogger(options: {
     },
     destination,
   );
+  formats.set(logger, options.format ?? 'json');
+  return logger;
 }

@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { type Config, type Env, parseConfig } from '../../src/config/config.ts';
 import { createDeps, type Deps } from '../../src/deps.ts';
 import { buildApp } from '../../src/http/app.ts';
-import { createLogger } from '../../src/observability/logger.ts';
+import { createLogger, type LogFormat } from '../../src/observability/logger.ts';
 import { createMetrics } from '../../src/observability/metrics.ts';
 import { VERSION } from '../../src/version.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
@@ -16,7 +16,7 @@ export interface TestApp {
   deps: Deps;
   config: Config;
   database: TestDatabase;
-  /** Every log line written so far, raw JSON text. */
+  /** Every log line written so far, as written (raw JSON text unless logFormat says otherwise). */
   logs: string[];
   close(): Promise<void>;
 }
@@ -35,7 +35,16 @@ export function testEnv(overrides: Env = {}): Env {
   };
 }
 
-export async function buildTestApp(options: { env?: Env; database?: TestDatabase } = {}): Promise<TestApp> {
+export async function buildTestApp(
+  options: {
+    env?: Env;
+    database?: TestDatabase;
+    /** The log format (default json, one object per line in `logs`). */
+    logFormat?: LogFormat;
+    /** Extra routes registered before the app is ready (test-only behaviour: a failing handler). */
+    routes?: (app: FastifyInstance) => void;
+  } = {},
+): Promise<TestApp> {
   const database = options.database ?? (await createTestDatabase());
   const { config } = parseConfig(
     testEnv({ DATABASE_URL: database.url, DATABASE_SSL: 'false', ...options.env }),
@@ -47,7 +56,11 @@ export async function buildTestApp(options: { env?: Env; database?: TestDatabase
       cb();
     },
   });
-  const logger = createLogger({ level: config.logLevel, destination });
+  const logger = createLogger({
+    level: config.logLevel,
+    destination,
+    ...(options.logFormat ? { format: options.logFormat } : {}),
+  });
   const deps = createDeps({
     version: VERSION,
     config,
@@ -56,6 +69,7 @@ export async function buildTestApp(options: { env?: Env; database?: TestDatabase
     database: database.handle,
   });
   const app = await buildApp(deps);
+  options.routes?.(app);
   await app.ready();
   return {
     app,

@@ -1,7 +1,10 @@
 // Admin: one account's metadata, resource counts and conversations (status, agent, turns,
-// sizes — never prompts, titles, logs or secrets). Each read is audited by the server.
+// sizes — never prompts, titles, logs or secrets). Each read is audited by the server. Its
+// password help: a reset link by mail, or a temporary password shown here once (both audited).
 import '../config/config.css';
+import { useState } from 'react';
 import { api } from '../../api/client';
+import { useSession } from '../../api/session';
 import { useApi } from '../../api/use-api';
 import { Link, useParams } from '../../app/router';
 import { ErrorNotice } from '../../ui/ErrorNotice';
@@ -14,7 +17,68 @@ export function bytes(n: number): string {
   return `${(n / 1024 / 1024).toFixed(1)} MiB`;
 }
 
+/** Gets a locked-out person back in: the reset link "Forgot password" sends, or a temporary password. */
+function PasswordHelp({ id, email }: { id: string; email: string }) {
+  const [error, setError] = useState<unknown>(null);
+  const [sent, setSent] = useState(false);
+  const [temporary, setTemporary] = useState<string | null>(null);
+  const sendLink = async () => {
+    setError(null);
+    setSent(false);
+    try {
+      await api.post('/api/admin/users/{id}/password-reset', { path: { id } });
+      setSent(true);
+    } catch (err) {
+      setError(err);
+    }
+  };
+  const setPassword = async () => {
+    const question = `Set a temporary password for ${email}? Their current password stops working and every session of theirs ends.`;
+    if (!window.confirm(question)) return;
+    setError(null);
+    setSent(false);
+    try {
+      const res = await api.post('/api/admin/users/{id}/temporary-password', { path: { id } });
+      setTemporary(res.temporary_password);
+    } catch (err) {
+      setError(err);
+    }
+  };
+  return (
+    <>
+      <h2 className="h3 section-gap">Password</h2>
+      <ErrorNotice error={error} />
+      {sent && (
+        <p role="status" className="notice notice-ok">
+          A password reset link is on its way to {email}. It works once, for an hour.
+        </p>
+      )}
+      {temporary && (
+        <div className="notice notice-ok" role="status">
+          <p>
+            Temporary password set. Give it to {email} yourself; it is not shown again. They sign in with it
+            and choose their own on the Account page.
+          </p>
+          <p>
+            <span className="visually-hidden">Temporary password: </span>
+            <code className="plaintext-key">{temporary}</code>
+          </p>
+        </div>
+      )}
+      <div className="form-actions">
+        <button type="button" className="btn btn-small" onClick={sendLink}>
+          Send a reset link
+        </button>
+        <button type="button" className="btn btn-small" onClick={setPassword}>
+          Set a temporary password
+        </button>
+      </div>
+    </>
+  );
+}
+
 export default function AdminUserPage() {
+  const { me } = useSession();
   const { id = '' } = useParams();
   const detail = useApi((signal) => api.get('/api/admin/users/{id}', { path: { id }, signal }), [id]);
   const conversations = useApi(
@@ -52,6 +116,7 @@ export default function AdminUserPage() {
               {d.counts.conversations} conversations · {d.counts.active_api_keys} active API keys
             </dd>
           </dl>
+          {d.user.id !== me?.id && <PasswordHelp id={d.user.id} email={d.user.email} />}
         </>
       )}
       <h2 className="h3 section-gap">Conversations</h2>
