@@ -182,7 +182,8 @@ describe('paddock apply', () => {
     writeFileSync(invalid, 'apiVersion: paddock/v1\nkind: Environment\nmetadata: {name: x\n');
     const yamlRun = await paddock(['apply', '-f', invalid]);
     assert.equal(yamlRun.code, 1);
-    assert.match(yamlRun.stderr, /invalid YAML/);
+    // Where the problem is, and no dangling colon before a source that is left out.
+    assert.match(yamlRun.stderr, /invalid YAML: Flow map .* at line 4, column 1$/m);
 
     const leak = join(dir, 'leak.yaml');
     writeFileSync(
