@@ -4969,9 +4969,9 @@ export interface operations {
                      * @enum {string}
                      */
                     networking_type?: "unrestricted" | "limited";
-                    /** @description package manager (apt, npm, pip) → space-separated package specs, e.g. {"npm": "typescript@5.4.5"} */
+                    /** @description package manager (apt, npm, pip) → space-separated package specs or a list of them, e.g. {"npm": "typescript@5.4.5"} or {"npm": ["cowsay", "typescript@5.4.5"]}; stored and returned as the string */
                     packages?: {
-                        [key: string]: string;
+                        [key: string]: string | string[];
                     };
                     /** @default [] */
                     repos?: {
@@ -5217,9 +5217,9 @@ export interface operations {
                      * @enum {string}
                      */
                     networking_type?: "unrestricted" | "limited";
-                    /** @description package manager (apt, npm, pip) → space-separated package specs, e.g. {"npm": "typescript@5.4.5"} */
+                    /** @description package manager (apt, npm, pip) → space-separated package specs or a list of them, e.g. {"npm": "typescript@5.4.5"} or {"npm": ["cowsay", "typescript@5.4.5"]}; stored and returned as the string */
                     packages?: {
-                        [key: string]: string;
+                        [key: string]: string | string[];
                     };
                     /** @default [] */
                     repos?: {
