@@ -19,7 +19,7 @@ import { ApiError, CliError } from './errors.ts';
 import { compileManifests, redactedPlan } from './manifest.ts';
 import { type Io, json, type OutputFormat, table, withProgress } from './output.ts';
 import { promptHidden, promptLine, readAllStdin } from './prompt.ts';
-import { findOne, type Row, resourceType, UUID } from './resources.ts';
+import { findOne, manifestOf, type Row, resourceType, UUID } from './resources.ts';
 
 /** The CLI's version (apps/cli/package.json), for `paddock --version`. */
 const VERSION = (
@@ -147,7 +147,9 @@ export async function main(argv: string[], env: Env, io: Io): Promise<number> {
 
   program
     .command('get')
-    .description('list environments, vaults or agents, or show one by name or id')
+    .description(
+      'list environments, vaults or agents, or show one by name or id: as a manifest that `paddock apply -f` takes back (-o json: the API view)',
+    )
     .argument('<type>', 'environments | vaults | agents')
     .argument('[name-or-id]')
     .action(async (typeWord: string, nameOrId: string | undefined) => {
@@ -155,7 +157,9 @@ export async function main(argv: string[], env: Env, io: Io): Promise<number> {
       const api = client();
       if (nameOrId) {
         const one = await findOne(api, type, nameOrId);
-        print(format() === 'json' ? json(one) : stringify(one));
+        print(
+          format() === 'json' ? json(one) : stringify(await manifestOf(api, type, one), { lineWidth: 0 }),
+        );
         return;
       }
       const list = await api.request<{ data: Row[] }>('GET', type.path);

@@ -218,6 +218,27 @@ describe('paddock get and delete', () => {
     );
     const one = await paddock(['get', 'agent', 'web-reviewer'], env);
     assert.match(one.stdout, /runtime: claude/);
+    // One resource prints as the manifest document that applies back unchanged, not API fields.
+    const dir = tempDir('paddock-get-');
+    for (const [word, name] of [
+      ['agent', 'web-reviewer'],
+      ['environment', 'node-web'],
+    ]) {
+      const shown = await paddock(['get', word!, name!], env);
+      assert.equal(shown.code, 0, shown.stderr);
+      assert.match(
+        shown.stdout,
+        /^apiVersion: paddock\/v1\nkind: (Agent|Environment)\nmetadata:\n {2}name: /,
+      );
+      assert.doesNotMatch(shown.stdout, /^(id|tenant_id|created_at|agent_count|secret_count):/m);
+      const file = join(dir, `${name}.yaml`);
+      writeFileSync(file, shown.stdout);
+      const again = await paddock(['apply', '-f', file], env);
+      assert.equal(again.code, 0, again.stderr);
+      assert.match(again.stdout, /0 created, 0 updated, 1 unchanged, 0 failed/);
+    }
+    const apiView = JSON.parse((await paddock(['-o', 'json', 'get', 'agent', 'web-reviewer'], env)).stdout);
+    assert.match(String(apiView.id), /^[0-9a-f-]{36}$/);
     const refused = await paddock(['delete', 'environment', 'node-web'], env);
     assert.equal(refused.code, 1);
     assert.match(refused.stderr, /used by 1 agent/);
