@@ -327,6 +327,61 @@ describe('paddock login and keys', () => {
   });
 });
 
+describe('paddock whoami and logout', () => {
+  it('names the account, server and key source, then logout revokes the stored key and forgets it', async () => {
+    const email = `who-${randomBytes(4).toString('hex')}@example.com`;
+    const password = `pw-${randomBytes(12).toString('hex')}-Long`;
+    const registered = await t.app.inject({
+      method: 'POST',
+      url: '/api/auth/register',
+      payload: { email, password },
+    });
+    assert.equal(registered.statusCode, 201, registered.body);
+    const home = tempDir('paddock-whoami-');
+    const env = { XDG_CONFIG_HOME: home, PADDOCK_API_KEY: undefined, PADDOCK_URL: undefined };
+    const login = await paddock(
+      ['login', '--url', url, '--email', email, '--password-stdin'],
+      env,
+      `${password}\n`,
+    );
+    assert.equal(login.code, 0, login.stderr);
+    const file = join(home, 'paddock', 'config.json');
+    const stored = JSON.parse(readFileSync(file, 'utf8')) as { api_key: string };
+
+    const who = await paddock(['whoami'], env);
+    assert.equal(who.code, 0, who.stderr);
+    assert.equal(who.stdout, `${email} on ${url}, key ${stored.api_key.slice(0, 12)}… from ${file}\n`);
+    assert.ok(!who.stdout.includes(stored.api_key), 'only the prefix of the key');
+    const whoJson = JSON.parse((await paddock(['-o', 'json', 'whoami'], env)).stdout) as {
+      user: { email: string };
+    };
+    assert.equal(whoJson.user.email, email);
+
+    const out = await paddock(['logout'], env);
+    assert.equal(out.code, 0, out.stderr);
+    assert.match(
+      out.stdout,
+      /^Logged out: revoked key pdk_\S+… on http:\/\/127\.0\.0\.1:\d+; removed it from /,
+    );
+    const after = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+    assert.deepEqual(after, { url });
+    // The key is revoked on the server, not only forgotten here.
+    const old = await paddock(['get', 'agents'], {
+      ...env,
+      PADDOCK_URL: url,
+      PADDOCK_API_KEY: stored.api_key,
+    });
+    assert.equal(old.code, 1);
+    assert.match(old.stderr, /401/);
+    const anonymous = await paddock(['whoami'], env);
+    assert.equal(anonymous.code, 1);
+    assert.match(anonymous.stderr, /not logged in/);
+    const again = await paddock(['logout'], env);
+    assert.equal(again.code, 0, again.stderr);
+    assert.match(again.stdout, /^Not logged in: no key is stored in /);
+  });
+});
+
 describe('README first steps', () => {
   it("applies the README's first-steps example with nothing set in the shell", async () => {
     const first = await paddock(['apply', '-f', FIRST_STEPS]);
