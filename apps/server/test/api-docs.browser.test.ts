@@ -42,6 +42,8 @@ describe('/api/docs in Chromium on 127.0.0.1', () => {
     );
     const response = await page.goto(`${origin}/api/docs`);
     assert.equal(response?.status(), 200);
+    // The app's own policy (plugins/security.ts), not one of the docs' own.
+    assert.match((await response?.headerValue('content-security-policy')) ?? '', /frame-ancestors 'none'/);
     await page.locator('.opblock').first().waitFor();
     await page.locator('.servers select').waitFor();
 
