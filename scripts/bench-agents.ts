@@ -9,10 +9,14 @@
 //             same sandbox through packages/sandbox-client, against the same fake → the first
 //             stdout chunk carrying the answer's text
 // The service's share is the difference of the medians; the rest is the CLI's own start-up.
-// A runtime whose CLI is not in the sandbox is reported as skipped.
+// A runtime whose CLI is not in the sandbox is reported as skipped; when no runtime was measured
+// the benchmark exits 1. The shared runtime layer (the agent CLIs, as `npm test` uses them) is
+// prepared first, with progress on stderr: on a fresh machine that is the long part, and left to
+// the benchmark's sandboxd it would die with it, half installed.
 //
 //   node scripts/bench-agents.ts [--runs 5] [--json out.json] [--runtimes claude,gemini]
 import { parseArgs } from 'node:util';
+import { prepareSharedLayer, sharedLayerDir } from '../apps/sandboxd/test/runtime-layer-cache.ts';
 import type { Runtime } from '../apps/server/src/agents/agents.tables.ts';
 import { defaultRuntimes } from '../apps/server/src/conversations/turns/runtimes/registry.ts';
 import { openDatabase } from '../apps/server/src/db/database.ts';
@@ -94,6 +98,10 @@ async function lastEventId(url: string, user: TestUser, id: string): Promise<str
     if (!page.meta.has_more) return after;
   }
 }
+
+console.error(`bench agents: preparing the runtime layer (the agent CLIs) in ${sharedLayerDir()}`);
+const layer = await prepareSharedLayer();
+console.error(`bench agents: runtime layer ready in ${layer.seconds} s`);
 
 const scratch = await startScratchPostgres({ database: 'paddock_template' });
 const template = openDatabase({ connectionString: scratch.pg.url, max: 2 });
@@ -221,3 +229,7 @@ try {
 }
 if (skipped.length > 0) console.error(`skipped: ${skipped.join('; ')}`);
 writeReport({ benchmark: 'agents', runs }, figures, { json: values.json });
+if (figures.length === 0) {
+  console.error('bench agents: nothing was measured (every runtime was skipped)');
+  process.exitCode = 1;
+}

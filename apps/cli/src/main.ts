@@ -19,7 +19,7 @@ import { ApiError, CliError } from './errors.ts';
 import { compileManifests, redactedPlan } from './manifest.ts';
 import { type Io, json, type OutputFormat, table, withProgress } from './output.ts';
 import { promptHidden, promptLine, readAllStdin } from './prompt.ts';
-import { findOne, type Row, resourceType, UUID } from './resources.ts';
+import { findOne, manifestOf, type Row, resourceType, UUID } from './resources.ts';
 
 /** The CLI's version (apps/cli/package.json), for `paddock --version`. */
 const VERSION = (
@@ -85,6 +85,55 @@ export async function main(argv: string[], env: Env, io: Io): Promise<number> {
     });
 
   program
+    .command('whoami')
+    .description('show the account, server and API key the CLI uses')
+    .action(async () => {
+      const resolved = resolveConfig(env);
+      const me = await client().request<Row>('GET', '/api/auth/me');
+      const source = env['PADDOCK_API_KEY']?.trim() ? 'PADDOCK_API_KEY' : resolved.path;
+      const prefix = resolved.apiKey?.slice(0, 12) ?? '';
+      if (format() === 'json')
+        print(json({ url: resolved.url, key_prefix: prefix, key_from: source, user: me }));
+      else
+        print(
+          `${String(me['email'])}${me['is_admin'] === true ? ' (admin)' : ''} on ${resolved.url}, key ${prefix}… from ${source}`,
+        );
+    });
+
+  program
+    .command('logout')
+    .description('revoke the API key stored by login and remove it from the config file')
+    .action(async () => {
+      const resolved = resolveConfig(env);
+      const stored = readStoredConfig(resolved.path);
+      const key = stored.api_key;
+      const notes: string[] = [];
+      if (key === undefined) notes.push(`no key is stored in ${resolved.path}`);
+      else {
+        // Revoked on the server first, so a copy of the file is no longer a login either. A
+        // server that is down or a key already refused still leaves the machine logged out.
+        const url = stored.url ? normalizeUrl(stored.url) : resolved.url;
+        const api = createClient({ url, apiKey: key });
+        try {
+          const keys = await api.request<{ data: Row[] }>('GET', '/api/auth/api-keys');
+          const own = keys.data.find((k) => k['prefix'] === key.slice(0, 12));
+          if (own) await api.request('DELETE', `/api/auth/api-keys/${String(own['id'])}`);
+          notes.push(`revoked key ${key.slice(0, 12)}… on ${url}`);
+        } catch (err) {
+          if (!(err instanceof CliError)) throw err;
+          notes.push(`could not revoke the key on ${url} (${err.message}); it was removed here only`);
+        }
+        const { api_key: _removed, ...rest } = stored;
+        writeStoredConfig(resolved.path, rest);
+        notes.push(`removed it from ${resolved.path}`);
+      }
+      if (env['PADDOCK_API_KEY']?.trim())
+        notes.push('PADDOCK_API_KEY is set in this shell and still applies');
+      if (format() === 'json') print(json({ logged_out: key !== undefined, notes }));
+      else print(`${key === undefined ? 'Not logged in' : 'Logged out'}: ${notes.join('; ')}`);
+    });
+
+  program
     .command('apply')
     .description('create or update the resources of manifest files (multi-document YAML)')
     .requiredOption('-f, --file <path...>', 'manifest file(s); "-" reads standard input')
@@ -147,7 +196,9 @@ export async function main(argv: string[], env: Env, io: Io): Promise<number> {
 
   program
     .command('get')
-    .description('list environments, vaults or agents, or show one by name or id')
+    .description(
+      'list environments, vaults or agents, or show one by name or id: as a manifest that `paddock apply -f` takes back (-o json: the API view)',
+    )
     .argument('<type>', 'environments | vaults | agents')
     .argument('[name-or-id]')
     .action(async (typeWord: string, nameOrId: string | undefined) => {
@@ -155,7 +206,9 @@ export async function main(argv: string[], env: Env, io: Io): Promise<number> {
       const api = client();
       if (nameOrId) {
         const one = await findOne(api, type, nameOrId);
-        print(format() === 'json' ? json(one) : stringify(one));
+        print(
+          format() === 'json' ? json(one) : stringify(await manifestOf(api, type, one), { lineWidth: 0 }),
+        );
         return;
       }
       const list = await api.request<{ data: Row[] }>('GET', type.path);

@@ -55,6 +55,14 @@ function resolveEnvRefs(value: unknown, env: Env, missing: Set<string>): unknown
   return value;
 }
 
+/**
+ * The first line of a YAML error ("… at line 4, column 1:"), without the colon that
+ * introduces the quoted source: the source is left out, as it may hold a secret value.
+ */
+function yamlProblem(message: string | undefined): string {
+  return (message ?? 'unreadable').split('\n')[0]!.replace(/:$/, '');
+}
+
 function isRecord(v: unknown): v is Record<string, unknown> {
   return !!v && typeof v === 'object' && !Array.isArray(v);
 }
@@ -70,7 +78,7 @@ export function compileManifests(files: Array<{ path: string; text: string }>, e
     list.forEach((doc, i) => {
       const where = `${file.path} document ${i + 1}`;
       if (doc.errors.length > 0) {
-        problems.push(`${where}: invalid YAML: ${doc.errors[0]?.message.split('\n')[0]}`);
+        problems.push(`${where}: invalid YAML: ${yamlProblem(doc.errors[0]?.message)}`);
         return;
       }
       const value = doc.toJS({ maxAliasCount: 100 }) as unknown;

@@ -8,6 +8,8 @@ export type Row = Record<string, unknown>;
 export interface ResourceType {
   path: string;
   singular: string;
+  /** The manifest's `kind` of this type (`paddock get <type> <name>` prints that document). */
+  kind: 'Environment' | 'Vault' | 'Agent';
   columns: Array<[string, (r: Row) => string]>;
 }
 
@@ -16,6 +18,7 @@ export const RESOURCES: Record<string, ResourceType> = {
   environments: {
     path: '/api/environments',
     singular: 'environment',
+    kind: 'Environment',
     columns: [
       ['NAME', (r) => String(r['name'])],
       ['ID', (r) => String(r['id'])],
@@ -28,6 +31,7 @@ export const RESOURCES: Record<string, ResourceType> = {
   vaults: {
     path: '/api/vaults',
     singular: 'vault',
+    kind: 'Vault',
     columns: [
       ['NAME', (r) => String(r['name'])],
       ['ID', (r) => String(r['id'])],
@@ -39,6 +43,7 @@ export const RESOURCES: Record<string, ResourceType> = {
   agents: {
     path: '/api/agents',
     singular: 'agent',
+    kind: 'Agent',
     columns: [
       ['NAME', (r) => String(r['name'])],
       ['ID', (r) => String(r['id'])],
@@ -78,4 +83,23 @@ export async function findOne(client: ApiClient, type: ResourceType, nameOrId: s
   const found = list.data.find((r) => r['name'] === nameOrId);
   if (!found) throw new CliError(`${type.singular} "${nameOrId}" not found`);
   return found;
+}
+
+export interface ManifestDocument {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string };
+  spec: Row;
+}
+
+/**
+ * One resource as the manifest document `paddock apply -f` takes back unchanged: the
+ * server's export (secrets as `${env:KEY}` placeholders, the agent's environment and vaults
+ * by name), never the API's view with ids and counts.
+ */
+export async function manifestOf(client: ApiClient, type: ResourceType, one: Row): Promise<ManifestDocument> {
+  const exported = await client.request<{ documents: ManifestDocument[] }>('GET', '/api/apply/export');
+  const doc = exported.documents.find((d) => d.kind === type.kind && d.metadata.name === one['name']);
+  if (!doc) throw new CliError(`${type.singular} "${String(one['name'])}" not found`);
+  return doc;
 }

@@ -182,7 +182,8 @@ describe('paddock apply', () => {
     writeFileSync(invalid, 'apiVersion: paddock/v1\nkind: Environment\nmetadata: {name: x\n');
     const yamlRun = await paddock(['apply', '-f', invalid]);
     assert.equal(yamlRun.code, 1);
-    assert.match(yamlRun.stderr, /invalid YAML/);
+    // Where the problem is, and no dangling colon before a source that is left out.
+    assert.match(yamlRun.stderr, /invalid YAML: Flow map .* at line 4, column 1$/m);
 
     const leak = join(dir, 'leak.yaml');
     writeFileSync(
@@ -217,6 +218,27 @@ describe('paddock get and delete', () => {
     );
     const one = await paddock(['get', 'agent', 'web-reviewer'], env);
     assert.match(one.stdout, /runtime: claude/);
+    // One resource prints as the manifest document that applies back unchanged, not API fields.
+    const dir = tempDir('paddock-get-');
+    for (const [word, name] of [
+      ['agent', 'web-reviewer'],
+      ['environment', 'node-web'],
+    ]) {
+      const shown = await paddock(['get', word!, name!], env);
+      assert.equal(shown.code, 0, shown.stderr);
+      assert.match(
+        shown.stdout,
+        /^apiVersion: paddock\/v1\nkind: (Agent|Environment)\nmetadata:\n {2}name: /,
+      );
+      assert.doesNotMatch(shown.stdout, /^(id|tenant_id|created_at|agent_count|secret_count):/m);
+      const file = join(dir, `${name}.yaml`);
+      writeFileSync(file, shown.stdout);
+      const again = await paddock(['apply', '-f', file], env);
+      assert.equal(again.code, 0, again.stderr);
+      assert.match(again.stdout, /0 created, 0 updated, 1 unchanged, 0 failed/);
+    }
+    const apiView = JSON.parse((await paddock(['-o', 'json', 'get', 'agent', 'web-reviewer'], env)).stdout);
+    assert.match(String(apiView.id), /^[0-9a-f-]{36}$/);
     const refused = await paddock(['delete', 'environment', 'node-web'], env);
     assert.equal(refused.code, 1);
     assert.match(refused.stderr, /used by 1 agent/);
@@ -302,6 +324,61 @@ describe('paddock login and keys', () => {
     });
     assert.equal(useRevoked.code, 1);
     assert.match(useRevoked.stderr, /401/);
+  });
+});
+
+describe('paddock whoami and logout', () => {
+  it('names the account, server and key source, then logout revokes the stored key and forgets it', async () => {
+    const email = `who-${randomBytes(4).toString('hex')}@example.com`;
+    const password = `pw-${randomBytes(12).toString('hex')}-Long`;
+    const registered = await t.app.inject({
+      method: 'POST',
+      url: '/api/auth/register',
+      payload: { email, password },
+    });
+    assert.equal(registered.statusCode, 201, registered.body);
+    const home = tempDir('paddock-whoami-');
+    const env = { XDG_CONFIG_HOME: home, PADDOCK_API_KEY: undefined, PADDOCK_URL: undefined };
+    const login = await paddock(
+      ['login', '--url', url, '--email', email, '--password-stdin'],
+      env,
+      `${password}\n`,
+    );
+    assert.equal(login.code, 0, login.stderr);
+    const file = join(home, 'paddock', 'config.json');
+    const stored = JSON.parse(readFileSync(file, 'utf8')) as { api_key: string };
+
+    const who = await paddock(['whoami'], env);
+    assert.equal(who.code, 0, who.stderr);
+    assert.equal(who.stdout, `${email} on ${url}, key ${stored.api_key.slice(0, 12)}… from ${file}\n`);
+    assert.ok(!who.stdout.includes(stored.api_key), 'only the prefix of the key');
+    const whoJson = JSON.parse((await paddock(['-o', 'json', 'whoami'], env)).stdout) as {
+      user: { email: string };
+    };
+    assert.equal(whoJson.user.email, email);
+
+    const out = await paddock(['logout'], env);
+    assert.equal(out.code, 0, out.stderr);
+    assert.match(
+      out.stdout,
+      /^Logged out: revoked key pdk_\S+… on http:\/\/127\.0\.0\.1:\d+; removed it from /,
+    );
+    const after = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+    assert.deepEqual(after, { url });
+    // The key is revoked on the server, not only forgotten here.
+    const old = await paddock(['get', 'agents'], {
+      ...env,
+      PADDOCK_URL: url,
+      PADDOCK_API_KEY: stored.api_key,
+    });
+    assert.equal(old.code, 1);
+    assert.match(old.stderr, /401/);
+    const anonymous = await paddock(['whoami'], env);
+    assert.equal(anonymous.code, 1);
+    assert.match(anonymous.stderr, /not logged in/);
+    const again = await paddock(['logout'], env);
+    assert.equal(again.code, 0, again.stderr);
+    assert.match(again.stdout, /^Not logged in: no key is stored in /);
   });
 });
 

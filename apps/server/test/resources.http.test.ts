@@ -140,6 +140,32 @@ describe('environments', () => {
     }
   });
 
+  it('accepts a list of package specs per manager (as YAML users write) and stores the string', async () => {
+    const created = await call(user, 'POST', '/api/environments', {
+      name: 'listed-packages',
+      packages: { npm: ['cowsay', 'typescript@5.4.5'], pip: [] },
+    });
+    assert.equal(created.status, 201, created.raw);
+    assert.deepEqual(created.body!['packages'], { npm: 'cowsay typescript@5.4.5', pip: '' });
+    // Each listed spec is checked like a spec of the string; a non-string entry is refused.
+    const option = await call(user, 'POST', '/api/environments', {
+      name: 'listed-bad',
+      packages: { npm: ['cowsay', '--registry=http://evil'] },
+    });
+    assert.equal(option.status, 422, option.raw);
+    const errors = option.body!['errors'] as Record<string, string[]>;
+    assert.match(String(errors['packages.npm']), /invalid package spec "--registry=http:\/\/evil"/);
+    const number = await call(user, 'POST', '/api/environments', {
+      name: 'listed-bad',
+      packages: { apt: [7] },
+    });
+    assert.equal(number.status, 422, number.raw);
+    assert.ok(
+      Object.keys(number.body!['errors'] as object).some((k) => k.startsWith('packages.apt')),
+      number.raw,
+    );
+  });
+
   it('accepts wildcard hosts and drops networking_config keys other than allowed_hosts', async () => {
     const res = await call(user, 'POST', '/api/environments', {
       name: 'net',

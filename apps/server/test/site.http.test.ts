@@ -87,6 +87,49 @@ describe('a default instance (billing off, no legal variables)', () => {
   });
 });
 
+describe('the origin /llms.txt, /skill and the OpenAPI document name (issue 37, finding 8)', () => {
+  it('in development: the loopback origin the request reached, never a foreign Host', async () => {
+    const t = await buildTestApp({ database, env: { PORT: '4777', HOST: '127.0.0.1' } });
+    try {
+      const at = async (url: string, host: string) =>
+        (await t.app.inject({ method: 'GET', url, headers: { host } })).body;
+      const own = await at('/llms.txt', '127.0.0.1:4777');
+      assert.match(own, /^Base URL: http:\/\/127\.0\.0\.1:4777\./m);
+      assert.match(own, /\(http:\/\/127\.0\.0\.1:4777\/llms-full\.txt\)/);
+      assert.doesNotMatch(own, /localhost/);
+      assert.match(await at('/llms.txt', 'localhost:4777'), /^Base URL: http:\/\/localhost:4777\./m);
+      assert.match(await at('/skill', '127.0.0.1:4777'), /http:\/\/127\.0\.0\.1:4777\/llms-full\.txt/);
+      const doc = JSON.parse(await at('/api/openapi.json', '127.0.0.1:4777')) as {
+        servers: { url: string }[];
+      };
+      assert.deepEqual(doc.servers, [{ url: 'http://127.0.0.1:4777' }]);
+      // A Host that is not this server's (or carries markup) is never echoed: the stand-in.
+      for (const host of ['evil.example', '127.0.0.1:4777"><script>', 'localhost:9999']) {
+        const body = await at('/llms.txt', host);
+        assert.match(body, /^Base URL: http:\/\/localhost:4777\./m, host);
+        assert.ok(!body.includes('evil') && !body.includes('<script>') && !body.includes('9999'), host);
+      }
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('with PUBLIC_URL set: always PUBLIC_URL, whatever the Host header says', async () => {
+    const t = await buildTestApp({ database, env: { PUBLIC_URL: 'http://paddock.example.com' } });
+    try {
+      const res = await t.app.inject({
+        method: 'GET',
+        url: '/llms.txt',
+        headers: { host: '127.0.0.1:4000' },
+      });
+      assert.match(res.body, /^Base URL: http:\/\/paddock\.example\.com\./m);
+      assert.doesNotMatch(res.body, /127\.0\.0\.1/);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe('an instance with billing and the legal variables', () => {
   let t: TestApp;
   before(async () => {

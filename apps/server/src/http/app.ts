@@ -3,7 +3,6 @@
 import { randomUUID } from 'node:crypto';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
-import swaggerUi from '@fastify/swagger-ui';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyError,
@@ -24,11 +23,13 @@ import { isDatabaseUnavailable } from '../db/database.ts';
 import type { Deps } from '../deps.ts';
 import { logFormatOf } from '../observability/logger.ts';
 import { registerReadableAccessLog } from './access-log.ts';
+import { registerApiDocs } from './api-docs.ts';
 import { createClientErrorHandler, createFrameworkErrorHandler } from './early-errors.ts';
 import { AppError, type ErrorBody, type FieldErrors } from './errors.ts';
 import { RefusedBody, registerJsonBodyParser, shapeError } from './json-body.ts';
 import { capFieldErrors, createProblemList, jsonShapeProblem } from './json-bounds.ts';
 import { describeOperation, SECURITY_SCHEMES } from './openapi-operations.ts';
+import { ownOriginResolver } from './own-origin.ts';
 import { rateLimitKey } from './plugins/rate-limit-key.ts';
 import { isHealthProbe, registerSecurity } from './plugins/security.ts';
 import { registerRoutes } from './routes.ts';
@@ -190,11 +191,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     },
     transform: jsonSchemaTransform,
   });
-  await app.register(swaggerUi, {
-    routePrefix: '/api/docs',
-    staticCSP: true,
-    uiConfig: { deepLinking: true },
-  });
+  await registerApiDocs(app, ownOriginResolver(config));
 
   app.setErrorHandler((error: FastifyError | AppError, request, reply) => {
     if (error instanceof AppError) {

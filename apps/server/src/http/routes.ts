@@ -20,7 +20,7 @@ import { openapiRoutes } from './routes/openapi.routes.ts';
 
 export async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<void> {
   await app.register(healthRoutes(deps));
-  await app.register(openapiRoutes);
+  await app.register(openapiRoutes(deps));
   await app.register(accountsRoutes(deps));
   await app.register(apiKeysRoutes(deps));
   await app.register(inferenceCredentialsRoutes(deps));

@@ -2,10 +2,11 @@
 // (GET /api/site), the legal pages (only when the four LEGAL_* variables are set), and the
 // machine-oriented API summaries generated from the OpenAPI document (/llms.txt,
 // /llms-full.txt, /skill). All public, no credentials.
-import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Config } from '../config/config.ts';
+import { ownOriginResolver } from '../http/own-origin.ts';
 import { llmsFullTxt, llmsTxt, type OpenApiDoc, skillMd } from './api-summary.ts';
 import { privacyPage, termsPage } from './legal.ts';
 
@@ -22,7 +23,7 @@ export function siteRoutes(deps: { config: Config }): FastifyPluginAsync {
   return async (root) => {
     const app = root.withTypeProvider<ZodTypeProvider>();
     const { config } = deps;
-    const base = config.publicUrl.origin;
+    const ownOrigin = ownOriginResolver(config);
 
     app.get(
       '/api/site',
@@ -43,34 +44,42 @@ export function siteRoutes(deps: { config: Config }): FastifyPluginAsync {
       }),
     );
 
-    // Built once, on first request: the document is complete only after every route registered.
-    let summaries: { llms: string; full: string; skill: string } | undefined;
-    const summary = (server: FastifyInstance) => {
-      if (!summaries) {
+    // Built on first request per origin: the document is complete only after every route
+    // registered. The origins are the few ownOrigin can answer (own-origin.ts), so the map
+    // stays small whatever Host headers arrive.
+    const summaries = new Map<string, { llms: string; full: string; skill: string }>();
+    const summary = (server: FastifyInstance, request: FastifyRequest) => {
+      const base = ownOrigin(request);
+      let built = summaries.get(base);
+      if (!built) {
         const doc = server.swagger() as unknown as OpenApiDoc;
-        summaries = { llms: llmsTxt(doc, base), full: llmsFullTxt(doc, base), skill: skillMd(doc, base) };
+        built = { llms: llmsTxt(doc, base), full: llmsFullTxt(doc, base), skill: skillMd(doc, base) };
+        summaries.set(base, built);
       }
-      return summaries;
+      return built;
     };
     const text = { schema: { hide: true }, config: { schemaless: true } };
-    app.get('/llms.txt', text, async (_request, reply) =>
+    app.get('/llms.txt', text, async (request, reply) =>
       reply
         .type('text/plain; charset=utf-8')
         .header('cache-control', 'public, max-age=300')
-        .send(summary(root).llms),
+        .header('vary', 'host')
+        .send(summary(root, request).llms),
     );
-    app.get('/llms-full.txt', text, async (_request, reply) =>
+    app.get('/llms-full.txt', text, async (request, reply) =>
       reply
         .type('text/plain; charset=utf-8')
         .header('cache-control', 'public, max-age=300')
-        .send(summary(root).full),
+        .header('vary', 'host')
+        .send(summary(root, request).full),
     );
-    app.get('/skill', text, async (_request, reply) =>
+    app.get('/skill', text, async (request, reply) =>
       reply
         .type('text/markdown; charset=utf-8')
         .header('cache-control', 'public, max-age=300')
+        .header('vary', 'host')
         .header('content-disposition', 'inline; filename="SKILL.md"')
-        .send(summary(root).skill),
+        .send(summary(root, request).skill),
     );
 
     const legal = config.legal;

@@ -5150,9 +5150,9 @@ export interface operations {
                      * @enum {string}
                      */
                     networking_type?: "unrestricted" | "limited";
-                    /** @description package manager (apt, npm, pip) → space-separated package specs, e.g. {"npm": "typescript@5.4.5"} */
+                    /** @description package manager (apt, npm, pip) → space-separated package specs or a list of them, e.g. {"npm": "typescript@5.4.5"} or {"npm": ["cowsay", "typescript@5.4.5"]}; stored and returned as the string */
                     packages?: {
-                        [key: string]: string;
+                        [key: string]: string | string[];
                     };
                     /** @default [] */
                     repos?: {
@@ -5398,9 +5398,9 @@ export interface operations {
                      * @enum {string}
                      */
                     networking_type?: "unrestricted" | "limited";
-                    /** @description package manager (apt, npm, pip) → space-separated package specs, e.g. {"npm": "typescript@5.4.5"} */
+                    /** @description package manager (apt, npm, pip) → space-separated package specs or a list of them, e.g. {"npm": "typescript@5.4.5"} or {"npm": ["cowsay", "typescript@5.4.5"]}; stored and returned as the string */
                     packages?: {
-                        [key: string]: string;
+                        [key: string]: string | string[];
                     };
                     /** @default [] */
                     repos?: {

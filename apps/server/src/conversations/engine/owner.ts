@@ -72,6 +72,21 @@ export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Log
   const lostListeners: (() => void)[] = [];
   const channels = new Map<string, (payload: string) => void>();
 
+  // One statement at a time on the dedicated connection, whoever calls: pg would queue
+  // concurrent calls itself, but that is deprecated (a DeprecationWarning on the terminal at
+  // shutdown, when the servers release together) and goes away in pg 9
+  // (conversations.ownership-serial.test.ts).
+  let tail: Promise<unknown> = Promise.resolve();
+  const query = <R extends pg.QueryResultRow>(
+    c: pg.Client,
+    text: string,
+    values?: unknown[],
+  ): Promise<pg.QueryResult<R>> => {
+    const run = tail.then(() => c.query<R>(text, values));
+    tail = run.catch(() => {});
+    return run;
+  };
+
   const connect = async (): Promise<pg.Client> => {
     // biome-ignore lint/suspicious/noExplicitAny: pg.Pool keeps its connection options on `options`, untyped
     const options = (deps.pool as any).options as pg.ClientConfig;
@@ -96,7 +111,7 @@ export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Log
       if (handler && msg.payload !== undefined) handler(msg.payload);
     });
     await c.connect();
-    for (const channel of channels.keys()) await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+    for (const channel of channels.keys()) await query(c, `LISTEN ${pg.escapeIdentifier(channel)}`);
     client = c;
     return c;
   };
@@ -114,7 +129,7 @@ export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Log
   const acquire = async (tenantId: string, conversationId: string): Promise<AcquiredLease | null> => {
     const c = await conn();
     const key = LOCK_NAMESPACE + conversationId;
-    const unlock = () => c.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [key]);
+    const unlock = () => query(c, 'SELECT pg_advisory_unlock(hashtextextended($1, 0))', [key]);
     let row:
       | {
           ok: boolean;
@@ -124,7 +139,8 @@ export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Log
         }
       | undefined;
     try {
-      row = (await c.query(ACQUIRE_SQL, [key, deps.node, tenantId, conversationId])).rows[0];
+      row = (await query<NonNullable<typeof row>>(c, ACQUIRE_SQL, [key, deps.node, tenantId, conversationId]))
+        .rows[0];
     } catch (err) {
       // Whether the lock was taken is unknown: unlocking one not held is a no-op (and a warning).
       await unlock().catch(() => {});
@@ -161,11 +177,11 @@ export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Log
       if (!held.delete(conversationId)) return;
       const c = client;
       if (!c) return;
-      await c
-        .query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [LOCK_NAMESPACE + conversationId])
-        .catch(() => {
-          // The connection is going away: the lock goes with it.
-        });
+      await query(c, 'SELECT pg_advisory_unlock(hashtextextended($1, 0))', [
+        LOCK_NAMESPACE + conversationId,
+      ]).catch(() => {
+        // The connection is going away: the lock goes with it.
+      });
     },
 
     holds: (conversationId) => held.has(conversationId),
@@ -186,7 +202,8 @@ export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Log
 
     async tryClusterLock(name) {
       const c = await conn();
-      const got = await c.query<{ ok: boolean }>(
+      const got = await query<{ ok: boolean }>(
+        c,
         'SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok',
         [`paddock:cluster:${name}`],
       );
@@ -194,15 +211,17 @@ export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Log
     },
 
     async releaseClusterLock(name) {
-      await client
-        ?.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [`paddock:cluster:${name}`])
-        .catch(() => {});
+      const c = client;
+      if (!c) return;
+      await query(c, 'SELECT pg_advisory_unlock(hashtextextended($1, 0))', [`paddock:cluster:${name}`]).catch(
+        () => {},
+      );
     },
 
     async listen(channel, onPayload) {
       channels.set(channel, onPayload);
       const c = await conn();
-      await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      await query(c, `LISTEN ${pg.escapeIdentifier(channel)}`);
     },
 
     onLost(listener) {

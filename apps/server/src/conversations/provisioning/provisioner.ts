@@ -45,6 +45,7 @@ import type { SandboxStatus } from '../conversations.tables.ts';
 import { redactingLogger } from '../log/redacted-logger.ts';
 import type { CallbackKey, CallbackKeys } from './callback-key.ts';
 import type { DestroyQueue } from './destroy-queue.ts';
+import { watchEgressRefusals } from './egress-refusal.ts';
 import { assembleEnv, ENV_FILE_PATH, renderEnvFile } from './env-file.ts';
 import { networkPolicyFor, providerHostsFor } from './network.ts';
 import { CLONE_TIMEOUT_MS, cloneRepo, repoDirName } from './repos.ts';
@@ -230,6 +231,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
           if (!deps.packagePlanner)
             throw new ProvisionError('packages', 'package installs are not available on this server');
           for (const command of deps.packagePlanner(packages)) {
+            const refusals = watchEgressRefusals();
             const outcome = await runStreaming(
               sandbox,
               name,
@@ -239,7 +241,12 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
                 timeoutMs: command.timeoutMs,
                 user: command.user,
               },
-              sink,
+              {
+                output: (stream, chunk) => {
+                  refusals.feed(chunk);
+                  sink.output(stream, chunk);
+                },
+              },
               signal,
             );
             if ('timedOut' in outcome) {
@@ -249,9 +256,10 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
               );
             }
             if (outcome.exitCode !== 0) {
+              const hint = refusals.hint();
               throw new ProvisionError(
                 'packages',
-                `${command.manager} failed (exit ${outcome.exitCode}); its output is in the log above`,
+                `${command.manager} failed (exit ${outcome.exitCode})${hint ? `: ${hint}` : ''}; its output is in the log above`,
               );
             }
           }

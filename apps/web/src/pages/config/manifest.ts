@@ -34,6 +34,13 @@ const OWNERSHIP = [
   'checkpoint_id',
 ];
 
+/**
+ * The first line of a YAML error ("… at line 4, column 1:"), without the colon that
+ * introduces the quoted source: the source is left out, as it may hold a secret value.
+ */
+const yamlProblem = (message: string | undefined): string =>
+  (message ?? 'unreadable').split('\n')[0]!.replace(/:$/, '');
+
 const isRecord = (v: unknown): v is Record<string, unknown> =>
   !!v && typeof v === 'object' && !Array.isArray(v);
 
@@ -52,7 +59,7 @@ export function parseManifest(text: string): Parsed {
   parseAllDocuments(text).forEach((doc, i) => {
     const where = `document ${i + 1}`;
     if (doc.errors.length > 0) {
-      problems.push(`${where}: invalid YAML: ${doc.errors[0]?.message.split('\n')[0]}`);
+      problems.push(`${where}: invalid YAML: ${yamlProblem(doc.errors[0]?.message)}`);
       return;
     }
     const value = doc.toJS({ maxAliasCount: 100 }) as unknown;
