@@ -338,8 +338,6 @@ interface Skip {
   /** shift[hash(block)]: how far a window ending in this block can move on (see skipping()). */
   shift: Uint8Array;
   bits: number;
-  /** How many places joined breaks in a window can move the pattern's bytes (see skipping()). */
-  slack: number;
 }
 
 const blockHash = (b0: number, b1: number, b2: number, bits: number): number =>
@@ -348,9 +346,10 @@ const blockHash = (b0: number, b1: number, b2: number, bits: number): number =>
 /**
  * The skip table (Wu-Manber over the patterns' first m bytes, m the shortest length): for every
  * block of BLOCK bytes ending at index q (BLOCK − 1 ≤ q < m) of some pattern's first m bytes,
- * shift[hash] ≤ m − 1 − q; other entries hold m − BLOCK + 1. Hash collisions and the byte cap
- * only lower entries, which only makes jumps shorter. The slack for joined breaks is taken off
- * by the scan, only where a window may hold one (skipping()).
+ * shift[hash] ≤ m − 1 − q − slack; other entries hold m − BLOCK + 1 (less slack when slack > 2).
+ * Hash collisions and the byte cap only lower entries, which only makes jumps shorter. The
+ * slack: how many places joined breaks in a window can move the pattern's bytes to the right
+ * (see skipping()).
  */
 function buildSkip(patterns: readonly Uint8Array[]): Skip | null {
   if (patterns.length === 0) return null;
@@ -361,14 +360,17 @@ function buildSkip(patterns: readonly Uint8Array[]): Skip | null {
   const slack = 2 * Math.ceil(m / (JOIN_RUN + 1));
   const blocks = patterns.length * (m - BLOCK + 1);
   const bits = Math.min(20, Math.max(12, Math.ceil(Math.log2(blocks * 8))));
-  const shift = new Uint8Array(1 << bits).fill(Math.min(255, m - BLOCK + 1));
+  const shift = new Uint8Array(1 << bits).fill(
+    Math.max(0, Math.min(255, m - BLOCK + 1 - (slack > 2 ? slack : 0))),
+  );
   for (const p of patterns) {
     for (let q = BLOCK - 1; q < m; q++) {
       const h = blockHash(p[q - 2]!, p[q - 1]!, p[q]!, bits);
-      if (m - 1 - q < shift[h]!) shift[h] = m - 1 - q;
+      const k = Math.max(0, m - 1 - q - slack);
+      if (k < shift[h]!) shift[h] = k;
     }
   }
-  return { m, shift, bits, slack };
+  return { m, shift, bits };
 }
 
 /**
@@ -381,23 +383,18 @@ function buildSkip(patterns: readonly Uint8Array[]): Skip | null {
  * so lookback() of the state it returns still covers every occurrence that can. Joined breaks:
  * those already read do not matter (j is counted from i, in bytes not yet read); b break bytes
  * in [i, j] put byte j at the pattern's index m − 1 − δ − b, so an occurrence at p + δ has
- * shift − slack ≤ δ + b − slack ≤ δ there (b ≤ slack: breaks are JOIN_RUN bytes apart),
- * provided the block is one of the pattern's (index ≥ 2): it is, since the break lies in
- * [p + δ, j − 3], so δ ≤ m − 5 and m − 1 − δ − b ≥ 4 − b ≥ 2 when b ≤ 2 (a larger slack is
- * taken off every entry). So the scan takes the slack off only where a joined break may lie in
- * [i, j − 3] (mayJoin: a CR or LF there, after bytes that may be base64) and only from the
- * entries of pattern blocks: ordinary text keeps the full jump (taking the slack off every entry
- * of a pattern block cost 10 % of the scan, docs/performance.md). A block that holds a joined
- * break is never jumped on (one that holds a break not joined is text like any other).
- * Otherwise (a candidate window, or its block not inside [from, to)) the automaton runs through
- * byte j, so every byte is read at most once by it. Once a call has walked PROBE_BYTES and
- * jumped fewer than it walked, the table is not paying for its lookups there, and the call ends
- * with the plain scan.
+ * shift ≤ δ + b − slack ≤ δ there (b ≤ slack: breaks are JOIN_RUN bytes apart), provided the
+ * block is one of the pattern's (index ≥ 2): it is, since the break lies in [p + δ, j − 3], so
+ * δ ≤ m − 5 and m − 1 − δ − b ≥ 4 − b ≥ 2 when b ≤ 2 (a larger slack lowers the other entries
+ * too). So text whose blocks occur in no pattern (nearly all) keeps the full jump. A block that
+ * holds a joined break is never jumped on (one that holds a break not joined is text like any
+ * other). Otherwise (a candidate window, or its block not inside [from, to)) the automaton runs
+ * through byte j, so every byte is read at most once by it. Once a call has walked PROBE_BYTES and jumped fewer than
+ * it walked, the table is not paying for its lookups there, and the call ends with the plain scan.
  */
 function skipping(skip: Skip, depth: Int32Array, plain: ByteAutomaton['scan']): ByteAutomaton['scan'] {
-  const { shift, bits, slack } = skip;
+  const { shift, bits } = skip;
   const last = skip.m - 1;
-  const full = skip.m - BLOCK + 1;
   return (buf, from, to, state, offset, found, context = 0) => {
     let s = state;
     let i = from;
@@ -414,15 +411,12 @@ function skipping(skip: Skip, depth: Int32Array, plain: ByteAutomaton['scan']): 
         const b0 = buf[j - 2]!;
         const b1 = buf[j - 1]!;
         const b2 = buf[j]!;
-        let k = shift[blockHash(b0, b1, b2, bits)]!;
-        // Less the slack where a joined break may lie in [i, j − 3] (see above): never for a
-        // block of no pattern (k = full) when slack ≤ 2.
-        if (k > d && (slack > 2 || (k < full && mayJoin(buf, i, j - 3)))) k -= slack;
+        const k = shift[blockHash(b0, b1, b2, bits)]!;
         // A block that holds a joined break is no block of the joined text: never jumped on.
         if (
           k > d &&
           !(
-            ((b0 - (CR + 1)) | (b1 - (CR + 1)) | (b2 - (CR + 1))) < 0 &&
+            (b0 <= CR || b1 <= CR || b2 <= CR) &&
             (((b0 === LF || b0 === CR) && joins(buf, j - 2, context)) ||
               ((b1 === LF || b1 === CR) && joins(buf, j - 1, context)) ||
               ((b2 === LF || b2 === CR) && joins(buf, j, context)))
@@ -442,24 +436,4 @@ function skipping(skip: Skip, depth: Int32Array, plain: ByteAutomaton['scan']): 
     }
     return s;
   };
-}
-
-/**
- * Whether a joined break may lie in buf[from, to], as far as cheap reads tell, given that the
- * run of JOIN_RUN base64 characters before each such break (before its CR, when a CR precedes
- * it) covers all of buf[to − JOIN_RUN, from − 2] (to − from ≤ JOIN_RUN − 2): a byte there that
- * is not base64 rules them all out, and so does a window without a CR or LF. Bytes before
- * buf[0] are unknown: they rule nothing out.
- */
-function mayJoin(buf: Uint8Array, from: number, to: number): boolean {
-  const hi = from - 2;
-  if (hi >= 0) {
-    const lo = to - JOIN_RUN < 0 ? 0 : to - JOIN_RUN;
-    if (BASE64[buf[hi]!] !== 1 || BASE64[buf[lo]!] !== 1 || BASE64[buf[(lo + hi) >> 1]!] !== 1) return false;
-  }
-  for (let k = from; k <= to; k++) {
-    const b = buf[k]!;
-    if (b === LF || b === CR) return true;
-  }
-  return false;
 }
