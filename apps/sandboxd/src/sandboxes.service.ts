@@ -32,23 +32,23 @@
  *   kills every init of its data dir that no record claims (one spawned right before a crash, before it
  *   was recorded). Test: test/crash-recovery.test.ts.
  */
-import { fchownSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import type net from 'node:net';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
-import type { Readable } from 'node:stream';
 import { createCheckpointsService } from './checkpoints.service.ts';
-import { ID_RANGE, ID_SLOTS, type SandboxdOptions } from './config.ts';
+import type { SandboxdOptions } from './config.ts';
 import { AppError } from './errors.ts';
 import { FileWriter, type WriteChain } from './exec/file-writer.ts';
 import { FifoPool } from './exec/procs.ts';
 import { type ExecSpec, type Session, SessionTable } from './exec/sessions.ts';
 import { ShimPool } from './exec/shim-pool.ts';
+import { createFilesService } from './files.service.ts';
 import type { Logger } from './log.ts';
-import { createEgressGuard } from './proxy/addresses.ts';
-import { type PolicyRule, parseRules } from './proxy/policy.ts';
-import { EgressProxy } from './proxy/proxy.ts';
+import { createNetwork, PROXY_PORT } from './network.ts';
+import type { PolicyRule } from './proxy/policy.ts';
+import type { EgressProxy } from './proxy/proxy.ts';
 import { type IdMap, SANDBOX_HOME } from './runtime/base.ts';
 import type { Cgroups, SandboxCgroup } from './runtime/cgroups.ts';
 import type { Disks } from './runtime/disks.ts';
@@ -70,14 +70,11 @@ import {
   isAlive,
   type NamespaceRuntime,
   RUN_BYTES,
-  receiveListener,
   SHM_BYTES,
-  sameInit,
 } from './runtime/namespaces.ts';
-import { chownTree, closeFd, ensureDirAt, openOwnDir } from './runtime/nofollow.ts';
 import { removeTree, writeJsonAtomic } from './state-files.ts';
+import { createStorage } from './storage.ts';
 
-export const PROXY_PORT = 3128;
 export const PAGE_SIZE = 50;
 const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$/;
 /** Linux's limit on an exec's argv and environment here (host-tools.ts). */
@@ -218,8 +215,25 @@ export function createSandboxesService(deps: ServiceDeps) {
     // Raising a shim's priority again when it is taken needs root.
     lowPriority: !runtime.opts.rootless && process.getuid?.() === 0,
   });
-  /** One egress address guard for every sandbox's proxy (it caches the host's interface addresses). */
-  const guard = createEgressGuard({ allow: opts.egressAllow });
+  const storage = createStorage({
+    log,
+    rootless: runtime.opts.rootless,
+    disks,
+    hostDirs: deps.hostDirs,
+    idsFor: deps.idsFor,
+    slotsHeld: function* () {
+      for (const sb of sandboxes.values()) if (sb.rec.slot !== undefined) yield sb.rec.slot;
+    },
+  });
+  const network = createNetwork<Sandbox>({
+    opts,
+    log,
+    listenHelperArgv: (pid) => runtime.listenHelperArgv(pid),
+    find,
+    persist,
+  });
+  const { openListener, closeListener, adoptListener } = network;
+  const files = createFilesService<Sandbox>({ find, ready });
   const checkpoints = createCheckpointsService<Sandbox>({
     tenantsDir,
     log,
@@ -228,8 +242,8 @@ export function createSandboxesService(deps: ServiceDeps) {
     disks,
     checkpointsMax: opts.checkpointsMax,
     find,
-    prepareStorage,
-    adopt: (sb) => remapIds(path.join(sb.layer, 'root'), idsOf(sb)),
+    prepareStorage: storage.prepareStorage,
+    adopt: (sb) => storage.remapIds(path.join(sb.layer, 'root'), storage.idsOf(sb)),
     persist,
     stop: stopLocked,
     // A restore or a checkpoint answers once the init runs; the next exec waits for the listener.
@@ -238,17 +252,7 @@ export function createSandboxesService(deps: ServiceDeps) {
 
   function newSandbox(rec: SandboxRecord, tenant: string): Sandbox {
     const dir = path.join(tenantsDir, tenant, 'sandboxes', rec.name);
-    const proxy = new EgressProxy(
-      {
-        log,
-        hostsOverride: opts.hostsOverride,
-        serviceRoutes: opts.serviceRoutes,
-        guard,
-        limits: opts.proxy,
-      },
-      rec.name,
-      rec.policy,
-    );
+    const proxy = network.proxyFor(rec.name, rec.policy);
     const sb: Sandbox = new Sandbox(
       rec,
       tenant,
@@ -265,105 +269,6 @@ export function createSandboxesService(deps: ServiceDeps) {
 
   function persist(sb: Sandbox): void {
     writeJsonAtomic(path.join(sb.dir, 'sandbox.json'), sb.rec);
-  }
-
-  /** The sandbox's host ids; a record without a slot (earlier version) gets one here. */
-  function idsOf(sb: Sandbox): IdMap {
-    if (sb.rec.slot === undefined) sb.rec.slot = freeSlot();
-    return deps.idsFor(sb.rec.slot);
-  }
-
-  /** The lowest id slot no sandbox holds (destroyed sandboxes hold theirs until they are gone). */
-  function freeSlot(): number {
-    const used = new Set<number>();
-    for (const sb of sandboxes.values()) if (sb.rec.slot !== undefined) used.add(sb.rec.slot);
-    for (const slot of destroying) used.add(slot);
-    for (let slot = 0; slot < ID_SLOTS; slot++) if (!used.has(slot)) return slot;
-    throw new AppError(
-      'sandbox_unavailable',
-      `no free host id range: at most ${ID_SLOTS} sandboxes per sandboxd`,
-    );
-  }
-  const destroying = new Set<number>();
-
-  /**
-   * Creates the writable layer's directories (idempotent; under the sandbox lock). The upper dirs of "/" and
-   * of the sandbox user's home give them their owners inside (the base belongs to ids no sandbox maps).
-   * Below the upper dir of "/", everything is the sandbox's (a running one's, during a checkpoint): /home and
-   * /home/sandbox are opened and made one component at a time without following a link (runtime/nofollow.ts),
-   * and one the sandbox replaced with anything but a directory (a link, a file, a whiteout) is left as it is:
-   * the sandbox sees what it made of it, the host nothing (docs/sandboxd.md, "Host-side operations on sandbox
-   * files").
-   */
-  async function layerDirs(sb: Sandbox): Promise<void> {
-    const ids = idsOf(sb);
-    const root = path.join(sb.layer, 'root');
-    let fresh = false;
-    try {
-      lstatSync(root);
-    } catch {
-      fresh = true;
-    }
-    if (!fresh) await remapIds(root, ids);
-    // sandboxd's own directories (no sandbox reaches them): the layer's and the work dir's top levels.
-    for (const d of ['root', ...deps.hostDirs]) {
-      mkdirSync(path.join(sb.layer, d), { recursive: true });
-      mkdirSync(path.join(sb.work, d), { recursive: true });
-    }
-    mkdirSync(path.join(sb.dir, 'merged'), { recursive: true });
-    const gid = (id: number) => ids.hostGid ?? id;
-    const [homeName, userName] = SANDBOX_HOME.slice(1).split('/') as [string, string];
-    const opened: (number | null)[] = [];
-    try {
-      const rootFd = openOwnDir(root);
-      opened.push(rootFd);
-      fchownSync(rootFd, ids.rootHostId, gid(ids.rootHostId));
-      // An overlay's root directory takes its owner from the upper directory: the sandbox root's, so it can
-      // add to /usr and /var/lib/dpkg themselves (not only to the directories below them).
-      for (const d of deps.hostDirs) {
-        const fd = openOwnDir(path.join(sb.layer, d));
-        opened.push(fd);
-        fchownSync(fd, ids.rootHostId, gid(ids.rootHostId));
-      }
-      const homeFd = ensureDirAt(rootFd, homeName, 0o755);
-      opened.push(homeFd);
-      const userFd = homeFd === null ? null : ensureDirAt(homeFd, userName, 0o755);
-      opened.push(userFd);
-      if (homeFd !== null) fchownSync(homeFd, ids.rootHostId, gid(ids.rootHostId));
-      if (userFd !== null) fchownSync(userFd, ids.userHostId, gid(ids.userHostId));
-      else
-        log.info('the sandbox replaced its home directory with something else; left as it is', {
-          sandbox: sb.rec.name,
-          path: homeFd === null ? path.posix.dirname(SANDBOX_HOME) : SANDBOX_HOME,
-        });
-    } finally {
-      for (const fd of opened) closeFd(fd);
-    }
-  }
-
-  /**
-   * Gives a layer tree (whose "/" upper dir tells the ids it was made with) to `to`: every file owned by an
-   * id of the old slot's range (its root, its user, the system users packages chown to) moves to the same id
-   * of the new range. No-op when they match (rootless: always). Meant for a quiet tree (sandbox stopped or
-   * not mounted), and safe on any: the walk never follows a link (runtime/nofollow.ts chownTree).
-   */
-  async function remapIds(rootDir: string, to: IdMap): Promise<void> {
-    const st = lstatSync(rootDir);
-    const from = { uid: st.uid, gid: st.gid };
-    if (from.uid === to.rootHostId && from.gid === (to.hostGid ?? to.rootHostId)) return;
-    if (runtime.opts.rootless) return;
-    const shift = (id: number, base: number, target: number) =>
-      id >= base && id < base + ID_RANGE ? target + (id - base) : id;
-    await chownTree(path.dirname(rootDir), (uid, gid) => ({
-      uid: shift(uid, from.uid, to.rootHostId),
-      gid: shift(gid, from.gid, to.rootHostId),
-    }));
-  }
-
-  /** Mounts the sandbox's disk image, if it has one, and creates the layer's directories (under the lock). */
-  async function prepareStorage(sb: Sandbox): Promise<void> {
-    if (sb.rec.disk === 'image') await disks.mount(sb.dir);
-    await layerDirs(sb);
   }
 
   function find(tenant: string, name: string): Sandbox {
@@ -399,51 +304,6 @@ export function createSandboxesService(deps: ServiceDeps) {
     };
   }
 
-  /** Opens the proxy listener in the network namespace of init `pid`. */
-  async function openListener(sb: Sandbox, pid: number): Promise<net.Server> {
-    const server = await receiveListener(runtime.listenHelperArgv(pid), PROXY_PORT, 10_000, (late) => {
-      log.warn('proxy listener arrived after its start was given up; closed', { sandbox: sb.rec.name });
-      late.close();
-    });
-    server.on('connection', (s: net.Socket) => sb.proxy.handle(s));
-    server.on('error', (err) => log.warn('proxy listener error', { sandbox: sb.rec.name, err }));
-    return server;
-  }
-
-  function closeListener(sb: Sandbox): void {
-    sb.listener?.close();
-    sb.listener = null;
-    sb.listening = null; // one still opening is closed when it arrives (adoptListener)
-    sb.proxy.closeAll();
-  }
-
-  /**
-   * The listener being opened for init `h` becomes the sandbox's when it arrives, unless the sandbox was
-   * stopped, restarted or destroyed meanwhile (then it is closed: it is bound in a namespace that is gone or
-   * no longer the sandbox's). A failure clears `listening`, so that the next exec opens one again.
-   */
-  function adoptListener(sb: Sandbox, h: InitHandle, opening: Promise<net.Server>): Promise<net.Server> {
-    const adopted: Promise<net.Server> = opening.then(
-      (server) => {
-        const init = sb.rec.init;
-        if (sb.listening !== adopted || sb.destroyed || !init || !sameInit(init, h)) {
-          server.close();
-          throw new Error('the sandbox stopped while its proxy listener was opening');
-        }
-        sb.listener = server;
-        sb.listening = null;
-        return server;
-      },
-      (err: unknown) => {
-        if (sb.listening === adopted) sb.listening = null;
-        throw err;
-      },
-    );
-    adopted.catch(() => {}); // awaited by whoever needs it
-    sb.listening = adopted;
-    return adopted;
-  }
-
   /**
    * Starts (or adopts) the sandbox's init and proxy listener. Must run under the sandbox lock.
    * Reports "starting" meanwhile and records a failure for status "failed".
@@ -475,8 +335,8 @@ export function createSandboxesService(deps: ServiceDeps) {
     let h = sb.rec.init;
     if (!h || !isAlive(h)) {
       closeListener(sb);
-      await prepareStorage(sb);
-      const ids = idsOf(sb);
+      await storage.prepareStorage(sb);
+      const ids = storage.idsOf(sb);
       const t0 = performance.now();
       // The proxy listener is opened while the init mounts the filesystem (its network namespace is ready
       // first); the sandbox is running once both are.
@@ -603,7 +463,7 @@ export function createSandboxesService(deps: ServiceDeps) {
       for (const e of entries) if (e !== 'sandbox.json') await removeTree(path.join(sb.dir, e), tools.chmod);
       await removeTree(sb.dir, tools.chmod);
     } finally {
-      if (sb.rec.slot !== undefined) destroying.delete(sb.rec.slot);
+      if (sb.rec.slot !== undefined) storage.releaseSlot(sb.rec.slot);
     }
   }
 
@@ -686,7 +546,7 @@ export function createSandboxesService(deps: ServiceDeps) {
             if (rec.destroying) {
               // A destroy a crash interrupted: finish it (the sandbox is gone for callers already).
               sb.destroyed = true;
-              if (rec.slot !== undefined) destroying.add(rec.slot);
+              if (rec.slot !== undefined) storage.holdSlot(rec.slot);
               unfinished.push(sb);
               continue;
             }
@@ -743,7 +603,7 @@ export function createSandboxesService(deps: ServiceDeps) {
         created_at: new Date().toISOString(),
         policy: [],
         init: null,
-        slot: freeSlot(),
+        slot: storage.freeSlot(),
         ...(disks.enabled ? { disk: 'image' as const } : {}),
       };
       const sb = newSandbox(rec, tenant);
@@ -799,7 +659,7 @@ export function createSandboxesService(deps: ServiceDeps) {
         sb.destroyed = true;
         sandboxes.delete(key(tenant, name));
         // Its ids stay taken until nothing of it is left.
-        if (sb.rec.slot !== undefined) destroying.add(sb.rec.slot);
+        if (sb.rec.slot !== undefined) storage.holdSlot(sb.rec.slot);
         sb.rec.destroying = true;
         // Best effort: without the mark a crash mid-way is what it was before (the sandbox comes back).
         await writeJsonDurable(path.join(sb.dir, 'sandbox.json'), sb.rec, []).catch((err: unknown) =>
@@ -911,42 +771,10 @@ export function createSandboxesService(deps: ServiceDeps) {
       find(tenant, name);
     },
 
-    async writeFile(tenant: string, name: string, query: URLSearchParams, body: Readable): Promise<void> {
-      const sb = find(tenant, name);
-      const p = query.get('path');
-      if (!p) throw new AppError('bad_request', 'path is required');
-      if (p.includes('\0')) throw new AppError('bad_request', 'path must not contain NUL');
-      const wd = query.get('workingDir') || SANDBOX_HOME;
-      const target = path.posix.resolve(
-        path.posix.resolve('/', wd.startsWith('/') ? wd : path.posix.join(SANDBOX_HOME, wd)),
-        p,
-      );
-      const modeRaw = query.get('mode') || '0644';
-      if (!/^0?[0-7]{3,4}$/.test(modeRaw)) throw new AppError('bad_request', 'mode must be octal, e.g. 0644');
-      const mkdirs = ['true', '1'].includes(query.get('mkdirParents') ?? '');
-      // A write runs no program that could use the network: the proxy listener may still be opening.
-      const h = await ready(sb, false);
-      const { code, stderr } = await sb.writer.write(h, { target, mode: modeRaw, mkdirs }, body);
-      if (code !== 0) {
-        throw new AppError(
-          'write_failed',
-          `cannot write ${target}: ${stderr.replace(/^(\/bin\/sh|fswrite): (\d+: )?/gm, '').trim()}`,
-        );
-      }
-    },
+    writeFile: files.writeFile,
 
-    setPolicy(tenant: string, name: string, body: unknown): void {
-      const sb = find(tenant, name);
-      const rules = parseRules(body);
-      sb.rec.policy = rules;
-      persist(sb);
-      sb.proxy.setPolicy(rules);
-      log.info('network policy set', { sandbox: name, rules: rules.length });
-    },
-
-    getPolicy(tenant: string, name: string) {
-      return { rules: find(tenant, name).rec.policy };
-    },
+    setPolicy: network.setPolicy,
+    getPolicy: network.getPolicy,
 
     listCheckpoints: checkpoints.list,
     checkpoint: checkpoints.create,
