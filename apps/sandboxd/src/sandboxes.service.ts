@@ -1,17 +1,15 @@
 /**
- * Sandbox lifecycle: create, list, destroy, exec, file writes, network policy; checkpoints are in
- * checkpoints.service.ts.
+ * Sandbox lifecycle: create, list, start, stop, destroy, and the sandboxes an earlier sandboxd left adopted
+ * (load); the sandbox map and the per-sandbox locks. Its parts, beside it, own one concern each and know a
+ * sandbox only by the interface they declare: storage.ts (id slots, the writable layer, the disk image),
+ * network.ts (the egress proxy, its listener, the network policy), exec.service.ts and files.service.ts
+ * (the exec and files APIs), checkpoints.service.ts.
  *
  * State on disk (survives a sandboxd restart):
- *   <data>/tenants/<tenant>/sandboxes/<name>/sandbox.json   record: name, created_at, policy, init pid
- *   <data>/tenants/<tenant>/sandboxes/<name>/layer/{root,usr,...}  the writable layer (overlay upper dirs), or
- *   <data>/tenants/<tenant>/sandboxes/<name>/disk.img, mounted at disk/, holding layer/ and work/ (root mode
- *     with a disk limit, runtime/disks.ts)
+ *   <data>/tenants/<tenant>/sandboxes/<name>/sandbox.json   record: name, created_at, policy, init pid, id slot
+ *   <data>/tenants/<tenant>/sandboxes/<name>/layer/, work/ or disk.img   the writable layer, see storage.ts
  *   <data>/tenants/<tenant>/checkpoints/<id>/   see checkpoints.service.ts
  * A tenant is the keyed hash of the bearer token (tenants.ts): names are unique per token.
- * Root mode: each sandbox has its own slot of host ids (runtime/base.ts sandboxIds), recorded in sandbox.json;
- * its writable layer belongs to them. A layer from elsewhere (a checkpoint of another sandbox, a data dir of an
- * earlier version) is given to the sandbox's ids before it is used (remapIds).
  *
  * Invariants:
  * - Lifecycle operations of one sandbox (create, start, stop, restore, checkpoint, destroy) run one at a time
@@ -19,8 +17,8 @@
  * - An exec starts only once the sandbox's proxy listener is open (a process may connect to it at once). A
  *   file write, a restore's answer and a checkpoint's need only the init: the listener, opened by a helper
  *   process (namespaces.ts listenHelper: 10-15 ms more here), may still be on its way (`listening`); it
- *   becomes the sandbox's only while the init it was opened for runs, and is closed otherwise. A listener
- *   that failed to open is opened again by the next exec.
+ *   becomes the sandbox's only while the init it was opened for runs, and is closed otherwise (network.ts).
+ *   A listener that failed to open is opened again by the next exec.
  * - create answers once the sandbox record is durable (fsync'ed); everything else (writable layer, cgroup,
  *   namespaces and mounts, proxy listener) is set up in the background after the response, reported as
  *   status "starting". A failed setup is reported as status "failed" with its error; exec and writes try
@@ -31,6 +29,7 @@
  *   `destroying` (durably) before anything is torn down, and it is removed last. A restarted sandboxd also
  *   kills every init of its data dir that no record claims (one spawned right before a crash, before it
  *   was recorded). Test: test/crash-recovery.test.ts.
+ * Test of the others: test/lifecycle.test.ts (create, "starting" and "failed", a restart, a dead init).
  */
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
@@ -42,27 +41,20 @@ import type { SandboxdOptions } from './config.ts';
 import { AppError } from './errors.ts';
 import { FileWriter, type WriteChain } from './exec/file-writer.ts';
 import { FifoPool } from './exec/procs.ts';
-import { type ExecSpec, type Session, SessionTable } from './exec/sessions.ts';
+import { SessionTable } from './exec/sessions.ts';
 import { ShimPool } from './exec/shim-pool.ts';
+import { createExecService } from './exec.service.ts';
 import { createFilesService } from './files.service.ts';
 import type { Logger } from './log.ts';
-import { createNetwork, PROXY_PORT } from './network.ts';
+import { createNetwork } from './network.ts';
 import type { PolicyRule } from './proxy/policy.ts';
 import type { EgressProxy } from './proxy/proxy.ts';
-import { type IdMap, SANDBOX_HOME } from './runtime/base.ts';
+import type { IdMap } from './runtime/base.ts';
 import type { Cgroups, SandboxCgroup } from './runtime/cgroups.ts';
 import type { Disks } from './runtime/disks.ts';
-import {
-  ENV_KEY_RE,
-  ENV_RESERVED_PREFIX,
-  execArgsLimit,
-  execEnv,
-  execTooLarge,
-  type HostTools,
-} from './runtime/host-tools.ts';
+import { execEnv, type HostTools } from './runtime/host-tools.ts';
 import {
   cgroupWrap,
-  type ExecUser,
   FIFO_FD,
   holderAlive,
   type InitHandle,
@@ -77,8 +69,6 @@ import { createStorage } from './storage.ts';
 
 export const PAGE_SIZE = 50;
 const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$/;
-/** Linux's limit on an exec's argv and environment here (host-tools.ts). */
-const EXEC_ARGS_LIMIT = execArgsLimit();
 
 interface SandboxRecord {
   name: string;
@@ -91,14 +81,6 @@ interface SandboxRecord {
   slot?: number;
   /** set (durably) when its destroy starts: a sandboxd that finds it finishes the destroy */
   destroying?: true;
-}
-
-export interface ExecParams extends Omit<ExecSpec, 'argv' | 'env'> {
-  cmd: string[];
-  env: Record<string, string>;
-  dir: string;
-  /** `user=root`: uid 0 of the sandbox's user namespace (a sandboxd extension of the interface) */
-  user: ExecUser;
 }
 
 class Sandbox {
@@ -234,6 +216,16 @@ export function createSandboxesService(deps: ServiceDeps) {
   });
   const { openListener, closeListener, adoptListener } = network;
   const files = createFilesService<Sandbox>({ find, ready });
+  const exec = createExecService<Sandbox>({
+    log,
+    rootless: runtime.opts.rootless,
+    execArgv: (h, cmd, dir, user) => runtime.execArgv(h, cmd, dir, user),
+    cgroupArgv,
+    caBundle: deps.caBundle,
+    layerBin: deps.layerBin,
+    find,
+    ready,
+  });
   const checkpoints = createCheckpointsService<Sandbox>({
     tenantsDir,
     log,
@@ -261,7 +253,7 @@ export function createSandboxesService(deps: ServiceDeps) {
       { bufferBytes: opts.sessionBufferBytes, fifos: new FifoPool(tools.mkfifo), shims, log },
       {
         argv: (h, cmd) => cgroupArgv(sb, runtime.execArgv(h, cmd, '/')),
-        env: () => execEnv(defaultEnv(false, 'sandbox')),
+        env: () => execEnv(exec.defaultEnv(false, 'sandbox')),
       },
     );
     return sb;
@@ -476,55 +468,6 @@ export function createSandboxesService(deps: ServiceDeps) {
     if (!sb.destroyed) persist(sb);
   }
 
-  const defaultEnv = (tty: boolean, user: ExecUser): Record<string, string> => {
-    const proxy = `http://127.0.0.1:${PROXY_PORT}`;
-    const socks = `socks5h://127.0.0.1:${PROXY_PORT}`;
-    const noProxy = 'localhost,127.0.0.1,::1';
-    const system = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
-    // The runtime layer (runtime/layer.ts) first: its node and the agent CLIs win over the system's.
-    const layer = deps.layerBin ? `${deps.layerBin}:` : '';
-    const who: Record<string, string> =
-      user === 'root'
-        ? {
-            PATH: `${layer}${system}`,
-            HOME: '/root',
-            USER: 'root',
-            LOGNAME: 'root',
-            // Root installs system-wide: npm -g to node's own prefix, pip to /usr/local. With the layer, node
-            // is the layer's (read-only), so npm -g goes to /usr/local instead.
-            ...(layer ? { NPM_CONFIG_PREFIX: '/usr/local' } : {}),
-          }
-        : {
-            PATH: `${layer}${SANDBOX_HOME}/.local/bin:${system}`,
-            HOME: SANDBOX_HOME,
-            USER: 'sandbox',
-            LOGNAME: 'sandbox',
-            // Global npm installs go to the sandbox user's own prefix (on PATH above).
-            NPM_CONFIG_PREFIX: `${SANDBOX_HOME}/.local`,
-          };
-    return {
-      ...who,
-      SHELL: '/bin/bash',
-      LANG: 'C.UTF-8',
-      ...(tty ? { TERM: 'xterm-256color' } : {}),
-      http_proxy: proxy,
-      HTTP_PROXY: proxy,
-      https_proxy: proxy,
-      HTTPS_PROXY: proxy,
-      all_proxy: socks,
-      ALL_PROXY: socks,
-      no_proxy: noProxy,
-      NO_PROXY: noProxy,
-      NODE_USE_ENV_PROXY: '1',
-      // node does not read the system's CA store; every other client in the sandbox does.
-      ...(deps.caBundle ? { NODE_EXTRA_CA_CERTS: deps.caBundle } : {}),
-      // Debian marks the system Python as externally managed; user installs land in ~/.local.
-      PIP_BREAK_SYSTEM_PACKAGES: '1',
-      // Where the runtime layer is (its opencode plugin directory, docs/sandboxd.md "Runtime layer").
-      ...(deps.layerBin ? { PADDOCK_RUNTIME_LAYER: path.posix.dirname(deps.layerBin) } : {}),
-    };
-  };
-
   return {
     async load(): Promise<void> {
       const unfinished: Sandbox[] = [];
@@ -670,102 +613,10 @@ export function createSandboxesService(deps: ServiceDeps) {
       log.info('sandbox destroyed', { sandbox: name });
     },
 
-    /** Parses exec query parameters; throws bad_request. */
-    parseExec(query: URLSearchParams): ExecParams {
-      const cmd = query.getAll('cmd');
-      if (cmd.length === 0 || cmd[0] === '')
-        throw new AppError('bad_request', 'cmd is required (repeat it once per argv entry)');
-      const env: Record<string, string> = {};
-      for (const kv of query.getAll('env')) {
-        const i = kv.indexOf('=');
-        if (i <= 0) throw new AppError('bad_request', 'env entries must be KEY=VALUE');
-        const k = kv.slice(0, i);
-        // What a POSIX shell can export (the loader inside the sandbox applies them); the prefix is its own.
-        if (!ENV_KEY_RE.test(k) || k.startsWith(ENV_RESERVED_PREFIX)) {
-          throw new AppError(
-            'bad_request',
-            `env key ${JSON.stringify(k.slice(0, 100))} must match [A-Za-z_][A-Za-z0-9_]* and not start with ${ENV_RESERVED_PREFIX}`,
-          );
-        }
-        env[k] = kv.slice(i + 1);
-      }
-      const bool = (n: string, dflt: boolean) => {
-        const v = query.get(n);
-        if (v === null || v === '') return dflt;
-        if (v === 'true' || v === '1') return true;
-        if (v === 'false' || v === '0') return false;
-        throw new AppError('bad_request', `${n} must be true or false`);
-      };
-      const int = (n: string, dflt: number) => {
-        const v = query.get(n);
-        if (v === null || v === '') return dflt;
-        const x = Number(v);
-        if (!Number.isInteger(x) || x < 1 || x > 9999)
-          throw new AppError('bad_request', `${n} must be a positive integer`);
-        return x;
-      };
-      const dirRaw = query.get('dir');
-      const dir = dirRaw ? path.posix.resolve(SANDBOX_HOME, dirRaw) : SANDBOX_HOME;
-      const tty = bool('tty', false);
-      const userRaw = query.get('user');
-      if (userRaw !== null && userRaw !== '' && userRaw !== 'root' && userRaw !== 'sandbox')
-        throw new AppError('bad_request', 'user must be root or sandbox');
-      return {
-        user: userRaw === 'root' ? 'root' : 'sandbox',
-        cmd,
-        env,
-        dir,
-        command: cmd.join(' '),
-        tty,
-        stdin: bool('stdin', tty),
-        rows: int('rows', 24),
-        cols: int('cols', 80),
-        detachable: bool('detachable', false),
-      };
-    },
-
-    /** Starts an exec session (the sandbox is started first if needed). */
-    async startExec(tenant: string, name: string, p: ExecParams): Promise<Session> {
-      const sb = find(tenant, name);
-      const h = await ready(sb);
-      if (p.user === 'root' && runtime.opts.rootless && h.rootHolderPid === undefined)
-        throw new AppError(
-          'sandbox_unavailable',
-          'this sandbox was started by an earlier sandboxd without a namespace for root execs; stop it and exec again',
-        );
-      const argv = cgroupArgv(sb, runtime.execArgv(h, p.cmd, p.dir, p.user));
-      // Inert data on the host side; applied inside, as the exec's user (runtime/host-tools.ts).
-      const env = execEnv({ ...defaultEnv(p.tty, p.user), ...p.env });
-      // What the kernel would refuse (E2BIG) is the caller's error, said as such, not a failed start.
-      const tooLarge = execTooLarge(argv, env, EXEC_ARGS_LIMIT, (k) => k.replace(/^SBX_ENV_V_/, ''));
-      if (tooLarge) throw new AppError('bad_request', tooLarge);
-      const session = sb.sessions.create(p);
-      try {
-        await session.start(argv, env);
-      } catch (err) {
-        sb.sessions.remove(session);
-        throw err;
-      }
-      log.info('exec', {
-        sandbox: name,
-        session: session.id,
-        command: p.command.slice(0, 200),
-        tty: p.tty,
-        detachable: p.detachable,
-        ...(p.user === 'root' ? { user: 'root' } : {}),
-      });
-      return session;
-    },
-
-    findSession(tenant: string, name: string, id: string): Session {
-      const s = find(tenant, name).sessions.get(id);
-      if (!s) throw new AppError('session_not_found', `session ${JSON.stringify(id)} not found`);
-      return s;
-    },
-
-    listSessions(tenant: string, name: string) {
-      return { sessions: find(tenant, name).sessions.list() };
-    },
+    parseExec: exec.parseExec,
+    startExec: exec.startExec,
+    findSession: exec.findSession,
+    listSessions: exec.listSessions,
 
     assertExists(tenant: string, name: string): void {
       find(tenant, name);
