@@ -52,7 +52,10 @@ export interface ExecDeps<S extends ExecSandbox> {
   cgroupArgv(sb: S, argv: string[]): string[];
   /** the sandbox root's CA bundle (runtime/base.ts), given to node as NODE_EXTRA_CA_CERTS */
   caBundle: string | null;
-  /** inside a sandbox: the runtime layer's bin directory, first on every exec's PATH (null: no layer) */
+  /**
+   * inside a sandbox: the runtime layer's bin directory, first on every exec's PATH (null: no layer); read for
+   * every exec (a getter: the layer may be ready only after sandboxd started)
+   */
   layerBin?: string | null;
   /** The tenant's sandbox; throws sandbox_not_found. */
   find(tenant: string, name: string): S;
@@ -63,6 +66,7 @@ export interface ExecDeps<S extends ExecSandbox> {
 export function createExecService<S extends ExecSandbox>(deps: ExecDeps<S>) {
   const { log } = deps;
 
+  /** The environment of every exec of `user` (a file write's too, as the sandbox user), before its own env. */
   const defaultEnv = (tty: boolean, user: ExecUser): Record<string, string> => {
     const proxy = `http://127.0.0.1:${PROXY_PORT}`;
     const socks = `socks5h://127.0.0.1:${PROXY_PORT}`;

@@ -222,7 +222,10 @@ export function createSandboxesService(deps: ServiceDeps) {
     execArgv: (h, cmd, dir, user) => runtime.execArgv(h, cmd, dir, user),
     cgroupArgv,
     caBundle: deps.caBundle,
-    layerBin: deps.layerBin,
+    // Read for every exec: the layer goes on PATH once it is ready (index.ts).
+    get layerBin() {
+      return deps.layerBin;
+    },
     find,
     ready,
   });

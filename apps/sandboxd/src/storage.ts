@@ -164,5 +164,3 @@ export function createStorage(deps: StorageDeps) {
     prepareStorage,
   };
 }
-
-export type Storage = ReturnType<typeof createStorage>;
