@@ -74,7 +74,7 @@ export interface CheckpointsDeps<S extends CheckpointedSandbox> {
   prepareStorage(sb: S): Promise<void>;
   /**
    * Gives the sandbox's layer (in place, quiet: sandbox stopped) to the sandbox's own host ids: a checkpoint of
-   * another sandbox carries that sandbox's ids (sandboxes.service.ts remapIds; no-op rootless or when they match).
+   * another sandbox carries that sandbox's ids (storage.ts remapIds; no-op rootless or when they match).
    */
   adopt(sb: S): Promise<void>;
   /** Writes the sandbox record. */

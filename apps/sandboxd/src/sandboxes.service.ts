@@ -1,17 +1,15 @@
 /**
- * Sandbox lifecycle: create, list, destroy, exec, file writes, network policy; checkpoints are in
- * checkpoints.service.ts.
+ * Sandbox lifecycle: create, list, start, stop, destroy, and the sandboxes an earlier sandboxd left adopted
+ * (load); the sandbox map and the per-sandbox locks. Its parts, beside it, own one concern each and know a
+ * sandbox only by the interface they declare: storage.ts (id slots, the writable layer, the disk image),
+ * network.ts (the egress proxy, its listener, the network policy), exec.service.ts and files.service.ts
+ * (the exec and files APIs), checkpoints.service.ts.
  *
  * State on disk (survives a sandboxd restart):
- *   <data>/tenants/<tenant>/sandboxes/<name>/sandbox.json   record: name, created_at, policy, init pid
- *   <data>/tenants/<tenant>/sandboxes/<name>/layer/{root,usr,...}  the writable layer (overlay upper dirs), or
- *   <data>/tenants/<tenant>/sandboxes/<name>/disk.img, mounted at disk/, holding layer/ and work/ (root mode
- *     with a disk limit, runtime/disks.ts)
+ *   <data>/tenants/<tenant>/sandboxes/<name>/sandbox.json   record: name, created_at, policy, init pid, id slot
+ *   <data>/tenants/<tenant>/sandboxes/<name>/layer/, work/ or disk.img   the writable layer, see storage.ts
  *   <data>/tenants/<tenant>/checkpoints/<id>/   see checkpoints.service.ts
  * A tenant is the keyed hash of the bearer token (tenants.ts): names are unique per token.
- * Root mode: each sandbox has its own slot of host ids (runtime/base.ts sandboxIds), recorded in sandbox.json;
- * its writable layer belongs to them. A layer from elsewhere (a checkpoint of another sandbox, a data dir of an
- * earlier version) is given to the sandbox's ids before it is used (remapIds).
  *
  * Invariants:
  * - Lifecycle operations of one sandbox (create, start, stop, restore, checkpoint, destroy) run one at a time
@@ -19,8 +17,8 @@
  * - An exec starts only once the sandbox's proxy listener is open (a process may connect to it at once). A
  *   file write, a restore's answer and a checkpoint's need only the init: the listener, opened by a helper
  *   process (namespaces.ts listenHelper: 10-15 ms more here), may still be on its way (`listening`); it
- *   becomes the sandbox's only while the init it was opened for runs, and is closed otherwise. A listener
- *   that failed to open is opened again by the next exec.
+ *   becomes the sandbox's only while the init it was opened for runs, and is closed otherwise (network.ts).
+ *   A listener that failed to open is opened again by the next exec.
  * - create answers once the sandbox record is durable (fsync'ed); everything else (writable layer, cgroup,
  *   namespaces and mounts, proxy listener) is set up in the background after the response, reported as
  *   status "starting". A failed setup is reported as status "failed" with its error; exec and writes try
@@ -31,38 +29,32 @@
  *   `destroying` (durably) before anything is torn down, and it is removed last. A restarted sandboxd also
  *   kills every init of its data dir that no record claims (one spawned right before a crash, before it
  *   was recorded). Test: test/crash-recovery.test.ts.
+ * Test of the others: test/lifecycle.test.ts (create, "starting" and "failed", a restart, a dead init).
  */
-import { fchownSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import type net from 'node:net';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
-import type { Readable } from 'node:stream';
 import { createCheckpointsService } from './checkpoints.service.ts';
-import { ID_RANGE, ID_SLOTS, type SandboxdOptions } from './config.ts';
+import type { SandboxdOptions } from './config.ts';
 import { AppError } from './errors.ts';
 import { FileWriter, type WriteChain } from './exec/file-writer.ts';
 import { FifoPool } from './exec/procs.ts';
-import { type ExecSpec, type Session, SessionTable } from './exec/sessions.ts';
+import { SessionTable } from './exec/sessions.ts';
 import { ShimPool } from './exec/shim-pool.ts';
+import { createExecService } from './exec.service.ts';
+import { createFilesService } from './files.service.ts';
 import type { Logger } from './log.ts';
-import { createEgressGuard } from './proxy/addresses.ts';
-import { type PolicyRule, parseRules } from './proxy/policy.ts';
-import { EgressProxy } from './proxy/proxy.ts';
-import { type IdMap, SANDBOX_HOME } from './runtime/base.ts';
+import { createNetwork } from './network.ts';
+import type { PolicyRule } from './proxy/policy.ts';
+import type { EgressProxy } from './proxy/proxy.ts';
+import type { IdMap } from './runtime/base.ts';
 import type { Cgroups, SandboxCgroup } from './runtime/cgroups.ts';
 import type { Disks } from './runtime/disks.ts';
-import {
-  ENV_KEY_RE,
-  ENV_RESERVED_PREFIX,
-  execArgsLimit,
-  execEnv,
-  execTooLarge,
-  type HostTools,
-} from './runtime/host-tools.ts';
+import { execEnv, type HostTools } from './runtime/host-tools.ts';
 import {
   cgroupWrap,
-  type ExecUser,
   FIFO_FD,
   holderAlive,
   type InitHandle,
@@ -70,18 +62,13 @@ import {
   isAlive,
   type NamespaceRuntime,
   RUN_BYTES,
-  receiveListener,
   SHM_BYTES,
-  sameInit,
 } from './runtime/namespaces.ts';
-import { chownTree, closeFd, ensureDirAt, openOwnDir } from './runtime/nofollow.ts';
 import { removeTree, writeJsonAtomic } from './state-files.ts';
+import { createStorage } from './storage.ts';
 
-export const PROXY_PORT = 3128;
 export const PAGE_SIZE = 50;
 const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$/;
-/** Linux's limit on an exec's argv and environment here (host-tools.ts). */
-const EXEC_ARGS_LIMIT = execArgsLimit();
 
 interface SandboxRecord {
   name: string;
@@ -94,14 +81,6 @@ interface SandboxRecord {
   slot?: number;
   /** set (durably) when its destroy starts: a sandboxd that finds it finishes the destroy */
   destroying?: true;
-}
-
-export interface ExecParams extends Omit<ExecSpec, 'argv' | 'env'> {
-  cmd: string[];
-  env: Record<string, string>;
-  dir: string;
-  /** `user=root`: uid 0 of the sandbox's user namespace (a sandboxd extension of the interface) */
-  user: ExecUser;
 }
 
 class Sandbox {
@@ -218,8 +197,38 @@ export function createSandboxesService(deps: ServiceDeps) {
     // Raising a shim's priority again when it is taken needs root.
     lowPriority: !runtime.opts.rootless && process.getuid?.() === 0,
   });
-  /** One egress address guard for every sandbox's proxy (it caches the host's interface addresses). */
-  const guard = createEgressGuard({ allow: opts.egressAllow });
+  const storage = createStorage({
+    log,
+    rootless: runtime.opts.rootless,
+    disks,
+    hostDirs: deps.hostDirs,
+    idsFor: deps.idsFor,
+    slotsHeld: function* () {
+      for (const sb of sandboxes.values()) if (sb.rec.slot !== undefined) yield sb.rec.slot;
+    },
+  });
+  const network = createNetwork<Sandbox>({
+    opts,
+    log,
+    listenHelperArgv: (pid) => runtime.listenHelperArgv(pid),
+    find,
+    persist,
+  });
+  const { openListener, closeListener, adoptListener } = network;
+  const files = createFilesService<Sandbox>({ find, ready });
+  const exec = createExecService<Sandbox>({
+    log,
+    rootless: runtime.opts.rootless,
+    execArgv: (h, cmd, dir, user) => runtime.execArgv(h, cmd, dir, user),
+    cgroupArgv,
+    caBundle: deps.caBundle,
+    // Read for every exec: the layer goes on PATH once it is ready (index.ts).
+    get layerBin() {
+      return deps.layerBin;
+    },
+    find,
+    ready,
+  });
   const checkpoints = createCheckpointsService<Sandbox>({
     tenantsDir,
     log,
@@ -228,8 +237,8 @@ export function createSandboxesService(deps: ServiceDeps) {
     disks,
     checkpointsMax: opts.checkpointsMax,
     find,
-    prepareStorage,
-    adopt: (sb) => remapIds(path.join(sb.layer, 'root'), idsOf(sb)),
+    prepareStorage: storage.prepareStorage,
+    adopt: (sb) => storage.remapIds(path.join(sb.layer, 'root'), storage.idsOf(sb)),
     persist,
     stop: stopLocked,
     // A restore or a checkpoint answers once the init runs; the next exec waits for the listener.
@@ -238,17 +247,7 @@ export function createSandboxesService(deps: ServiceDeps) {
 
   function newSandbox(rec: SandboxRecord, tenant: string): Sandbox {
     const dir = path.join(tenantsDir, tenant, 'sandboxes', rec.name);
-    const proxy = new EgressProxy(
-      {
-        log,
-        hostsOverride: opts.hostsOverride,
-        serviceRoutes: opts.serviceRoutes,
-        guard,
-        limits: opts.proxy,
-      },
-      rec.name,
-      rec.policy,
-    );
+    const proxy = network.proxyFor(rec.name, rec.policy);
     const sb: Sandbox = new Sandbox(
       rec,
       tenant,
@@ -257,7 +256,7 @@ export function createSandboxesService(deps: ServiceDeps) {
       { bufferBytes: opts.sessionBufferBytes, fifos: new FifoPool(tools.mkfifo), shims, log },
       {
         argv: (h, cmd) => cgroupArgv(sb, runtime.execArgv(h, cmd, '/')),
-        env: () => execEnv(defaultEnv(false, 'sandbox')),
+        env: () => execEnv(exec.defaultEnv(false, 'sandbox')),
       },
     );
     return sb;
@@ -265,105 +264,6 @@ export function createSandboxesService(deps: ServiceDeps) {
 
   function persist(sb: Sandbox): void {
     writeJsonAtomic(path.join(sb.dir, 'sandbox.json'), sb.rec);
-  }
-
-  /** The sandbox's host ids; a record without a slot (earlier version) gets one here. */
-  function idsOf(sb: Sandbox): IdMap {
-    if (sb.rec.slot === undefined) sb.rec.slot = freeSlot();
-    return deps.idsFor(sb.rec.slot);
-  }
-
-  /** The lowest id slot no sandbox holds (destroyed sandboxes hold theirs until they are gone). */
-  function freeSlot(): number {
-    const used = new Set<number>();
-    for (const sb of sandboxes.values()) if (sb.rec.slot !== undefined) used.add(sb.rec.slot);
-    for (const slot of destroying) used.add(slot);
-    for (let slot = 0; slot < ID_SLOTS; slot++) if (!used.has(slot)) return slot;
-    throw new AppError(
-      'sandbox_unavailable',
-      `no free host id range: at most ${ID_SLOTS} sandboxes per sandboxd`,
-    );
-  }
-  const destroying = new Set<number>();
-
-  /**
-   * Creates the writable layer's directories (idempotent; under the sandbox lock). The upper dirs of "/" and
-   * of the sandbox user's home give them their owners inside (the base belongs to ids no sandbox maps).
-   * Below the upper dir of "/", everything is the sandbox's (a running one's, during a checkpoint): /home and
-   * /home/sandbox are opened and made one component at a time without following a link (runtime/nofollow.ts),
-   * and one the sandbox replaced with anything but a directory (a link, a file, a whiteout) is left as it is:
-   * the sandbox sees what it made of it, the host nothing (docs/sandboxd.md, "Host-side operations on sandbox
-   * files").
-   */
-  async function layerDirs(sb: Sandbox): Promise<void> {
-    const ids = idsOf(sb);
-    const root = path.join(sb.layer, 'root');
-    let fresh = false;
-    try {
-      lstatSync(root);
-    } catch {
-      fresh = true;
-    }
-    if (!fresh) await remapIds(root, ids);
-    // sandboxd's own directories (no sandbox reaches them): the layer's and the work dir's top levels.
-    for (const d of ['root', ...deps.hostDirs]) {
-      mkdirSync(path.join(sb.layer, d), { recursive: true });
-      mkdirSync(path.join(sb.work, d), { recursive: true });
-    }
-    mkdirSync(path.join(sb.dir, 'merged'), { recursive: true });
-    const gid = (id: number) => ids.hostGid ?? id;
-    const [homeName, userName] = SANDBOX_HOME.slice(1).split('/') as [string, string];
-    const opened: (number | null)[] = [];
-    try {
-      const rootFd = openOwnDir(root);
-      opened.push(rootFd);
-      fchownSync(rootFd, ids.rootHostId, gid(ids.rootHostId));
-      // An overlay's root directory takes its owner from the upper directory: the sandbox root's, so it can
-      // add to /usr and /var/lib/dpkg themselves (not only to the directories below them).
-      for (const d of deps.hostDirs) {
-        const fd = openOwnDir(path.join(sb.layer, d));
-        opened.push(fd);
-        fchownSync(fd, ids.rootHostId, gid(ids.rootHostId));
-      }
-      const homeFd = ensureDirAt(rootFd, homeName, 0o755);
-      opened.push(homeFd);
-      const userFd = homeFd === null ? null : ensureDirAt(homeFd, userName, 0o755);
-      opened.push(userFd);
-      if (homeFd !== null) fchownSync(homeFd, ids.rootHostId, gid(ids.rootHostId));
-      if (userFd !== null) fchownSync(userFd, ids.userHostId, gid(ids.userHostId));
-      else
-        log.info('the sandbox replaced its home directory with something else; left as it is', {
-          sandbox: sb.rec.name,
-          path: homeFd === null ? path.posix.dirname(SANDBOX_HOME) : SANDBOX_HOME,
-        });
-    } finally {
-      for (const fd of opened) closeFd(fd);
-    }
-  }
-
-  /**
-   * Gives a layer tree (whose "/" upper dir tells the ids it was made with) to `to`: every file owned by an
-   * id of the old slot's range (its root, its user, the system users packages chown to) moves to the same id
-   * of the new range. No-op when they match (rootless: always). Meant for a quiet tree (sandbox stopped or
-   * not mounted), and safe on any: the walk never follows a link (runtime/nofollow.ts chownTree).
-   */
-  async function remapIds(rootDir: string, to: IdMap): Promise<void> {
-    const st = lstatSync(rootDir);
-    const from = { uid: st.uid, gid: st.gid };
-    if (from.uid === to.rootHostId && from.gid === (to.hostGid ?? to.rootHostId)) return;
-    if (runtime.opts.rootless) return;
-    const shift = (id: number, base: number, target: number) =>
-      id >= base && id < base + ID_RANGE ? target + (id - base) : id;
-    await chownTree(path.dirname(rootDir), (uid, gid) => ({
-      uid: shift(uid, from.uid, to.rootHostId),
-      gid: shift(gid, from.gid, to.rootHostId),
-    }));
-  }
-
-  /** Mounts the sandbox's disk image, if it has one, and creates the layer's directories (under the lock). */
-  async function prepareStorage(sb: Sandbox): Promise<void> {
-    if (sb.rec.disk === 'image') await disks.mount(sb.dir);
-    await layerDirs(sb);
   }
 
   function find(tenant: string, name: string): Sandbox {
@@ -399,51 +299,6 @@ export function createSandboxesService(deps: ServiceDeps) {
     };
   }
 
-  /** Opens the proxy listener in the network namespace of init `pid`. */
-  async function openListener(sb: Sandbox, pid: number): Promise<net.Server> {
-    const server = await receiveListener(runtime.listenHelperArgv(pid), PROXY_PORT, 10_000, (late) => {
-      log.warn('proxy listener arrived after its start was given up; closed', { sandbox: sb.rec.name });
-      late.close();
-    });
-    server.on('connection', (s: net.Socket) => sb.proxy.handle(s));
-    server.on('error', (err) => log.warn('proxy listener error', { sandbox: sb.rec.name, err }));
-    return server;
-  }
-
-  function closeListener(sb: Sandbox): void {
-    sb.listener?.close();
-    sb.listener = null;
-    sb.listening = null; // one still opening is closed when it arrives (adoptListener)
-    sb.proxy.closeAll();
-  }
-
-  /**
-   * The listener being opened for init `h` becomes the sandbox's when it arrives, unless the sandbox was
-   * stopped, restarted or destroyed meanwhile (then it is closed: it is bound in a namespace that is gone or
-   * no longer the sandbox's). A failure clears `listening`, so that the next exec opens one again.
-   */
-  function adoptListener(sb: Sandbox, h: InitHandle, opening: Promise<net.Server>): Promise<net.Server> {
-    const adopted: Promise<net.Server> = opening.then(
-      (server) => {
-        const init = sb.rec.init;
-        if (sb.listening !== adopted || sb.destroyed || !init || !sameInit(init, h)) {
-          server.close();
-          throw new Error('the sandbox stopped while its proxy listener was opening');
-        }
-        sb.listener = server;
-        sb.listening = null;
-        return server;
-      },
-      (err: unknown) => {
-        if (sb.listening === adopted) sb.listening = null;
-        throw err;
-      },
-    );
-    adopted.catch(() => {}); // awaited by whoever needs it
-    sb.listening = adopted;
-    return adopted;
-  }
-
   /**
    * Starts (or adopts) the sandbox's init and proxy listener. Must run under the sandbox lock.
    * Reports "starting" meanwhile and records a failure for status "failed".
@@ -475,8 +330,8 @@ export function createSandboxesService(deps: ServiceDeps) {
     let h = sb.rec.init;
     if (!h || !isAlive(h)) {
       closeListener(sb);
-      await prepareStorage(sb);
-      const ids = idsOf(sb);
+      await storage.prepareStorage(sb);
+      const ids = storage.idsOf(sb);
       const t0 = performance.now();
       // The proxy listener is opened while the init mounts the filesystem (its network namespace is ready
       // first); the sandbox is running once both are.
@@ -603,7 +458,7 @@ export function createSandboxesService(deps: ServiceDeps) {
       for (const e of entries) if (e !== 'sandbox.json') await removeTree(path.join(sb.dir, e), tools.chmod);
       await removeTree(sb.dir, tools.chmod);
     } finally {
-      if (sb.rec.slot !== undefined) destroying.delete(sb.rec.slot);
+      if (sb.rec.slot !== undefined) storage.releaseSlot(sb.rec.slot);
     }
   }
 
@@ -615,55 +470,6 @@ export function createSandboxesService(deps: ServiceDeps) {
     sb.rec.init = null;
     if (!sb.destroyed) persist(sb);
   }
-
-  const defaultEnv = (tty: boolean, user: ExecUser): Record<string, string> => {
-    const proxy = `http://127.0.0.1:${PROXY_PORT}`;
-    const socks = `socks5h://127.0.0.1:${PROXY_PORT}`;
-    const noProxy = 'localhost,127.0.0.1,::1';
-    const system = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
-    // The runtime layer (runtime/layer.ts) first: its node and the agent CLIs win over the system's.
-    const layer = deps.layerBin ? `${deps.layerBin}:` : '';
-    const who: Record<string, string> =
-      user === 'root'
-        ? {
-            PATH: `${layer}${system}`,
-            HOME: '/root',
-            USER: 'root',
-            LOGNAME: 'root',
-            // Root installs system-wide: npm -g to node's own prefix, pip to /usr/local. With the layer, node
-            // is the layer's (read-only), so npm -g goes to /usr/local instead.
-            ...(layer ? { NPM_CONFIG_PREFIX: '/usr/local' } : {}),
-          }
-        : {
-            PATH: `${layer}${SANDBOX_HOME}/.local/bin:${system}`,
-            HOME: SANDBOX_HOME,
-            USER: 'sandbox',
-            LOGNAME: 'sandbox',
-            // Global npm installs go to the sandbox user's own prefix (on PATH above).
-            NPM_CONFIG_PREFIX: `${SANDBOX_HOME}/.local`,
-          };
-    return {
-      ...who,
-      SHELL: '/bin/bash',
-      LANG: 'C.UTF-8',
-      ...(tty ? { TERM: 'xterm-256color' } : {}),
-      http_proxy: proxy,
-      HTTP_PROXY: proxy,
-      https_proxy: proxy,
-      HTTPS_PROXY: proxy,
-      all_proxy: socks,
-      ALL_PROXY: socks,
-      no_proxy: noProxy,
-      NO_PROXY: noProxy,
-      NODE_USE_ENV_PROXY: '1',
-      // node does not read the system's CA store; every other client in the sandbox does.
-      ...(deps.caBundle ? { NODE_EXTRA_CA_CERTS: deps.caBundle } : {}),
-      // Debian marks the system Python as externally managed; user installs land in ~/.local.
-      PIP_BREAK_SYSTEM_PACKAGES: '1',
-      // Where the runtime layer is (its opencode plugin directory, docs/sandboxd.md "Runtime layer").
-      ...(deps.layerBin ? { PADDOCK_RUNTIME_LAYER: path.posix.dirname(deps.layerBin) } : {}),
-    };
-  };
 
   return {
     async load(): Promise<void> {
@@ -686,7 +492,7 @@ export function createSandboxesService(deps: ServiceDeps) {
             if (rec.destroying) {
               // A destroy a crash interrupted: finish it (the sandbox is gone for callers already).
               sb.destroyed = true;
-              if (rec.slot !== undefined) destroying.add(rec.slot);
+              if (rec.slot !== undefined) storage.holdSlot(rec.slot);
               unfinished.push(sb);
               continue;
             }
@@ -743,7 +549,7 @@ export function createSandboxesService(deps: ServiceDeps) {
         created_at: new Date().toISOString(),
         policy: [],
         init: null,
-        slot: freeSlot(),
+        slot: storage.freeSlot(),
         ...(disks.enabled ? { disk: 'image' as const } : {}),
       };
       const sb = newSandbox(rec, tenant);
@@ -799,7 +605,7 @@ export function createSandboxesService(deps: ServiceDeps) {
         sb.destroyed = true;
         sandboxes.delete(key(tenant, name));
         // Its ids stay taken until nothing of it is left.
-        if (sb.rec.slot !== undefined) destroying.add(sb.rec.slot);
+        if (sb.rec.slot !== undefined) storage.holdSlot(sb.rec.slot);
         sb.rec.destroying = true;
         // Best effort: without the mark a crash mid-way is what it was before (the sandbox comes back).
         await writeJsonDurable(path.join(sb.dir, 'sandbox.json'), sb.rec, []).catch((err: unknown) =>
@@ -810,143 +616,19 @@ export function createSandboxesService(deps: ServiceDeps) {
       log.info('sandbox destroyed', { sandbox: name });
     },
 
-    /** Parses exec query parameters; throws bad_request. */
-    parseExec(query: URLSearchParams): ExecParams {
-      const cmd = query.getAll('cmd');
-      if (cmd.length === 0 || cmd[0] === '')
-        throw new AppError('bad_request', 'cmd is required (repeat it once per argv entry)');
-      const env: Record<string, string> = {};
-      for (const kv of query.getAll('env')) {
-        const i = kv.indexOf('=');
-        if (i <= 0) throw new AppError('bad_request', 'env entries must be KEY=VALUE');
-        const k = kv.slice(0, i);
-        // What a POSIX shell can export (the loader inside the sandbox applies them); the prefix is its own.
-        if (!ENV_KEY_RE.test(k) || k.startsWith(ENV_RESERVED_PREFIX)) {
-          throw new AppError(
-            'bad_request',
-            `env key ${JSON.stringify(k.slice(0, 100))} must match [A-Za-z_][A-Za-z0-9_]* and not start with ${ENV_RESERVED_PREFIX}`,
-          );
-        }
-        env[k] = kv.slice(i + 1);
-      }
-      const bool = (n: string, dflt: boolean) => {
-        const v = query.get(n);
-        if (v === null || v === '') return dflt;
-        if (v === 'true' || v === '1') return true;
-        if (v === 'false' || v === '0') return false;
-        throw new AppError('bad_request', `${n} must be true or false`);
-      };
-      const int = (n: string, dflt: number) => {
-        const v = query.get(n);
-        if (v === null || v === '') return dflt;
-        const x = Number(v);
-        if (!Number.isInteger(x) || x < 1 || x > 9999)
-          throw new AppError('bad_request', `${n} must be a positive integer`);
-        return x;
-      };
-      const dirRaw = query.get('dir');
-      const dir = dirRaw ? path.posix.resolve(SANDBOX_HOME, dirRaw) : SANDBOX_HOME;
-      const tty = bool('tty', false);
-      const userRaw = query.get('user');
-      if (userRaw !== null && userRaw !== '' && userRaw !== 'root' && userRaw !== 'sandbox')
-        throw new AppError('bad_request', 'user must be root or sandbox');
-      return {
-        user: userRaw === 'root' ? 'root' : 'sandbox',
-        cmd,
-        env,
-        dir,
-        command: cmd.join(' '),
-        tty,
-        stdin: bool('stdin', tty),
-        rows: int('rows', 24),
-        cols: int('cols', 80),
-        detachable: bool('detachable', false),
-      };
-    },
-
-    /** Starts an exec session (the sandbox is started first if needed). */
-    async startExec(tenant: string, name: string, p: ExecParams): Promise<Session> {
-      const sb = find(tenant, name);
-      const h = await ready(sb);
-      if (p.user === 'root' && runtime.opts.rootless && h.rootHolderPid === undefined)
-        throw new AppError(
-          'sandbox_unavailable',
-          'this sandbox was started by an earlier sandboxd without a namespace for root execs; stop it and exec again',
-        );
-      const argv = cgroupArgv(sb, runtime.execArgv(h, p.cmd, p.dir, p.user));
-      // Inert data on the host side; applied inside, as the exec's user (runtime/host-tools.ts).
-      const env = execEnv({ ...defaultEnv(p.tty, p.user), ...p.env });
-      // What the kernel would refuse (E2BIG) is the caller's error, said as such, not a failed start.
-      const tooLarge = execTooLarge(argv, env, EXEC_ARGS_LIMIT, (k) => k.replace(/^SBX_ENV_V_/, ''));
-      if (tooLarge) throw new AppError('bad_request', tooLarge);
-      const session = sb.sessions.create(p);
-      try {
-        await session.start(argv, env);
-      } catch (err) {
-        sb.sessions.remove(session);
-        throw err;
-      }
-      log.info('exec', {
-        sandbox: name,
-        session: session.id,
-        command: p.command.slice(0, 200),
-        tty: p.tty,
-        detachable: p.detachable,
-        ...(p.user === 'root' ? { user: 'root' } : {}),
-      });
-      return session;
-    },
-
-    findSession(tenant: string, name: string, id: string): Session {
-      const s = find(tenant, name).sessions.get(id);
-      if (!s) throw new AppError('session_not_found', `session ${JSON.stringify(id)} not found`);
-      return s;
-    },
-
-    listSessions(tenant: string, name: string) {
-      return { sessions: find(tenant, name).sessions.list() };
-    },
+    parseExec: exec.parseExec,
+    startExec: exec.startExec,
+    findSession: exec.findSession,
+    listSessions: exec.listSessions,
 
     assertExists(tenant: string, name: string): void {
       find(tenant, name);
     },
 
-    async writeFile(tenant: string, name: string, query: URLSearchParams, body: Readable): Promise<void> {
-      const sb = find(tenant, name);
-      const p = query.get('path');
-      if (!p) throw new AppError('bad_request', 'path is required');
-      if (p.includes('\0')) throw new AppError('bad_request', 'path must not contain NUL');
-      const wd = query.get('workingDir') || SANDBOX_HOME;
-      const target = path.posix.resolve(
-        path.posix.resolve('/', wd.startsWith('/') ? wd : path.posix.join(SANDBOX_HOME, wd)),
-        p,
-      );
-      const modeRaw = query.get('mode') || '0644';
-      if (!/^0?[0-7]{3,4}$/.test(modeRaw)) throw new AppError('bad_request', 'mode must be octal, e.g. 0644');
-      const mkdirs = ['true', '1'].includes(query.get('mkdirParents') ?? '');
-      // A write runs no program that could use the network: the proxy listener may still be opening.
-      const h = await ready(sb, false);
-      const { code, stderr } = await sb.writer.write(h, { target, mode: modeRaw, mkdirs }, body);
-      if (code !== 0) {
-        throw new AppError(
-          'write_failed',
-          `cannot write ${target}: ${stderr.replace(/^(\/bin\/sh|fswrite): (\d+: )?/gm, '').trim()}`,
-        );
-      }
-    },
+    writeFile: files.writeFile,
 
-    setPolicy(tenant: string, name: string, body: unknown): void {
-      const sb = find(tenant, name);
-      const rules = parseRules(body);
-      sb.rec.policy = rules;
-      persist(sb);
-      sb.proxy.setPolicy(rules);
-      log.info('network policy set', { sandbox: name, rules: rules.length });
-    },
-
-    getPolicy(tenant: string, name: string) {
-      return { rules: find(tenant, name).rec.policy };
-    },
+    setPolicy: network.setPolicy,
+    getPolicy: network.getPolicy,
 
     listCheckpoints: checkpoints.list,
     checkpoint: checkpoints.create,
