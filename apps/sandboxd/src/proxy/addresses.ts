@@ -17,6 +17,7 @@
  */
 import net from 'node:net';
 import os from 'node:os';
+import { NEVER_REACHABLE_CIDRS, PRIVATE_CIDRS } from '@paddock/sandbox-client/egress-ranges';
 
 /** How long a read of the host's interface addresses is reused. */
 export const HOST_ADDRESSES_TTL_MS = 1000;
@@ -126,37 +127,10 @@ function overlaps(x: Cidr, y: Cidr): boolean {
 }
 
 /** Never dialled, and no operator setting can open them. */
-const NEVER: readonly Cidr[] = [
-  '0.0.0.0/8',
-  '127.0.0.0/8',
-  '169.254.0.0/16',
-  '224.0.0.0/4',
-  '240.0.0.0/4',
-  '::/128',
-  '::1/128',
-  'fe80::/10',
-  'ff00::/8',
-].map(cidr);
+const NEVER: readonly Cidr[] = NEVER_REACHABLE_CIDRS.map(cidr);
 
 /** Not globally reachable (IANA special-purpose registries): refused unless SANDBOXD_EGRESS_ALLOW_CIDRS lists them. */
-const PRIVATE: readonly Cidr[] = [
-  '10.0.0.0/8',
-  '100.64.0.0/10',
-  '172.16.0.0/12',
-  '192.0.0.0/24',
-  '192.0.2.0/24',
-  '192.168.0.0/16',
-  '198.18.0.0/15',
-  '198.51.100.0/24',
-  '203.0.113.0/24',
-  'fc00::/7',
-  'fec0::/10',
-  '64:ff9b:1::/48',
-  '100::/64',
-  '2001::/23',
-  '2001:db8::/32',
-  '3fff::/20',
-].map(cidr);
+const PRIVATE: readonly Cidr[] = PRIVATE_CIDRS.map(cidr);
 
 /** The IPv4 address an IPv6 address carries, in the forms a host or gateway may route as IPv4. */
 function embeddedV4(a: Addr): Addr | null {

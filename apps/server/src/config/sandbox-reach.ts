@@ -7,7 +7,9 @@
 // sandboxd alone enforces them. The syntax and the refusals are sandboxd's (apps/sandboxd/src/
 // config.ts parseServiceRoutes, proxy/addresses.ts parseAllowList): a value sandboxd refuses to
 // start with, the server refuses too.
+
 import { BlockList, isIP } from 'node:net';
+import { NEVER_REACHABLE_CIDRS, PRIVATE_CIDRS } from '@paddock/sandbox-client/egress-ranges';
 
 export interface ServiceRoute {
   /** lower case, as the proxy matches it */
@@ -46,38 +48,11 @@ export function parseServiceRoutes(raw: string): ServiceRoute[] {
   return [...routes.values()];
 }
 
-/** Never dialled by the egress proxy, and no operator setting opens them (proxy/addresses.ts NEVER). */
-export const NEVER_REACHABLE: readonly string[] = [
-  '0.0.0.0/8',
-  '127.0.0.0/8',
-  '169.254.0.0/16',
-  '224.0.0.0/4',
-  '240.0.0.0/4',
-  '::/128',
-  '::1/128',
-  'fe80::/10',
-  'ff00::/8',
-];
+/** Never dialled by the egress proxy, and no operator setting opens them (the sandbox interface's table). */
+export const NEVER_REACHABLE: readonly string[] = NEVER_REACHABLE_CIDRS;
 
-/** Dialled only inside SANDBOXD_EGRESS_ALLOW_CIDRS (proxy/addresses.ts PRIVATE). */
-export const PRIVATE_RANGES: readonly string[] = [
-  '10.0.0.0/8',
-  '100.64.0.0/10',
-  '172.16.0.0/12',
-  '192.0.0.0/24',
-  '192.0.2.0/24',
-  '192.168.0.0/16',
-  '198.18.0.0/15',
-  '198.51.100.0/24',
-  '203.0.113.0/24',
-  'fc00::/7',
-  'fec0::/10',
-  '64:ff9b:1::/48',
-  '100::/64',
-  '2001::/23',
-  '2001:db8::/32',
-  '3fff::/20',
-];
+/** Dialled only inside SANDBOXD_EGRESS_ALLOW_CIDRS (the sandbox interface's table). */
+export const PRIVATE_RANGES: readonly string[] = PRIVATE_CIDRS;
 
 function parseCidr(text: string): AllowedCidr | null {
   const m = /^([^/%]+)(?:\/(\d{1,3}))?$/.exec(text);
