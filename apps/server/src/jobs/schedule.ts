@@ -1,0 +1,4 @@
+// Every scheduled job, in one list: the crontab and the release tasks are built from it.
+import type { ScheduledJob } from './scheduled-job.ts';
+
+export const SCHEDULED_JOBS: readonly ScheduledJob[] = [];
