@@ -82,7 +82,8 @@ describe('mail printed in development without a mail setting (issue 37, finding 
       ) ?? [];
     assert.equal(to, email);
     assert.match(subject ?? '', /reset/i);
-    assert.ok(url?.startsWith('http://'), url);
+    // The link opens the origin the server printed (where the person's session cookie lives).
+    assert.ok(url?.startsWith(`${base}/reset-password?token=`), url);
     // The welcome mail of the self-verified account is printed too: every mail, not only resets.
     assert.match(
       out,

@@ -410,13 +410,19 @@ describe('release tasks run beside npm start (issue 37, finding 4)', () => {
       [join(REPO, 'apps/server/src/main.ts'), 'task', 'promote-admin', email],
       {
         cwd: REPO,
-        env: { ...inherited, PADDOCK_DATA_DIR: dataDir, LOG_LEVEL: 'warn' },
+        env: { ...inherited, PADDOCK_DATA_DIR: dataDir, LOG_LEVEL: 'info' },
         encoding: 'utf8',
         timeout: 60_000,
       },
     );
     assert.equal(task.status, 0, `${task.stdout}${task.stderr}`);
     assert.match(task.stdout, new RegExp(`granted the admin role to ${email.replace('.', '\\.')}`));
+    // It says it used the running database, and never that it was starting one.
+    assert.match(
+      `${task.stdout}${task.stderr}`,
+      /using the embedded PostgreSQL of the Paddock running there/,
+    );
+    assert.doesNotMatch(`${task.stdout}${task.stderr}`, /starting the embedded PostgreSQL/);
 
     // The running server sees it, and still serves (the task left its database running).
     const minted = await fetch(`${base}/api/auth/token`, {

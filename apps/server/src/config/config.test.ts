@@ -114,7 +114,7 @@ describe('configuration', () => {
 
   it('SANDBOX_CALLBACK_URL: the origin sandboxes call back to, PUBLIC_URL by default', () => {
     assert.equal(parseConfig(PROD).config.sandbox.callbackUrl.href, 'https://paddock.example.com/');
-    assert.equal(parseConfig({ PORT: '4100' }).config.sandbox.callbackUrl.href, 'http://localhost:4100/');
+    assert.equal(parseConfig({ PORT: '4100' }).config.sandbox.callbackUrl.href, 'http://127.0.0.1:4100/');
     const { config } = parseConfig({ ...PROD, SANDBOX_CALLBACK_URL: 'http://paddock.internal:4000' });
     assert.equal(config.sandbox.callbackUrl.href, 'http://paddock.internal:4000/');
   });

@@ -274,7 +274,11 @@ export function parseConfig(env: Env): ParseResult {
   if (str('HOST') !== undefined && isIP(host) === 0 && !/^[A-Za-z0-9.-]+$/.test(host)) {
     problems.push('HOST: must be an IP address or host name');
   }
-  const effectivePublicUrl = publicUrl ?? new URL(`http://localhost:${listenPort}`);
+  // Unset (development): the origin the server prints when it listens, so links in mail and
+  // the API docs open the origin the person's session cookie belongs to.
+  const shownHost =
+    host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host;
+  const effectivePublicUrl = publicUrl ?? new URL(`http://${shownHost}:${listenPort}`);
 
   // MASTER_SECRETS_KEY: validated form; required in production.
   let masterSecretsKey: Buffer | undefined;

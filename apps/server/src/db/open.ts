@@ -32,7 +32,10 @@ export async function openConfiguredDatabase(
   let url = config.database.url;
   if (!url) {
     const dataDir = resolve(config.dataDir);
-    logger.info({ dataDir }, 'DATABASE_URL is not set: starting the embedded PostgreSQL');
+    // With attach, whether this process starts PostgreSQL or uses a running one is known
+    // only afterwards; the line says which.
+    if (!options.attach)
+      logger.info({ dataDir }, 'DATABASE_URL is not set: starting the embedded PostgreSQL');
     embedded = await startEmbeddedPostgres({
       dataDir,
       ...(options.attach ? { attach: true } : {}),
@@ -48,6 +51,11 @@ export async function openConfiguredDatabase(
     logger.info(
       { dataDir: resolve(config.dataDir) },
       'using the embedded PostgreSQL of the Paddock running there',
+    );
+  } else if (embedded && options.attach) {
+    logger.info(
+      { dataDir: resolve(config.dataDir) },
+      'DATABASE_URL is not set: started the embedded PostgreSQL',
     );
   }
   url ??= embedded!.url;
