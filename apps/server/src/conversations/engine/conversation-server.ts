@@ -613,6 +613,9 @@ export function createConversationServer(
     const result = await run.done;
     run = null;
     await finishTurn(turn, result, startedAt, adapter);
+    // An interrupt taken after the process exited, while the end committed, was for this turn:
+    // spent here, never carried over to the next prompt's turn.
+    interruptPending = false;
   };
 
   /** The agent of the last turn that started (at first the lease's): the next one reads it (and its gates) early. */
