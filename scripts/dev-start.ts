@@ -8,7 +8,9 @@
 //   - paddock-server, which starts the embedded PostgreSQL (DATABASE_URL unset), runs
 //     migrations and prints its URL.
 // Ctrl-C / SIGTERM / SIGHUP (the terminal closed) stops the server first (it drains, then stops
-// its database), then sandboxd. A sandboxd that stops on its own meanwhile (killed, crashed) is
+// its database), then sandboxd. A server that stops on its own (killed, crashed) is started
+// again while sandboxd and the sandboxes' running turns stay up (after SERVER_RESTARTS within a
+// minute npm start stops). A sandboxd that stops on its own meanwhile (killed, crashed) is
 // started again on the same address and token: its sandboxes and their running turns survive a
 // restart (docs/sandboxd.md); after SANDBOXD_RESTARTS restarts within a minute it stays down,
 // saying so. Children run in their own process groups so a terminal's
@@ -18,12 +20,13 @@
 // and the data directory.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { parseServiceRoutes } from '../apps/server/src/config/sandbox-reach.ts';
 import { SERVER_NODE_FLAGS } from '../apps/server/src/node-flags.ts';
 import { ensureConsoleBuilt } from './build-web.ts';
+import { STACK_FILE } from './stack-file.ts';
 
 const root = resolve(import.meta.dirname, '..');
 const env: NodeJS.ProcessEnv = { ...process.env };
@@ -185,6 +188,23 @@ async function startSandboxd(): Promise<void> {
 
 if (blank('SANDBOX_BASE_URL')) await startSandboxd();
 
+// What `npm run replica` needs to join this stack (scripts/replica.ts): written once the
+// settings are known, removed when the stack stops. It holds no secret: the sandboxd token stays
+// in its own file.
+const stackFile = join(dataDir, STACK_FILE);
+writeFileSync(
+  stackFile,
+  `${JSON.stringify({
+    pid: process.pid,
+    server_port: serverPort,
+    sandbox_base_url: sandboxdServed ? env['SANDBOX_BASE_URL'] : null,
+    sandbox_callback_url: env['SANDBOX_CALLBACK_URL'] ?? null,
+    sandboxd_service_routes: env['SANDBOXD_SERVICE_ROUTES'] ?? null,
+  })}\n`,
+  { mode: 0o600 },
+);
+process.on('exit', () => rmSync(stackFile, { force: true }));
+
 // The console is served from its build: make one when it is missing or its sources changed
 // (progress on stderr). A failed build leaves the API up; the console's page says what to run.
 // No type check here (8 s of a first start on two cores): `npm run typecheck` and
@@ -197,18 +217,60 @@ try {
   );
 }
 
-const server = spawnNode([...SERVER_NODE_FLAGS, join(root, 'apps/server/src/main.ts'), 'serve'], {
-  cwd: root,
-  stdio: 'inherit',
-  detached: true,
-  env,
-});
-children.unshift(server);
+/** Restarts of a server that stopped on its own, within a minute, before npm start gives up. */
+const SERVER_RESTARTS = 3;
+const serverRestartedAt: number[] = [];
+/** The server's exit code when it refuses its configuration (EX_CONFIG): starting it again cannot help. */
+const EX_CONFIG = 78;
 
+function launchServer(): ChildProcess {
+  const child = spawnNode([...SERVER_NODE_FLAGS, join(root, 'apps/server/src/main.ts'), 'serve'], {
+    cwd: root,
+    stdio: 'inherit',
+    detached: true,
+    env,
+  });
+  children.unshift(child);
+  return child;
+}
+
+/**
+ * Resolves with the exit code npm start ends with: the server's, once it stops because npm start
+ * was told to stop, refused its configuration, or stopped on its own SERVER_RESTARTS times
+ * within a minute. Any other end (killed, crashed) starts it again with the same settings;
+ * sandboxd and the sandboxes' running turns stay up meanwhile, and the new server re-joins them.
+ */
+async function superviseServer(): Promise<number> {
+  for (;;) {
+    server = launchServer();
+    const current = server;
+    const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((r) =>
+      current.once('exit', (c, sig) => r([c, sig])),
+    );
+    children.splice(children.indexOf(current), 1);
+    if (stopping || code === EX_CONFIG || code === 0) return code ?? 1;
+    const why = signal ?? `exit code ${code}`;
+    const now = Date.now();
+    while (serverRestartedAt.length > 0 && now - (serverRestartedAt[0] ?? 0) > 60_000)
+      serverRestartedAt.shift();
+    if (serverRestartedAt.length >= SERVER_RESTARTS) {
+      console.error(
+        `paddock: the server stopped again (${why}); not starting it a ${SERVER_RESTARTS + 1}th time within a minute (its reason is above)`,
+      );
+      return code ?? 1;
+    }
+    serverRestartedAt.push(now);
+    console.error(
+      `paddock: the server stopped (${why}); starting it again (sandboxd and the sandboxes' running turns stay up)`,
+    );
+  }
+}
+
+let server: ChildProcess | undefined;
 const stop = (signal: NodeJS.Signals) => {
   if (stopping) return;
   stopping = true;
-  server.kill(signal);
+  server?.kill(signal);
 };
 process.on('SIGINT', () => stop('SIGTERM'));
 process.on('SIGTERM', () => stop('SIGTERM'));
@@ -220,9 +282,10 @@ process.on('exit', () => {
   for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
 });
 
-const code = await new Promise<number>((r) => server.on('exit', (c) => r(c ?? 1)));
+const code = await superviseServer();
+stopping = true;
 await Promise.all(
-  children.slice(1).map(
+  children.map(
     (child) =>
       new Promise<void>((r) => {
         if (child.exitCode !== null || child.signalCode !== null) return r();

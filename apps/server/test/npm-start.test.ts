@@ -292,6 +292,207 @@ describe('npm start leaves nothing running when it goes', () => {
   });
 });
 
+describe('npm start keeps sandboxd when the server dies (issue 39, deliverable 6)', () => {
+  it('the server killed outright mid-turn is started again; sandboxd and the turn stay up, and the turn ends whole', async () => {
+    const fake = await startFakeInference();
+    cleanup.push(() => fake.close());
+    const { top, stack, port, output } = await startStack({
+      embedded: true,
+      env: { SANDBOXD_SERVICE_ROUTES: fake.serviceRoute, SANDBOXD_RUNTIME_LAYER: sharedLayerDir() },
+    });
+    const fail = (err: unknown): never => {
+      throw new Error(`${String(err)}; its output:\n${output()}`);
+    };
+    const base = `http://127.0.0.1:${port}`;
+    const email = `restart-${Date.now()}@example.com`;
+    const password = 'a long enough passphrase 39';
+    const post = (path: string, body: unknown) =>
+      fetch(`${base}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    assert.equal((await post('/api/auth/register', { email, password })).status, 201);
+    const minted = await post('/api/auth/token', { email, password });
+    assert.equal(minted.status, 201, output());
+    const { key } = (await minted.json()) as { key: string };
+    const api = async (method: string, path: string, body?: unknown) => {
+      const res = await fetch(`${base}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${key}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      }).catch(() => null);
+      if (!res) return { status: 0, body: {} as Record<string, unknown> };
+      return { status: res.status, body: (await res.json().catch(() => null)) as Record<string, unknown> };
+    };
+    assert.equal(
+      (
+        await api('PUT', '/api/account/inference-credentials/anthropic', {
+          api_key: 'sk-ant-restart-key-Qw7Lp3',
+          base_url: fake.sandboxUrl,
+        })
+      ).status,
+      200,
+    );
+    const env = await api('POST', '/api/environments', {
+      name: 'restart',
+      env_vars: PROVIDER_ENV.claude.testEnv,
+    });
+    const agent = await api('POST', '/api/agents', {
+      name: 'restart',
+      runtime: 'claude',
+      model: PROVIDER_ENV.claude.model,
+      environment_id: env.body['id'],
+    });
+    assert.equal(agent.status, 201, JSON.stringify(agent.body));
+    // The tool call runs for a few seconds: the server is killed while it runs.
+    fake.script('claude', {
+      marker: 'NPM-START-RESTART',
+      command: 'for i in $(seq 1 30); do echo restart-line-$i; sleep 0.2; done',
+      reply: 'Finished after the restart.',
+    });
+    const conv = await api('POST', '/api/conversations', {
+      agent_id: agent.body['id'],
+      prompt: 'NPM-START-RESTART: count',
+    });
+    assert.equal(conv.status, 201, JSON.stringify(conv.body));
+    const id = String(conv.body['id']);
+    await until(
+      () => fake.requests().some((r) => r.text.includes('NPM-START-RESTART')),
+      240_000,
+      'the turn asking the model',
+    ).catch(fail);
+
+    const sandboxd = stack.find(isSandboxd) ?? 0;
+    const isServer = (pid: number) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('apps/server/src/main.ts\0serve');
+      } catch {
+        return false;
+      }
+    };
+    const first = descendants(top.pid ?? 0).find(isServer) ?? 0;
+    assert.ok(first > 0 && sandboxd > 0);
+    process.kill(first, 'SIGKILL');
+    await until(
+      async () => {
+        const again = descendants(top.pid ?? 0).find((pid) => pid !== first && isServer(pid));
+        if (!again) return false;
+        const health = await fetch(`${base}/health`, { signal: AbortSignal.timeout(2000) }).catch(() => null);
+        return health?.status === 200;
+      },
+      90_000,
+      'the server serving again',
+    ).catch(fail);
+    assert.match(output(), /paddock: the server stopped \(SIGKILL\); starting it again/);
+    assert.ok(alive(sandboxd), 'the same sandboxd runs on');
+
+    let turn: Record<string, unknown> | undefined;
+    await until(
+      async () => {
+        const turns = await api('GET', `/api/conversations/${id}/turns`);
+        turn = (turns.body['data'] as Record<string, unknown>[] | undefined)?.[0];
+        return turn !== undefined && !['queued', 'running'].includes(String(turn['status']));
+      },
+      180_000,
+      'the turn ending',
+    ).catch(fail);
+    assert.equal(turn?.['status'], 'succeeded', `${JSON.stringify(turn)}; its output:\n${output()}`);
+    // The model got the command's whole output: the turn's process ran on through the restart.
+    assert.ok(
+      fake.requests().some((r) => r.text.includes('restart-line-1') && r.text.includes('restart-line-30')),
+      'the tool result reached the model whole',
+    );
+    await api('DELETE', `/api/conversations/${id}`);
+  });
+});
+
+describe('npm run replica joins the running npm start (issue 39, deliverable 7)', () => {
+  it('refuses without a running stack, naming what to do; joins one: same database, keys and sandboxd, and Ctrl-C stops only the replica', async () => {
+    const lone = mkdtempSync(join(tmpdir(), 'npm-replica-'));
+    cleanup.push(() => rmSync(lone, { recursive: true, force: true }));
+    const { DATABASE_URL: _unused, ...inherited } = process.env;
+    const refused = spawnSync(process.execPath, [join(REPO, 'scripts/replica.ts')], {
+      cwd: REPO,
+      env: { ...inherited, PADDOCK_DATA_DIR: lone, PORT: String(await freePort()) },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    assert.equal(refused.status, 1);
+    assert.match(refused.stderr, /no npm start runs on .*: start it first \(npm start\)/);
+
+    const { port, dataDir, output, top } = await startStack({ embedded: true });
+    const fail = (err: unknown): never => {
+      throw new Error(`${String(err)}; its output:\n${output()}`);
+    };
+    const same = spawnSync(process.execPath, [join(REPO, 'scripts/replica.ts')], {
+      cwd: REPO,
+      env: { ...inherited, PADDOCK_DATA_DIR: dataDir, PORT: String(port) },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    assert.equal(same.status, 1);
+    assert.match(same.stderr, /PORT: \d+ is npm start's own server/);
+
+    const replicaPort = await freePort();
+    const replica = spawn(process.execPath, [join(REPO, 'scripts/replica.ts')], {
+      cwd: REPO,
+      env: { ...inherited, PADDOCK_DATA_DIR: dataDir, PORT: String(replicaPort), LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let replicaOut = '';
+    replica.stdout?.on('data', (d: Buffer) => (replicaOut += d.toString()));
+    replica.stderr?.on('data', (d: Buffer) => (replicaOut += d.toString()));
+    cleanup.push(() => {
+      if (replica.exitCode === null) replica.kill('SIGKILL');
+    });
+    const replicaBase = `http://127.0.0.1:${replicaPort}`;
+    await until(
+      async () =>
+        (await fetch(`${replicaBase}/health/ready`, { signal: AbortSignal.timeout(2000) }).catch(() => null))
+          ?.status === 200,
+      90_000,
+      'the replica ready',
+    ).catch((err: unknown) => fail(`${String(err)}; the replica's output:\n${replicaOut}`));
+
+    // An account made on npm start's server signs in on the replica, and what one writes the
+    // other reads: one database.
+    const email = `replica-${Date.now()}@example.com`;
+    const password = 'a long enough passphrase 39';
+    const registered = await fetch(`http://127.0.0.1:${port}/api/auth/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email, password }),
+    });
+    assert.equal(registered.status, 201);
+    const minted = await fetch(`${replicaBase}/api/auth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email, password }),
+    });
+    assert.equal(minted.status, 201, replicaOut);
+    const { key } = (await minted.json()) as { key: string };
+    const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+    const created = await fetch(`http://127.0.0.1:${port}/api/environments`, {
+      method: 'POST',
+      headers: auth,
+      body: JSON.stringify({ name: 'shared', env_vars: { WRITTEN_ON: 'npm-start' } }),
+    });
+    assert.equal(created.status, 201, await created.text());
+    const listed = await fetch(`${replicaBase}/api/environments`, { headers: auth });
+    assert.match(await listed.text(), /"name":"shared"/);
+
+    replica.kill('SIGINT');
+    await until(() => replica.exitCode !== null, 30_000, 'the replica stopping').catch(fail);
+    assert.ok(alive(top.pid ?? 0), 'npm start runs on');
+    const health = await fetch(`http://127.0.0.1:${port}/health/ready`).catch(() => null);
+    assert.equal(health?.status, 200, output());
+  });
+});
+
 describe("npm start keeps the operator's service routes", () => {
   it('a credential on a declared loopback name reaches a model gateway on 127.0.0.1 through its sandboxd; a loopback address is refused', async () => {
     const fake = await startFakeInference();
