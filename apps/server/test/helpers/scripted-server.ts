@@ -13,14 +13,27 @@ export interface ServerProcess {
   stop(signal: NodeJS.Signals): Promise<void>;
 }
 
-export function scriptedServerProcess(env: () => NodeJS.ProcessEnv, readyTimeoutMs: number): ServerProcess {
+/**
+ * `tickMs`: the lifecycle tick of the process (200 ms by default; the production default is
+ * 60 s); `orphanProbeMs`: how often it looks for orphans (the production default when omitted).
+ */
+export function scriptedServerProcess(
+  env: () => NodeJS.ProcessEnv,
+  readyTimeoutMs: number,
+  tickMs = 200,
+  orphanProbeMs?: number,
+): ServerProcess {
   let server: ChildProcess | null = null;
   return {
     async start() {
-      const child = spawn(process.execPath, [FIXTURE, '200'], {
-        env: env(),
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      const child = spawn(
+        process.execPath,
+        [FIXTURE, String(tickMs), ...(orphanProbeMs ? [String(orphanProbeMs)] : [])],
+        {
+          env: env(),
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
       server = child;
       let errTail = '';
       child.stderr?.on('data', (d: Buffer) => {

@@ -252,6 +252,16 @@ export function createConversationsService(deps: {
   const { db, gates, engine } = deps;
   const view = (row: ConversationRow) => conversationView(row, deps.bounds);
 
+  const adoptSoon = (tenantId: string, conversationId: string) => {
+    setImmediate(() => {
+      engine
+        .adoptOrphan(tenantId, conversationId)
+        .catch((err: unknown) =>
+          deps.logger.warn({ err, conversationId }, 'adopting the conversation failed'),
+        );
+    });
+  };
+
   const kick = (command: Command) => {
     // The rows are committed: a failed kick leaves the work to the orphan sweep (lifecycle.ts).
     engine
@@ -394,8 +404,12 @@ export function createConversationsService(deps: {
         // after the turn's end is on the stream, so a client that saw it end may prompt at once:
         // `running` with every turn ended is that moment, and the prompt is taken (the owner
         // runs it next). Read after the lock: a turn queued by a prompt that held it is seen.
-        if (conv.status === 'running' && (await findRunningTurn(trx, tenantId, id)))
+        if (conv.status === 'running' && (await findRunningTurn(trx, tenantId, id))) {
+          // Busy all the same, but a turn whose owner died has nobody to end it: this process
+          // takes it over now (nothing when its owner lives), not at the next orphan probe.
+          adoptSoon(tenantId, id);
           throw new AppError('conversation_busy', 'a turn is running; wait for it to end');
+        }
         if (conv.agent_id === null)
           throw AppError.validation({ agent_id: ['the agent of this conversation was deleted'] });
         const used = Number(conv.input_bytes);

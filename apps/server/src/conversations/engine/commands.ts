@@ -33,6 +33,8 @@ export interface CommandHandler {
 export interface CommandBus {
   start(): Promise<void>;
   send(command: Command): Promise<void>;
+  /** Handles here when this process owns or can take the conversation; never NOTIFYs another owner. */
+  adopt(command: Command): Promise<boolean>;
 }
 
 function parse(payload: string): Command | null {
@@ -88,12 +90,16 @@ export function createCommandBus(deps: {
       if (await handleHere(command)) return;
       await deps.pool.query('SELECT pg_notify($1, $2)', [COMMANDS_CHANNEL, JSON.stringify(command)]);
     },
+
+    adopt: handleHere,
   };
 }
 
 /** What the service needs of the engine: route a command to the owner; destroy backend sandboxes. */
 export interface EngineCommands {
   send(command: Command): Promise<void>;
+  /** Takes the conversation over when no process owns it (its owner died); nothing otherwise. */
+  adoptOrphan(tenantId: string, conversationId: string): Promise<void>;
   /** Destroys the backend sandboxes; a destroy the backend does not confirm is retried (provisioning/destroy-queue.ts). */
   destroySandboxes(tenantId: string, names: string[]): Promise<void>;
 }

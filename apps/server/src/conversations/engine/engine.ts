@@ -133,8 +133,11 @@ export function createEngine(
     listen().catch((err: unknown) => logger.error({ err }, 'cannot re-open the ownership connection'));
   });
 
+  // Adoption only: a conversation another process owns is left alone, with no NOTIFY (the
+  // orphan probe runs every few seconds on every process).
   const adopt = async (tenantId: string, conversationId: string) => {
-    await send({ type: 'prompt', tenantId, conversationId });
+    await listen();
+    await bus.adopt({ type: 'prompt', tenantId, conversationId });
   };
 
   const clock = createLifecycleClock({
@@ -148,6 +151,7 @@ export function createEngine(
 
   return {
     send,
+    adoptOrphan: adopt,
 
     async destroySandboxes(tenantId, names) {
       for (const name of names) await deps.destroys.destroy(tenantId, name);

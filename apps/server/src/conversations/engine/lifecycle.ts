@@ -10,22 +10,30 @@
 // 2. The provision deadline (30 minutes by default; injectable) is measured from the live
 //    sandbox row's creation: past it the rows are failed first, then the stuck work stopped.
 // 3. Orphans: a conversation with a live sandbox or an open turn that no process owns is
-//    taken over by the first process whose tick (or boot sweep) finds it.
+//    taken over by the first process whose orphan probe (every ORPHAN_PROBE_MS, also in each
+//    tick and the boot sweep) finds it: within seconds of its owner's death (test: "another
+//    replica owns it within 5 s", conversations.takeover.test.ts). The probe reads which
+//    conversations are locked from pg_locks in the same statement, so it tries only true
+//    orphans: a conversation another process owns costs no lock attempt and no NOTIFY.
 // 4. Every tick also retries the backend destroys that failed (destroy-queue.ts), whatever the
 //    conversations: a sandbox whose destroy failed is gone once the backend confirms one.
 import { sql } from 'kysely';
 import type { Db } from '../../db/database.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { ConversationServer } from './conversation-server.ts';
+import { LOCK_NAMESPACE } from './owner.ts';
 
 export interface LifecycleOptions {
   tickMs: number;
   idleTimeoutMinutes: number;
   maxLifetimeHours: number;
   provisionDeadlineMs: number;
+  /** How often every process looks for orphans (default ORPHAN_PROBE_MS). */
+  orphanProbeMs?: number;
 }
 
 export const DEFAULT_TICK_MS = 60_000;
+export const ORPHAN_PROBE_MS = 2_000;
 export const DEFAULT_PROVISION_DEADLINE_MS = 30 * 60_000;
 const ORPHANS_PER_TICK = 100;
 
@@ -99,9 +107,19 @@ export function createLifecycleClock(deps: {
   const sweepOrphans = async () => {
     const owned = new Set(deps.servers().map((s) => s.lease.conversationId));
     const rows = await db
+      .with('held', (qb) =>
+        // Every conversation lock granted in this database (owner.ts invariant 1): the 64-bit
+        // key is split over classid (high half) and objid (low half).
+        qb
+          .selectFrom(sql<{ classid: number; objid: number }>`pg_locks`.as('l'))
+          .select(sql<string>`(l.classid::int8 << 32) | l.objid::int8`.as('k'))
+          .where(sql<boolean>`l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+            AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`),
+      )
       .selectFrom('conversations as c')
       .select(['c.id', 'c.tenant_id'])
       .where('c.status', 'not in', ['failed'])
+      .where(sql<boolean>`hashtextextended(${LOCK_NAMESPACE} || c.id::text, 0) NOT IN (SELECT k FROM held)`)
       .where((eb) =>
         eb.or([
           eb.exists(
@@ -129,11 +147,21 @@ export function createLifecycleClock(deps: {
     }
   };
 
+  let probing: Promise<void> | null = null;
+  const probe = async () => {
+    probing ??= sweepOrphans()
+      .catch((err: unknown) => deps.logger.error({ err }, 'looking for orphaned conversations failed'))
+      .finally(() => {
+        probing = null;
+      });
+    await probing;
+  };
+
   const tick = async () => {
     running ??= (async () => {
       try {
         await checkOwned();
-        await sweepOrphans();
+        await probe();
       } catch (err) {
         deps.logger.error({ err }, 'lifecycle tick failed');
       }
@@ -148,17 +176,23 @@ export function createLifecycleClock(deps: {
     await running;
   };
 
+  let probeTimer: NodeJS.Timeout | null = null;
   return {
     start() {
       if (timer) return;
       timer = setInterval(() => void tick(), options.tickMs);
       timer.unref();
+      probeTimer = setInterval(() => void probe(), options.orphanProbeMs ?? ORPHAN_PROBE_MS);
+      probeTimer.unref();
     },
     tick,
     async stop() {
       if (timer) clearInterval(timer);
+      if (probeTimer) clearInterval(probeTimer);
       timer = null;
+      probeTimer = null;
       await running?.catch(() => {});
+      await probing;
     },
   };
 }
