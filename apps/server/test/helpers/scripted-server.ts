@@ -11,9 +11,16 @@ export interface ServerProcess {
   start(): Promise<string>;
   /** Sends `signal` and waits for the exit (nothing when it is not running). */
   stop(signal: NodeJS.Signals): Promise<void>;
+  /** The running server's process id (null when it is not running). */
+  pid(): number | null;
 }
 
-export function scriptedServerProcess(env: () => NodeJS.ProcessEnv, readyTimeoutMs: number): ServerProcess {
+export function scriptedServerProcess(
+  env: () => NodeJS.ProcessEnv,
+  readyTimeoutMs: number,
+  /** Every chunk the server writes to stderr (its log), as written. */
+  onLog?: (chunk: string) => void,
+): ServerProcess {
   let server: ChildProcess | null = null;
   return {
     async start() {
@@ -25,6 +32,7 @@ export function scriptedServerProcess(env: () => NodeJS.ProcessEnv, readyTimeout
       let errTail = '';
       child.stderr?.on('data', (d: Buffer) => {
         errTail = (errTail + d.toString()).slice(-4000);
+        onLog?.(d.toString());
       });
       return await new Promise<string>((resolve, reject) => {
         let out = '';
@@ -54,5 +62,6 @@ export function scriptedServerProcess(env: () => NodeJS.ProcessEnv, readyTimeout
       child.kill(signal);
       await exited;
     },
+    pid: () => server?.pid ?? null,
   };
 }

@@ -41,6 +41,8 @@ export function createLifecycleClock(deps: {
   logger: Logger;
   options: LifecycleOptions;
   servers(): ConversationServer[];
+  /** True while a tick could do nothing (the ownership connection is being re-opened): it is skipped. */
+  paused?(): boolean;
   /** Try to take over an orphan and start its server. */
   adopt(tenantId: string, conversationId: string): Promise<void>;
   /** Retry the backend destroys that failed (destroy-queue.ts). */
@@ -130,6 +132,7 @@ export function createLifecycleClock(deps: {
   };
 
   const tick = async () => {
+    if (deps.paused?.()) return;
     running ??= (async () => {
       try {
         await checkOwned();
