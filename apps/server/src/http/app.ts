@@ -31,6 +31,7 @@ import { capFieldErrors, createProblemList, jsonShapeProblem } from './json-boun
 import { describeOperation, SECURITY_SCHEMES } from './openapi-operations.ts';
 import { ownOriginResolver } from './own-origin.ts';
 import { rateLimitKey } from './plugins/rate-limit-key.ts';
+import { createPostgresRateLimitStore } from './plugins/rate-limit-store.ts';
 import { isHealthProbe, registerSecurity } from './plugins/security.ts';
 import { registerRoutes } from './routes.ts';
 
@@ -139,13 +140,29 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     if (problem) throw shapeError(problem);
   });
 
-  // Per-client-IP limit on /api, in memory per node. It runs as an app-wide onRequest hook,
-  // registered before the authentication plugin: a route's own onRequest hooks (requireAuth)
-  // run after every app-wide one, so failed authentication is metered too. The plugin's
-  // `global` option would append the limiter to each route's hooks, after requireAuth, and a
-  // bad key would never reach it (issue 39, finding 5).
+  // RATE_LIMIT_STORE=postgres: one count per client address across every replica
+  // (plugins/rate-limit-store.ts); the default counts in this node's memory.
+  const sharedCounts =
+    config.rateLimit.store === 'postgres'
+      ? createPostgresRateLimitStore({
+          pool: deps.database.pool,
+          onSweepError: (err) =>
+            logger.warn(
+              { err: err instanceof Error ? err.message : String(err) },
+              'deleting the ended rate-limit buckets failed',
+            ),
+        })
+      : null;
+  if (sharedCounts) app.addHook('onClose', async () => sharedCounts.close());
+
+  // Per-client-IP limit on /api, per node unless shared (above). It runs as an app-wide
+  // onRequest hook, registered before the authentication plugin: a route's own onRequest hooks
+  // (requireAuth) run after every app-wide one, so failed authentication is metered too. The
+  // plugin's `global` option would append the limiter to each route's hooks, after
+  // requireAuth, and a bad key would never reach it (issue 39, finding 5).
   await app.register(rateLimit, {
     global: false,
+    ...(sharedCounts ? { store: sharedCounts.Store, skipOnError: true } : {}),
     max: config.rateLimit.max,
     timeWindow: config.rateLimit.windowSeconds * 1000,
     hook: 'onRequest',

@@ -147,6 +147,11 @@ export function createEngine(
     adopt,
     retryDestroys: () => deps.destroys.retryDue(),
   });
+  // Back after a loss: adopt the conversations that were stopped (their turns kept running in
+  // the sandboxes, whose replay buffers are bounded) now rather than at the next tick.
+  ownership.onRestored(() => {
+    if (!stopping) void clock.tick();
+  });
 
   return {
     send,

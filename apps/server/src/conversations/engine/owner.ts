@@ -16,7 +16,8 @@
 //    exponential backoff (100 ms doubling to RECONNECT_MAX_DELAY_MS) until the database answers,
 //    re-LISTENing every channel; meanwhile a caller fails at once with the last connection error
 //    (a database-unavailable one, so the API answers 503) instead of opening a connection of its
-//    own. Only the established connection's drop counts as a loss (a failed attempt is not one),
+//    own; onRestored fires once it is open again (the engine then adopts at once). Only the
+//    established connection's drop counts as a loss (a failed attempt is not one),
 //    and an outage logs three lines: the loss, the first failed attempt, the recovery. Test:
 //    "PostgreSQL down for 10 s mid-turn…" (conversations.database-outage.test.ts; issue 39,
 //    finding 7: without the backoff it logged ~7,500 lines a second).
@@ -49,6 +50,8 @@ export interface Ownership extends OwnershipProbe {
   listen(channel: string, onPayload: (payload: string) => void): Promise<void>;
   /** Called once when the dedicated connection is lost (every lock with it). */
   onLost(listener: () => void): void;
+  /** Called once when the connection is open again after a loss (invariant 3a). */
+  onRestored(listener: () => void): void;
   /** Whether the dedicated connection is open now (false while it is being re-opened after a loss). */
   connected(): boolean;
   close(): Promise<void>;
@@ -88,6 +91,7 @@ export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Log
   const held = new Set<string>();
   const acquiring = new Set<string>();
   const lostListeners: (() => void)[] = [];
+  const restoredListeners: (() => void)[] = [];
   const channels = new Map<string, (payload: string) => void>();
 
   // One statement at a time on the dedicated connection, whoever calls: pg would queue
@@ -166,6 +170,7 @@ export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Log
           );
         }
         outage = null;
+        for (const l of restoredListeners) l();
       },
       (err: unknown) => {
         if (closing) return;
@@ -295,6 +300,10 @@ export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Log
 
     onLost(listener) {
       lostListeners.push(listener);
+    },
+
+    onRestored(listener) {
+      restoredListeners.push(listener);
     },
 
     connected: () => client !== null,
