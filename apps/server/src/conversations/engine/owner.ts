@@ -148,47 +148,62 @@ export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Log
     return c;
   };
 
+  /** Invariant 3a: the database answered again after a loss. */
+  const restored = (since: { since: number; attempts: number }): void => {
+    outage = null;
+    retryDelay = RECONNECT_FIRST_DELAY_MS;
+    lastError = null;
+    deps.logger.info(
+      { downMs: Math.round(performance.now() - since.since), attempts: since.attempts },
+      'conversation ownership connection re-established',
+    );
+    for (const l of restoredListeners) l();
+  };
+
+  /** Invariant 3a: an attempt after a loss failed; the next one waits, twice as long each time. */
+  const retryLater = (since: { attempts: number }, err: unknown): void => {
+    lastError = err instanceof Error ? err : new Error(String(err));
+    if (since.attempts === 1) {
+      deps.logger.warn(
+        { err: { code: (lastError as { code?: unknown }).code, message: lastError.message } },
+        `cannot re-open the conversation ownership connection: retrying, at most ${RECONNECT_MAX_DELAY_MS / 1000} s apart`,
+      );
+    }
+    retry = setTimeout(() => {
+      retry = null;
+      reopen();
+    }, retryDelay);
+    retry.unref();
+    retryDelay = Math.min(retryDelay * 2, RECONNECT_MAX_DELAY_MS);
+  };
+
+  // One attempt at a time, whoever asks. During an outage every attempt, a caller's too, ends
+  // in either the recovery or the next scheduled retry, settled before `opening` is cleared.
   const open = (): Promise<pg.Client> => {
-    opening ??= connect().finally(() => {
-      opening = null;
-    });
+    if (opening) return opening;
+    const during = outage;
+    if (during) during.attempts++;
+    opening = connect().then(
+      (c) => {
+        opening = null;
+        if (during) restored(during);
+        return c;
+      },
+      (err: unknown) => {
+        opening = null;
+        if (during && !closing) retryLater(during, err);
+        throw err;
+      },
+    );
     return opening;
   };
 
-  /** Invariant 3a: one attempt now; after a failure the next one waits, twice as long each time. */
+  /** Invariant 3a: after a loss, an attempt now unless one is under way or waiting. */
   const reopen = (): void => {
     if (closing || client || opening || retry) return;
-    const attempt = outage ? ++outage.attempts : 0;
-    open().then(
-      () => {
-        retryDelay = RECONNECT_FIRST_DELAY_MS;
-        lastError = null;
-        if (outage) {
-          deps.logger.info(
-            { downMs: Math.round(performance.now() - outage.since), attempts: outage.attempts },
-            'conversation ownership connection re-established',
-          );
-        }
-        outage = null;
-        for (const l of restoredListeners) l();
-      },
-      (err: unknown) => {
-        if (closing) return;
-        lastError = err instanceof Error ? err : new Error(String(err));
-        if (attempt === 1) {
-          deps.logger.warn(
-            { err: { code: (lastError as { code?: unknown }).code, message: lastError.message } },
-            `cannot re-open the conversation ownership connection: retrying, at most ${RECONNECT_MAX_DELAY_MS / 1000} s apart`,
-          );
-        }
-        retry = setTimeout(() => {
-          retry = null;
-          reopen();
-        }, retryDelay);
-        retry.unref();
-        retryDelay = Math.min(retryDelay * 2, RECONNECT_MAX_DELAY_MS);
-      },
-    );
+    open().catch(() => {
+      // A failed attempt scheduled the next one (retryLater).
+    });
   };
 
   const conn = async (): Promise<pg.Client> => {
