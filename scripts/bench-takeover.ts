@@ -54,7 +54,7 @@ const envs = [
   { ...common, PORT: String(await freePort()) },
   { ...common, PORT: String(await freePort()) },
 ];
-const replicas = envs.map((env) => scriptedServerProcess(() => env, 60_000, DEFAULT_TICK_MS));
+const replicas = envs.map((env) => scriptedServerProcess(() => env, 60_000, { tickMs: DEFAULT_TICK_MS }));
 const urls = await Promise.all(replicas.map((r) => r.start()));
 
 async function api(url: string, method: string, path: string, body?: unknown) {

@@ -23,8 +23,8 @@ let user: TestUser;
 let envA: NodeJS.ProcessEnv;
 let envB: NodeJS.ProcessEnv;
 let envC = '';
-const a = scriptedServerProcess(() => envA, 30_000, DEFAULT_TICK_MS);
-const b = scriptedServerProcess(() => envB, 30_000, DEFAULT_TICK_MS);
+const a = scriptedServerProcess(() => envA, 30_000, { tickMs: DEFAULT_TICK_MS });
+const b = scriptedServerProcess(() => envB, 30_000, { tickMs: DEFAULT_TICK_MS });
 let urlA = '';
 let urlB = '';
 
@@ -153,7 +153,10 @@ it('kill -9 of the owner mid-turn: another replica owns it within 5 s; the log i
 
 it('a prompt to a conversation whose owner died mid-turn takes it over at once (busy until the turn ends)', async () => {
   // C looks for orphans only every 10 minutes: only the prompt can make it take one over.
-  const c = scriptedServerProcess(() => ({ ...envA, PORT: envC }), 30_000, DEFAULT_TICK_MS, 600_000);
+  const c = scriptedServerProcess(() => ({ ...envA, PORT: envC }), 30_000, {
+    tickMs: DEFAULT_TICK_MS,
+    orphanProbeMs: 600_000,
+  });
   await a.stop('SIGTERM');
   const urlC = await c.start();
   try {

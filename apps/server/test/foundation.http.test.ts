@@ -295,6 +295,24 @@ describe('rate limiting on /api', () => {
     assert.deepEqual(statuses.slice(5), [429, 429]);
   });
 
+  it('meters failed authentication: requests with a bad API key past the limit answer 429', async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 7; i++) {
+      const res = await t.app.inject({
+        method: 'GET',
+        url: '/api/agents',
+        remoteAddress: '198.51.100.4',
+        headers: { authorization: `Bearer pk_not-a-key-${i}` },
+      });
+      statuses.push(res.statusCode);
+    }
+    assert.deepEqual(statuses, [401, 401, 401, 401, 401, 429, 429]);
+    // A request without any credential counts in the same bucket.
+    const bare = await t.app.inject({ method: 'GET', url: '/api/agents', remoteAddress: '198.51.100.4' });
+    assert.equal(bare.statusCode, 429);
+    assert.equal(bare.json().error, 'rate_limited');
+  });
+
   it('does not limit health probes', async () => {
     for (let i = 0; i < 10; i++) {
       const res = await t.app.inject({ method: 'GET', url: '/health', remoteAddress: '198.51.100.1' });

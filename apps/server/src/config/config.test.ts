@@ -248,6 +248,16 @@ describe('configuration', () => {
     refuses({ AUTH_RATE_LIMIT_MAX: '0' }, 'AUTH_RATE_LIMIT_MAX');
   });
 
+  it('parses RATE_LIMIT_STORE: memory (per node, the default; blank = unset) or postgres', () => {
+    assert.equal(parseConfig({}).config.rateLimit.store, 'memory');
+    assert.equal(parseConfig({ RATE_LIMIT_STORE: ' ' }).config.rateLimit.store, 'memory');
+    assert.equal(parseConfig({ RATE_LIMIT_STORE: 'memory' }).config.rateLimit.store, 'memory');
+    assert.equal(parseConfig({ RATE_LIMIT_STORE: 'postgres' }).config.rateLimit.store, 'postgres');
+    assert.equal(parseConfig({ RATE_LIMIT_STORE: ' Postgres ' }).config.rateLimit.store, 'postgres');
+    refuses({ RATE_LIMIT_STORE: 'redis' }, 'RATE_LIMIT_STORE');
+    refuses({ RATE_LIMIT_STORE: 'pg' }, 'RATE_LIMIT_STORE');
+  });
+
   it('parses the per-address sign-in throttle and the per-recipient mail cap (blank = default)', () => {
     const defaults = parseConfig({}).config;
     assert.equal(defaults.rateLimit.loginFailureMax, 10);

@@ -115,6 +115,11 @@ export interface Config {
   readonly backup: { readonly retentionDays: number; readonly intervalSeconds: number | null };
   readonly serviceImageTag?: string;
   readonly rateLimit: {
+    /**
+     * Where the per-IP counters live: `memory` (per node: each replica counts its own requests) or
+     * `postgres` (one count per client address shared by every replica on the database).
+     */
+    readonly store: 'memory' | 'postgres';
     readonly max: number;
     readonly windowSeconds: number;
     /** Per-IP budget per minute of each credential or mail-sending endpoint (login, token, register, resend, reset). */
@@ -491,6 +496,11 @@ export function parseConfig(env: Env): ParseResult {
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     problems.push('LOG_LEVEL: must be one of fatal, error, warn, info, debug, trace, silent');
   }
+  const rateLimitStore = str('RATE_LIMIT_STORE')?.toLowerCase() ?? 'memory';
+  if (rateLimitStore !== 'memory' && rateLimitStore !== 'postgres') {
+    problems.push('RATE_LIMIT_STORE: must be memory or postgres');
+  }
+
   const logFormat = str('LOG_FORMAT') ?? 'auto';
   if (str('LOG_FORMAT') !== undefined && logFormat !== 'json' && logFormat !== 'pretty') {
     problems.push('LOG_FORMAT: must be json or pretty');
@@ -564,6 +574,7 @@ export function parseConfig(env: Env): ParseResult {
     },
     ...(str('SERVICE_IMAGE_TAG') ? { serviceImageTag: str('SERVICE_IMAGE_TAG')! } : {}),
     rateLimit: {
+      store: rateLimitStore === 'postgres' ? 'postgres' : 'memory',
       max: positiveInt('RATE_LIMIT_MAX', 300),
       windowSeconds: positiveInt('RATE_LIMIT_WINDOW_SECONDS', 60),
       authMax: positiveInt('AUTH_RATE_LIMIT_MAX', 10),

@@ -31,6 +31,7 @@ import { capFieldErrors, createProblemList, jsonShapeProblem } from './json-boun
 import { describeOperation, SECURITY_SCHEMES } from './openapi-operations.ts';
 import { ownOriginResolver } from './own-origin.ts';
 import { rateLimitKey } from './plugins/rate-limit-key.ts';
+import { createPostgresRateLimitStore } from './plugins/rate-limit-store.ts';
 import { isHealthProbe, registerSecurity } from './plugins/security.ts';
 import { registerRoutes } from './routes.ts';
 
@@ -139,16 +140,35 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     if (problem) throw shapeError(problem);
   });
 
-  // Per-client-IP limit on /api, in memory per node, registered before any
-  // authentication hook so failed authentication is metered too.
+  // RATE_LIMIT_STORE=postgres: one count per client address across every replica
+  // (plugins/rate-limit-store.ts); the default counts in this node's memory.
+  const sharedCounts =
+    config.rateLimit.store === 'postgres'
+      ? createPostgresRateLimitStore({
+          pool: deps.database.pool,
+          onSweepError: (err) =>
+            logger.warn(
+              { err: err instanceof Error ? err.message : String(err) },
+              'deleting the ended rate-limit buckets failed',
+            ),
+        })
+      : null;
+  if (sharedCounts) app.addHook('onClose', async () => sharedCounts.close());
+
+  // Per-client-IP limit on /api, per node unless shared (above). It runs as an app-wide
+  // onRequest hook, registered before the authentication plugin: a route's own onRequest hooks
+  // (requireAuth) run after every app-wide one, so failed authentication is metered too. The
+  // plugin's `global` option would append the limiter to each route's hooks, after
+  // requireAuth, and a bad key would never reach it (issue 39, finding 5).
   await app.register(rateLimit, {
-    global: true,
+    global: false,
+    ...(sharedCounts ? { store: sharedCounts.Store, skipOnError: true } : {}),
     max: config.rateLimit.max,
     timeWindow: config.rateLimit.windowSeconds * 1000,
     hook: 'onRequest',
     keyGenerator: (request) => rateLimitKey(request.ip),
     // Decided on the matched route, never the raw URL (`/%61pi/…` routes to `/api/…`).
-    // Unmatched requests are limited by the not-found handler below.
+    // Unmatched requests (the not-found handler below) pass the same hook.
     allowList: (request) => isHealthProbe(request.routeOptions.url ?? ''),
     addHeadersOnExceeding: {
       'x-ratelimit-limit': true,
@@ -166,6 +186,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
         headers: { 'retry-after': String(Math.max(1, Math.ceil(context.ttl / 1000))) },
       }),
   });
+  app.addHook('onRequest', app.rateLimit());
 
   await app.register(authPlugin, {
     db: deps.db,
@@ -260,17 +281,12 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   // Paths no route owns: the web console's files and client-side routes (GET/HEAD outside
   // /api, /auth, /health, /metrics), else the JSON 404.
   const webConsole = createConsoleHandler(config);
-  app.setNotFoundHandler(
-    {
-      preHandler: app.rateLimit(),
-    },
-    (request, reply) => {
-      if (webConsole.handles(request) && webConsole.serve(request, reply)) return;
-      reply
-        .code(404)
-        .send({ error: 'not_found', message: `no route for ${request.method} ${request.url.split('?')[0]}` });
-    },
-  );
+  app.setNotFoundHandler((request, reply) => {
+    if (webConsole.handles(request) && webConsole.serve(request, reply)) return;
+    reply
+      .code(404)
+      .send({ error: 'not_found', message: `no route for ${request.method} ${request.url.split('?')[0]}` });
+  });
 
   await registerRoutes(app, deps);
   return app;

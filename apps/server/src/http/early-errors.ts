@@ -22,7 +22,7 @@ export function createFrameworkErrorHandler(appOf: () => FastifyInstance, config
     const app = appOf();
     limiter ??= app.rateLimit();
     try {
-      // The same per-IP limit as every other request (the not-found handler does likewise).
+      // The same per-IP limit as every other request: no onRequest hook runs for these.
       await limiter.call(app, request, reply);
     } catch (err) {
       if (err instanceof AppError) {

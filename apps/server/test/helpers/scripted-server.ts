@@ -11,17 +11,23 @@ export interface ServerProcess {
   start(): Promise<string>;
   /** Sends `signal` and waits for the exit (nothing when it is not running). */
   stop(signal: NodeJS.Signals): Promise<void>;
+  /** The running server's process id (null when it is not running). */
+  pid(): number | null;
 }
 
-/**
- * `tickMs`: the lifecycle tick of the process (200 ms by default; the production default is
- * 60 s); `orphanProbeMs`: how often it looks for orphans (the production default when omitted).
- */
+export interface ServerProcessOptions {
+  /** The lifecycle tick of the process (200 ms by default; the production default is 60 s). */
+  tickMs?: number;
+  /** How often it looks for orphans (the production default when omitted). */
+  orphanProbeMs?: number;
+  /** Every chunk the server writes to stderr (its log), as written. */
+  onLog?: (chunk: string) => void;
+}
+
 export function scriptedServerProcess(
   env: () => NodeJS.ProcessEnv,
   readyTimeoutMs: number,
-  tickMs = 200,
-  orphanProbeMs?: number,
+  { tickMs = 200, orphanProbeMs, onLog }: ServerProcessOptions = {},
 ): ServerProcess {
   let server: ChildProcess | null = null;
   return {
@@ -38,6 +44,7 @@ export function scriptedServerProcess(
       let errTail = '';
       child.stderr?.on('data', (d: Buffer) => {
         errTail = (errTail + d.toString()).slice(-4000);
+        onLog?.(d.toString());
       });
       return await new Promise<string>((resolve, reject) => {
         let out = '';
@@ -67,5 +74,6 @@ export function scriptedServerProcess(
       child.kill(signal);
       await exited;
     },
+    pid: () => server?.pid ?? null,
   };
 }

@@ -7,7 +7,9 @@
 //    then the engine looks once more for a queued turn that arrived meanwhile (a command sent
 //    while the lock was still held would otherwise be lost).
 // 2. Losing the ownership connection stops every server at once, without writing (the locks
-//    are gone; another process may already own them).
+//    are gone; another process may already own them). While it is being re-opened (owner.ts
+//    invariant 3a) the lifecycle clock skips its ticks: without the connection nothing can be
+//    owned or adopted, and every query of a tick would fail and log.
 // 3. The boot sweep runs once per cluster at start-up (a cluster-wide advisory lock), adopting
 //    conversations left by a process that died (test: the kill -9 test).
 // 4. A delete tells the conversation's log viewers at once, in every process, also when no
@@ -128,9 +130,8 @@ export function createEngine(
     if (stopping) return;
     for (const server of [...servers.values()]) void server.stop({ lost: true });
     servers.clear();
-    listening = null;
-    // Re-LISTEN (and so hear commands again) on a fresh connection.
-    listen().catch((err: unknown) => logger.error({ err }, 'cannot re-open the ownership connection'));
+    // The ownership re-opens its connection itself, with backoff, and LISTENs again on it
+    // (owner.ts invariant 3a): commands are heard again once the database answers.
   });
 
   // Adoption only: a conversation another process owns is left alone, with no NOTIFY (the
@@ -145,8 +146,14 @@ export function createEngine(
     logger,
     options: deps.lifecycle,
     servers: () => [...servers.values()],
+    paused: () => listening !== null && !ownership.connected(),
     adopt,
     retryDestroys: () => deps.destroys.retryDue(),
+  });
+  // Back after a loss: adopt the conversations that were stopped (their turns kept running in
+  // the sandboxes, whose replay buffers are bounded) now rather than at the next tick.
+  ownership.onRestored(() => {
+    if (!stopping) void clock.tick();
   });
 
   return {

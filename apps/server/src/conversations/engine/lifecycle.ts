@@ -49,6 +49,8 @@ export function createLifecycleClock(deps: {
   logger: Logger;
   options: LifecycleOptions;
   servers(): ConversationServer[];
+  /** True while a tick could do nothing (the ownership connection is being re-opened): it is skipped. */
+  paused?(): boolean;
   /** Try to take over an orphan and start its server. */
   adopt(tenantId: string, conversationId: string): Promise<void>;
   /** Retry the backend destroys that failed (destroy-queue.ts). */
@@ -149,6 +151,8 @@ export function createLifecycleClock(deps: {
 
   let probing: Promise<void> | null = null;
   const probe = async () => {
+    // Nothing can be adopted while this process's ownership connection is down (engine.ts).
+    if (deps.paused?.()) return;
     probing ??= sweepOrphans()
       .catch((err: unknown) => deps.logger.error({ err }, 'looking for orphaned conversations failed'))
       .finally(() => {
@@ -158,6 +162,7 @@ export function createLifecycleClock(deps: {
   };
 
   const tick = async () => {
+    if (deps.paused?.()) return;
     running ??= (async () => {
       try {
         await checkOwned();

@@ -12,6 +12,15 @@
 // 3. If the dedicated connection drops, every lock it held is gone with it: onLost fires once
 //    and the engine stops all of this process's conversation servers at once, before another
 //    process can have taken them over and written (the epoch fences the rest).
+// 3a. After a drop the connection is re-opened by this module alone, at once and then with
+//    exponential backoff (100 ms doubling to RECONNECT_MAX_DELAY_MS) until the database answers,
+//    re-LISTENing every channel; meanwhile a caller fails at once with the last connection error
+//    (a database-unavailable one, so the API answers 503) instead of opening a connection of its
+//    own; onRestored fires once it is open again (the engine then adopts at once). Only the
+//    established connection's drop counts as a loss (a failed attempt is not one),
+//    and an outage logs three lines: the loss, the first failed attempt, the recovery. Test:
+//    "PostgreSQL down for 10 s mid-turn…" (conversations.database-outage.test.ts; issue 39,
+//    finding 7: without the backoff it logged ~7,500 lines a second).
 // 4. The same connection LISTENs for commands (commands.ts), so a process that cannot hear
 //    commands also owns nothing.
 // 5. isOwned answers from pg_locks, from any connection, without taking the lock (a probe
@@ -41,6 +50,10 @@ export interface Ownership extends OwnershipProbe {
   listen(channel: string, onPayload: (payload: string) => void): Promise<void>;
   /** Called once when the dedicated connection is lost (every lock with it). */
   onLost(listener: () => void): void;
+  /** Called once when the connection is open again after a loss (invariant 3a). */
+  onRestored(listener: () => void): void;
+  /** Whether the dedicated connection is open now (false while it is being re-opened after a loss). */
+  connected(): boolean;
   close(): Promise<void>;
 }
 
@@ -62,14 +75,23 @@ const ACQUIRE_SQL = `WITH l AS MATERIALIZED (SELECT pg_try_advisory_lock(hashtex
   )
 SELECT l.ok, b.owner_epoch::text AS owner_epoch, b.status, b.agent_id FROM l LEFT JOIN b ON true`;
 
+/** Invariant 3a: the first retry after a failed re-open, and the longest wait between two. */
+const RECONNECT_FIRST_DELAY_MS = 100;
+export const RECONNECT_MAX_DELAY_MS = 2000;
+
 export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Logger }): Ownership {
   let client: pg.Client | null = null;
   let opening: Promise<pg.Client> | null = null;
-  let lost = false;
   let closing = false;
+  /** Invariant 3a: the pending retry after a failed re-open, the error it failed with, the outage. */
+  let retry: NodeJS.Timeout | null = null;
+  let retryDelay = RECONNECT_FIRST_DELAY_MS;
+  let lastError: Error | null = null;
+  let outage: { since: number; attempts: number } | null = null;
   const held = new Set<string>();
   const acquiring = new Set<string>();
   const lostListeners: (() => void)[] = [];
+  const restoredListeners: (() => void)[] = [];
   const channels = new Map<string, (payload: string) => void>();
 
   // One statement at a time on the dedicated connection, whoever calls: pg would queue
@@ -91,18 +113,19 @@ export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Log
     // biome-ignore lint/suspicious/noExplicitAny: pg.Pool keeps its connection options on `options`, untyped
     const options = (deps.pool as any).options as pg.ClientConfig;
     const c = new pg.Client({ ...options, keepAlive: true });
+    // Only the established connection's drop is a loss: a connection that never opened held
+    // nothing, and its error already rejects the attempt (invariant 3a).
     const onDrop = (err?: Error) => {
-      if (closing || lost) return;
-      lost = true;
+      if (closing || client !== c) return;
       held.clear();
       client = null;
-      opening = null;
       deps.logger.error(
         { err: err?.message },
         'conversation ownership connection lost: stopping owned conversations',
       );
+      outage = { since: performance.now(), attempts: 0 };
       for (const l of lostListeners) l();
-      lost = false;
+      reopen();
     };
     c.on('error', onDrop);
     c.on('end', () => onDrop());
@@ -110,20 +133,86 @@ export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Log
       const handler = channels.get(msg.channel);
       if (handler && msg.payload !== undefined) handler(msg.payload);
     });
-    await c.connect();
-    for (const channel of channels.keys()) await query(c, `LISTEN ${pg.escapeIdentifier(channel)}`);
+    try {
+      await c.connect();
+      for (const channel of channels.keys()) await query(c, `LISTEN ${pg.escapeIdentifier(channel)}`);
+    } catch (err) {
+      await c.end().catch(() => {});
+      throw err;
+    }
+    if (closing) {
+      await c.end().catch(() => {});
+      throw new Error('the ownership connection is closed (the process is stopping)');
+    }
     client = c;
     return c;
+  };
+
+  /** Invariant 3a: the database answered again after a loss. */
+  const restored = (since: { since: number; attempts: number }): void => {
+    outage = null;
+    retryDelay = RECONNECT_FIRST_DELAY_MS;
+    lastError = null;
+    deps.logger.info(
+      { downMs: Math.round(performance.now() - since.since), attempts: since.attempts },
+      'conversation ownership connection re-established',
+    );
+    for (const l of restoredListeners) l();
+  };
+
+  /** Invariant 3a: an attempt after a loss failed; the next one waits, twice as long each time. */
+  const retryLater = (since: { attempts: number }, err: unknown): void => {
+    lastError = err instanceof Error ? err : new Error(String(err));
+    if (since.attempts === 1) {
+      deps.logger.warn(
+        { err: { code: (lastError as { code?: unknown }).code, message: lastError.message } },
+        `cannot re-open the conversation ownership connection: retrying, at most ${RECONNECT_MAX_DELAY_MS / 1000} s apart`,
+      );
+    }
+    retry = setTimeout(() => {
+      retry = null;
+      reopen();
+    }, retryDelay);
+    retry.unref();
+    retryDelay = Math.min(retryDelay * 2, RECONNECT_MAX_DELAY_MS);
+  };
+
+  // One attempt at a time, whoever asks. During an outage every attempt, a caller's too, ends
+  // in either the recovery or the next scheduled retry, settled before `opening` is cleared.
+  const open = (): Promise<pg.Client> => {
+    if (opening) return opening;
+    const during = outage;
+    if (during) during.attempts++;
+    opening = connect().then(
+      (c) => {
+        opening = null;
+        if (during) restored(during);
+        return c;
+      },
+      (err: unknown) => {
+        opening = null;
+        if (during && !closing) retryLater(during, err);
+        throw err;
+      },
+    );
+    return opening;
+  };
+
+  /** Invariant 3a: after a loss, an attempt now unless one is under way or waiting. */
+  const reopen = (): void => {
+    if (closing || client || opening || retry) return;
+    open().catch(() => {
+      // A failed attempt scheduled the next one (retryLater).
+    });
   };
 
   const conn = async (): Promise<pg.Client> => {
     if (client) return client;
     if (closing) throw new Error('the ownership connection is closed (the process is stopping)');
-    opening ??= connect().catch((err: unknown) => {
-      opening = null;
-      throw err;
-    });
-    return await opening;
+    // Re-opening after a loss (invariant 3a): wait for the attempt under way, or fail at once
+    // with the last attempt's error while the next one waits.
+    if (retry && lastError) throw lastError;
+    return await open();
   };
 
   const acquire = async (tenantId: string, conversationId: string): Promise<AcquiredLease | null> => {
@@ -228,8 +317,16 @@ export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Log
       lostListeners.push(listener);
     },
 
+    onRestored(listener) {
+      restoredListeners.push(listener);
+    },
+
+    connected: () => client !== null,
+
     async close() {
       closing = true;
+      if (retry) clearTimeout(retry);
+      retry = null;
       held.clear();
       const c = client ?? (opening ? await opening.catch(() => null) : null);
       client = null;

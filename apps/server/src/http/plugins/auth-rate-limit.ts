@@ -12,7 +12,9 @@ export function authRateLimit(app: FastifyInstance, config: Config): onRequestHo
   const check = app.createRateLimit({
     max: config.rateLimit.authMax,
     timeWindow: 60_000,
-    keyGenerator: (request) => rateLimitKey(request.ip),
+    // The route in the key: a store shared by the replicas keeps every route's bucket in one
+    // table (rate-limit-store.ts); a HEAD shares its GET's route, and so its bucket.
+    keyGenerator: (request) => `${request.routeOptions.url ?? ''} ${rateLimitKey(request.ip)}`,
     allowList: () => false,
   });
   return async (request) => {
