@@ -26,7 +26,12 @@ export function cronItems(jobs: readonly ScheduledJob[]): ParsedCronItem[] {
     identifier: cronTaskName(job),
     // One attempt: a failed run is logged and counted; the next schedule runs it again, and a
     // retry minutes later would only repeat what failed (a backend that is down, a bad row).
-    options: { backfillPeriod: BACKFILL_MS, jobKey: cronTaskName(job), jobKeyMode: 'replace', maxAttempts: 1 },
+    options: {
+      backfillPeriod: BACKFILL_MS,
+      jobKey: cronTaskName(job),
+      jobKeyMode: 'replace',
+      maxAttempts: 1,
+    },
   }));
   return parseCronItems(items);
 }

@@ -98,7 +98,11 @@ async function reap(ctx: JobRunContext): Promise<JobResult> {
   }
 
   const known = listed.length
-    ? await db.selectFrom('sandboxes').select(['name', 'status', 'tenant_id']).where('name', 'in', listed).execute()
+    ? await db
+        .selectFrom('sandboxes')
+        .select(['name', 'status', 'tenant_id'])
+        .where('name', 'in', listed)
+        .execute()
     : [];
   const owed = listed.length
     ? await db.selectFrom('sandbox_destroys').select('name').where('name', 'in', listed).execute()

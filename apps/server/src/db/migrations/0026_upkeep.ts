@@ -14,6 +14,10 @@ export async function up(db: Kysely<any>): Promise<void> {
       first_seen_at timestamptz NOT NULL,
       last_seen_at timestamptz NOT NULL
     )`.execute(db);
-  await sql`CREATE INDEX api_keys_revoked_idx ON api_keys (revoked_at) WHERE revoked_at IS NOT NULL`.execute(db);
-  await sql`CREATE INDEX api_keys_expires_idx ON api_keys (expires_at) WHERE expires_at IS NOT NULL`.execute(db);
+  await sql`CREATE INDEX api_keys_revoked_idx ON api_keys (revoked_at) WHERE revoked_at IS NOT NULL`.execute(
+    db,
+  );
+  await sql`CREATE INDEX api_keys_expires_idx ON api_keys (expires_at) WHERE expires_at IS NOT NULL`.execute(
+    db,
+  );
 }
