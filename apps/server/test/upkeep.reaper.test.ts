@@ -18,7 +18,7 @@ import type { Deps } from '../src/deps.ts';
 import type { JobResult } from '../src/jobs/scheduled-job.ts';
 import { insertConversation } from './helpers/conversation-rows.ts';
 import { type ConversationHarness, startConversationHarness } from './helpers/conversations.ts';
-import type { TestUser } from './helpers/factories.ts';
+import { createVerifiedUser, type TestUser } from './helpers/factories.ts';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 const MIN = 60_000;
@@ -286,6 +286,18 @@ describe('the sandbox reaper', () => {
       h.logs.some((l) => l.includes(orphan) && l.includes('no row knows')),
       'logged',
     );
+
+    // The admin page's report: the admin sees it; anyone else is refused.
+    const admin = await createVerifiedUser(h.deps.db, { isAdmin: true });
+    const report = await h.api(admin, 'GET', '/api/admin/untracked-sandboxes');
+    assert.equal(report.status, 200);
+    const reported = (report.body as { data: { name: string; first_seen_at: string }[] }).data;
+    assert.deepEqual(
+      reported.map((r) => r.name),
+      [orphan],
+    );
+    assert.equal(reported[0]?.first_seen_at, new Date(T0.getTime() + 29 * MIN).toISOString());
+    assert.equal((await h.api(user, 'GET', '/api/admin/untracked-sandboxes')).status, 403);
   });
 
   it('just past every bound: the stuck row freed, the abandoned and aged sandboxes expired; the owned and the unsaved kept', async () => {
