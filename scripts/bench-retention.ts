@@ -8,7 +8,7 @@
 // Goals: the longest transaction stays well under a second whatever the backlog; the turn's p99
 // during the prune stays within a few times its p99 without it (no write waits for the prune).
 //
-//   node scripts/bench-retention.ts [--rows 1000000] [--json out.json]
+//   node scripts/bench-retention.ts [--rows 1000000] [--batch 5000] [--json out.json]
 import { parseArgs } from 'node:util';
 import type { LogWriter } from '../apps/server/src/conversations/contracts.ts';
 import { createSecretRegistry } from '../apps/server/src/conversations/log/redactor.ts';
@@ -22,11 +22,15 @@ import { type Figure, writeReport } from './bench-report.ts';
 const { values } = parseArgs({
   options: {
     rows: { type: 'string', default: '1000000' },
+    /** The pruner's batch size (default: the pruner's own, RETENTION_BATCH). */
+    batch: { type: 'string' },
     json: { type: 'string' },
   },
 });
 const rows = Number(values.rows);
 if (!Number.isInteger(rows) || rows < 1000) throw new Error('--rows must be an integer ≥ 1000');
+const batchSize = values.batch === undefined ? RETENTION_BATCH : Number(values.batch);
+if (!Number.isInteger(batchSize) || batchSize < 1) throw new Error('--batch must be a positive integer');
 
 const CONVERSATIONS = 1000;
 /** A log row's output: a batch of agent output is often a few hundred bytes. */
@@ -95,6 +99,7 @@ try {
     let longest = 0;
     const pruneStarted = performance.now();
     const pruning = prune(database.db, line, new Date(), {
+      batchSize,
       onBatch: (n, ms) => {
         batches.push(n);
         longest = Math.max(longest, ms);
@@ -125,7 +130,7 @@ try {
         unit: 'ms',
         median: longest,
         samples: [longest],
-        goal: `< 1000 (batches of ${RETENTION_BATCH}: ${batches.length})`,
+        goal: `< 1000 (batches of ${batchSize}: ${batches.length})`,
       },
       { name: 'turn write p99, no prune', unit: 'ms', median: p99Base, samples: [p99Base] },
       {

@@ -312,21 +312,21 @@ describe('the sandbox reaper', () => {
       status: 'failed',
       failure_reason: 'provisioning did not finish within 30 minutes',
     });
-    assert.match(line(result.lines, stuck.name) ?? '', /^free /);
+    assert.match(line(result.lines, stuck.name) ?? '', /^freed /);
 
     assert.deepEqual(await sandboxRow(abandoned.sandboxId), {
       status: 'terminated',
       reason: 'the sandbox was idle for 60 minutes',
     });
     assert.equal((await conversationRow(abandoned.conversationId)).status, 'idle', 'resumable');
-    assert.match(line(result.lines, abandoned.name) ?? '', /^expire /);
+    assert.match(line(result.lines, abandoned.name) ?? '', /^expired /);
     assert.deepEqual(await sandboxRow(aged.sandboxId), {
       status: 'terminated',
       reason: 'the sandbox reached its maximum lifetime of 24 hours',
     });
 
     assert.equal((await sandboxRow(unsaved.sandboxId)).status, 'ready');
-    assert.match(line(result.lines, unsaved.name) ?? '', /^keep .*session is unsaved/);
+    assert.match(line(result.lines, unsaved.name) ?? '', /^kept .*session is unsaved/);
 
     const now = await onBackend();
     for (const n of [stuck.name, abandoned.name, aged.name]) assert.ok(!now.has(n), `${n} destroyed`);

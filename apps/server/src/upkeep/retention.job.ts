@@ -13,7 +13,7 @@ import type { Db } from '../db/database.ts';
 import type { JobRunContext, ScheduledJob } from '../jobs/scheduled-job.ts';
 import { PRUNABLE, type Prunable } from './prunable.ts';
 
-export const RETENTION_BATCH = 5000;
+export const RETENTION_BATCH = 1000;
 const DAY_MS = 86_400_000;
 
 export interface PruneOptions {

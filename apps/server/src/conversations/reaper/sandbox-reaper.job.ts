@@ -85,7 +85,6 @@ async function reap(ctx: JobRunContext): Promise<JobResult> {
   const { deps, now, dryRun, print } = ctx;
   const { db } = deps;
   const log = deps.logger.child({ component: 'jobs', job: 'sandbox-reaper' });
-  const would = dryRun ? 'would ' : '';
 
   let listed: string[];
   try {
@@ -156,7 +155,7 @@ async function reap(ctx: JobRunContext): Promise<JobResult> {
     try {
       const outcome = dryRun ? await judgeDry(deps, row, bound) : await act(deps, now, row);
       if (outcome === null) continue;
-      print(`${would}${outcome.verb} ${row.name}: ${outcome.message}`);
+      print(`${dryRun ? `would ${outcome.verb}` : PAST[outcome.verb]} ${row.name}: ${outcome.message}`);
       if (outcome.verb === 'free') freed += 1;
       else if (outcome.verb === 'expire') expired += 1;
     } catch (err) {
@@ -189,13 +188,16 @@ async function reap(ctx: JobRunContext): Promise<JobResult> {
   }
 
   const summary =
-    `${would}destroy ${destroyed}, free ${freed}, expire ${expired} sandbox(es) ` +
+    (dryRun
+      ? `would destroy ${destroyed}, free ${freed}, expire ${expired} sandbox(es) `
+      : `destroyed ${destroyed}, freed ${freed}, expired ${expired} sandbox(es) `) +
     `of ${listed.length} listed; ${untracked.length} untracked (reported, kept)` +
     (failures ? `; ${failures} failed` : '');
   return { acted: destroyed + freed + expired, failures, summary };
 }
 
 type Outcome = { verb: 'free' | 'expire' | 'keep'; message: string } | null;
+const PAST = { free: 'freed', expire: 'expired', keep: 'kept' } as const;
 
 /** Invariant 4: reclaiming a sandbox whose runtime session is unsaved would lose the session. */
 const keep = (message: string): Outcome => ({
