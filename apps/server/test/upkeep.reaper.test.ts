@@ -1,4 +1,4 @@
-// The sandbox reaper (conversations/reaper/sandbox-reaper.job.ts) against the real sandboxd:
+// The sandbox reaper (conversations/engine/sandbox-reaper.job.ts) against the real sandboxd:
 // rows written straight into the tables around real backend sandboxes, the job driven with a
 // chosen `now` just inside and just past each bound; a conversation the running engine owns;
 // a listing whose second page fails (a loopback proxy in front of the real sandboxd); and the
@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { createSandboxClient, type SandboxClient } from '@paddock/sandbox-client';
 import { v7 as uuidv7 } from 'uuid';
 import type { SandboxStatus } from '../src/conversations/conversations.tables.ts';
-import { sandboxReaperJob } from '../src/conversations/reaper/sandbox-reaper.job.ts';
+import { sandboxReaperJob } from '../src/conversations/engine/sandbox-reaper.job.ts';
 import type { Deps } from '../src/deps.ts';
 import type { JobResult } from '../src/jobs/scheduled-job.ts';
 import { insertConversation } from './helpers/conversation-rows.ts';

@@ -1,6 +1,6 @@
 // Every scheduled job, in one list: the crontab and the release tasks are built from it.
 import { throttleSweepJob } from '../accounts/throttle-sweep.job.ts';
-import { sandboxReaperJob } from '../conversations/reaper/sandbox-reaper.job.ts';
+import { sandboxReaperJob } from '../conversations/engine/sandbox-reaper.job.ts';
 import { retentionPruneJob } from '../upkeep/retention.job.ts';
 import type { ScheduledJob } from './scheduled-job.ts';
 

@@ -38,7 +38,7 @@ import {
   ownerSessionBehind,
   ownerSetConversation,
   ownerSetSandbox,
-} from '../engine/owner-writes.repo.ts';
+} from './owner-writes.repo.ts';
 
 const LIVE: SandboxStatus[] = ['pending', 'starting', 'ready'];
 const TERMINAL: SandboxStatus[] = ['terminated', 'failed'];
