@@ -1,6 +1,7 @@
 // The retention pruner (upkeep/retention.job.ts) and the throttle sweep
 // (accounts/throttle-sweep.job.ts), driven with a chosen `now`: for every bound, a row a minute
-// (a second, for the throttles) inside it stays and a row as far past it goes.
+// (a second, for the throttles) inside it stays and a row as far past it goes. Also the sandbox
+// reaper of a server with no sandbox backend configured (this app has none).
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, beforeEach, describe, it } from 'node:test';
@@ -8,6 +9,7 @@ import { sql } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import { throttleSweepJob } from '../src/accounts/throttle-sweep.job.ts';
 import { generateApiKey } from '../src/auth/api-key.ts';
+import { sandboxReaperJob } from '../src/conversations/engine/sandbox-reaper.job.ts';
 import type { ScheduledJob } from '../src/jobs/scheduled-job.ts';
 import { PRUNABLE } from '../src/upkeep/prunable.ts';
 import { prune, retentionPruneJob } from '../src/upkeep/retention.job.ts';
@@ -190,5 +192,18 @@ describe('the throttle sweep', () => {
     assert.equal(await count('mail_sends'), 1);
     const kept = await t.deps.db.selectFrom('mail_sends').select('sent_at').executeTakeFirstOrThrow();
     assert.equal(kept.sent_at.getTime(), at(-3_600_000 + 1000).getTime());
+  });
+});
+
+describe('the sandbox reaper without a sandbox backend', () => {
+  it('says there is nothing to reconcile, and is no failure', async () => {
+    assert.equal(t.deps.config.sandbox.baseUrl, undefined);
+    const result = await run(sandboxReaperJob);
+    assert.deepEqual(result, {
+      acted: 0,
+      failures: 0,
+      summary: 'no sandbox backend is configured: nothing to reconcile',
+      lines: ['no sandbox backend is configured (SANDBOX_BASE_URL): nothing to reconcile'],
+    });
   });
 });

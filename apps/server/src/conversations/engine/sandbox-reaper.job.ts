@@ -86,6 +86,12 @@ async function reap(ctx: JobRunContext): Promise<JobResult> {
   const { db } = deps;
   const log = deps.logger.child({ component: 'jobs', job: 'sandbox-reaper' });
 
+  // Without a backend no sandbox exists, and every conversation already fails to provision.
+  if (!deps.config.sandbox.baseUrl) {
+    print('no sandbox backend is configured (SANDBOX_BASE_URL): nothing to reconcile');
+    return { acted: 0, failures: 0, summary: 'no sandbox backend is configured: nothing to reconcile' };
+  }
+
   let listed: string[];
   try {
     listed = (await deps.sandbox.list({ retry: true })).map((s) => s.name);
