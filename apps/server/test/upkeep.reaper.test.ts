@@ -120,9 +120,11 @@ let unsaved: { name: string; sandboxId: string };
 let orphan: string;
 
 before(async () => {
-  // No lifecycle tick during the tests (an hour): the running engine never adopts the rows
-  // below, which are written as no server owns them.
-  h = await startConversationHarness({ engine: { lifecycle: { tickMs: 3_600_000 } } });
+  // No lifecycle tick and no orphan probe during the tests (an hour each): the running engine
+  // never adopts the rows below, which are written as no server owns them. (The probe's option
+  // is spread in: an engine without a separate probe has no such option.)
+  const HOUR = 3_600_000;
+  h = await startConversationHarness({ engine: { lifecycle: { tickMs: HOUR, ...{ orphanProbeMs: HOUR } } } });
   backend = createSandboxClient({ baseUrl: h.sandboxd.url, token: h.sandboxd.token });
   user = await h.user();
   const agent = await h.agent(user);
