@@ -7,8 +7,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { type DatabaseHandle, openDatabase } from '../src/db/database.ts';
 import { backfillMs, cronItems, cronTasks } from '../src/jobs/cron.ts';
+import { runScheduledJob } from '../src/jobs/run-job.ts';
 import type { ScheduledJob } from '../src/jobs/scheduled-job.ts';
 import { type JobRunner, startJobRunner } from '../src/jobs/worker.ts';
+import { jobTask } from '../src/tasks/job-task.ts';
+import { TaskUsageError } from '../src/tasks/task.ts';
 import { buildTestApp, type TestApp } from './helpers/app.ts';
 
 let t: TestApp;
@@ -118,5 +121,57 @@ describe('the crontab', () => {
     assert.equal(backfillMs('7 * * * *'), 59 * 60_000);
     assert.equal(backfillMs('23 4 * * *'), (24 * 60 - 1) * 60_000);
     assert.equal(backfillMs('*/10 * * * *'), 9 * 60_000);
+  });
+});
+
+describe('a run of a scheduled job', () => {
+  const failing: ScheduledJob = {
+    name: 'always-throws',
+    description: 'test probe',
+    crontab: '0 0 1 1 *',
+    async run() {
+      throw new Error('the backend is down');
+    },
+  };
+  const partly: ScheduledJob = {
+    name: 'partly-fails',
+    description: 'test probe',
+    crontab: '0 0 1 1 *',
+    async run({ dryRun, print }) {
+      print(dryRun ? 'would act on a' : 'acted on a');
+      print('failed on b');
+      return { acted: 1, failures: 1, summary: 'acted on 1, failed on 1' };
+    },
+  };
+
+  it('that throws is logged at error, counted as failed, and rethrown', async () => {
+    await assert.rejects(
+      runScheduledJob(failing, {
+        deps: t.deps,
+        now: new Date(),
+        dryRun: false,
+        print: () => {},
+        trigger: 'cron',
+      }),
+      /the backend is down/,
+    );
+    const metrics = await t.deps.metrics.registry.metrics();
+    assert.match(metrics, /paddock_job_runs_total\{job="always-throws",outcome="failed"\} 1$/m);
+    assert.match(metrics, /paddock_job_failures_total\{job="always-throws"\} 1$/m);
+    const line = t.logs.find((l) => l.includes('scheduled job always-throws failed'));
+    assert.ok(line);
+    assert.match(line, /"level":"error"/);
+  });
+
+  it('as a task prints its lines and summary, and fails when items failed; --dry-run reaches the job', async () => {
+    const task = jobTask(partly);
+    assert.equal(task.usage, 'partly-fails [--dry-run]');
+    const lines: string[] = [];
+    await assert.rejects(
+      task.run({ deps: t.deps, args: ['--dry-run'], print: (l) => lines.push(l) }),
+      /partly-fails: 1 item\(s\) failed/,
+    );
+    assert.deepEqual(lines, ['would act on a', 'failed on b', 'dry run: acted on 1, failed on 1']);
+    await assert.rejects(task.run({ deps: t.deps, args: ['--force'], print: () => {} }), TaskUsageError);
   });
 });
