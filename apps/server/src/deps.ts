@@ -1,7 +1,7 @@
 // Wiring happens here and only here. Services are factories taking their dependencies
 // explicitly; tests build the same graph with a test database.
 import { hostname } from 'node:os';
-import { createSandboxClient } from '@paddock/sandbox-client';
+import { createSandboxClient, type SandboxClient } from '@paddock/sandbox-client';
 import type { FastifyRequest } from 'fastify';
 import { createAccountMailTask } from './accounts/accounts.notifications.ts';
 import { type AccountsService, createAccountsService } from './accounts/accounts.service.ts';
@@ -41,7 +41,7 @@ import { isConversationLocked } from './conversations/log/log-events.repo.ts';
 import { createLogTails, type LogTails } from './conversations/log/log-tail.ts';
 import { createLogWriterFactory } from './conversations/log/log-writer.ts';
 import { createCallbackKeys } from './conversations/provisioning/callback-key.ts';
-import { createDestroyQueue } from './conversations/provisioning/destroy-queue.ts';
+import { createDestroyQueue, type DestroyQueue } from './conversations/provisioning/destroy-queue.ts';
 import { packageCommands } from './conversations/provisioning/packages.ts';
 import { createProvisioner } from './conversations/provisioning/provisioner.ts';
 import { defaultRuntimes } from './conversations/turns/runtimes/registry.ts';
@@ -102,6 +102,12 @@ export interface Deps {
   conversationEngine: ConversationEngine;
   /** Who owns which conversation in this process (owner.ts). */
   ownership: Ownership;
+  /** The sandbox backend (SANDBOX_API_URL), as the engine uses it. */
+  sandbox: SandboxClient;
+  /** Backend destroys that are retried until confirmed (destroy-queue.ts). */
+  destroys: DestroyQueue;
+  /** The bounds every conversation server enforces; the sandbox reaper applies the same. */
+  lifecycle: LifecycleOptions;
   /** Credential resolvers tried after the bearer API key (e.g. the browser session cookie). */
   authResolvers: ReadonlyArray<(request: FastifyRequest) => Promise<Principal | null>>;
   /** Resolved API keys, cached for 2 s per process (auth/principal-cache.ts). */
@@ -363,5 +369,14 @@ function createConversationDeps(
     lineage: { db, secrets },
     inferenceCredentials,
   });
-  return { conversations, sandboxKey, conversationEngine, ownership, environmentCheckpoints };
+  return {
+    conversations,
+    sandboxKey,
+    conversationEngine,
+    ownership,
+    environmentCheckpoints,
+    sandbox,
+    destroys,
+    lifecycle,
+  };
 }

@@ -6,6 +6,8 @@ import { migrate } from './db/migrate.ts';
 import { type ConfiguredDatabase, type OpenOptions, openConfiguredDatabase } from './db/open.ts';
 import { createDeps, type Deps, type EngineOptions } from './deps.ts';
 import { buildApp } from './http/app.ts';
+import { cronItems, cronTasks } from './jobs/cron.ts';
+import { SCHEDULED_JOBS } from './jobs/schedule.ts';
 import { type JobRunner, migrateJobs, startJobRunner } from './jobs/worker.ts';
 import type { Logger } from './observability/logger.ts';
 import { createMetrics, startMetricsServer } from './observability/metrics.ts';
@@ -55,11 +57,13 @@ export async function startServer(
   const app = await buildApp(deps);
   let jobs: JobRunner;
   try {
-    // Jobs (mail, later schedules) run in this process; mail of a request never waits on them.
+    // Jobs (mail, the crontab of SCHEDULED_JOBS) run in this process; mail of a request never
+    // waits on them. Every replica runs the crontab: graphile-worker fires each run once.
     jobs = await startJobRunner({
       pool: db.database.pool,
       logger,
-      tasks: deps.jobTasks,
+      tasks: { ...deps.jobTasks, ...cronTasks(SCHEDULED_JOBS, deps) },
+      schedule: cronItems(SCHEDULED_JOBS),
       pollIntervalMs: Math.min(2000, Math.max(100, config.mail.retry.baseMs)),
     });
   } catch (err) {

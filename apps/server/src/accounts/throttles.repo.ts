@@ -74,3 +74,37 @@ export async function claimMailSlot(db: Db, recipient: string, perHour: number):
     return true;
   });
 }
+
+/**
+ * The throttle sweep (throttle-sweep.job.ts): deletes up to `limit` rows that count for nobody
+ * at `now` (sign-in failure windows that ended, mail sends older than the hour), oldest first;
+ * the caller repeats until it returns 0, so no statement holds a long lock.
+ */
+export async function sweepThrottleRows(
+  db: Db,
+  table: 'login_failures' | 'mail_sends',
+  cutoff: Date,
+  limit: number,
+): Promise<number> {
+  const res =
+    table === 'login_failures'
+      ? await sql`DELETE FROM login_failures WHERE email_key IN (
+          SELECT email_key FROM login_failures WHERE window_started_at <= ${cutoff}
+           ORDER BY window_started_at LIMIT ${limit} FOR UPDATE SKIP LOCKED)`.execute(db)
+      : await sql`DELETE FROM mail_sends WHERE id IN (
+          SELECT id FROM mail_sends WHERE sent_at <= ${cutoff}
+           ORDER BY sent_at LIMIT ${limit} FOR UPDATE SKIP LOCKED)`.execute(db);
+  return Number(res.numAffectedRows ?? 0n);
+}
+
+/** What sweepThrottleRows would delete at `cutoff` (the sweep's dry run). */
+export async function countThrottleRows(
+  db: Db,
+  table: 'login_failures' | 'mail_sends',
+  cutoff: Date,
+): Promise<number> {
+  const column = table === 'login_failures' ? 'window_started_at' : 'sent_at';
+  const { rows } = await sql<{ n: number }>`
+    SELECT count(*)::int AS n FROM ${sql.table(table)} WHERE ${sql.ref(column)} <= ${cutoff}`.execute(db);
+  return rows[0]?.n ?? 0;
+}

@@ -1,11 +1,17 @@
 // The admin's cross-tenant views (admin role required; every read audited, metadata only):
-// GET /api/admin/users/:id, /api/admin/users/:id/conversations, /api/admin/conversations/:id.
+// GET /api/admin/users/:id, /api/admin/users/:id/conversations, /api/admin/conversations/:id;
+// and the sandbox reaper's report, GET /api/admin/untracked-sandboxes (names only, no tenant's data).
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { PageQuery } from '../accounts/accounts.schemas.ts';
 import { principalOf } from '../auth/auth.plugin.ts';
-import { AdminConversationDetail, AdminConversationPage, AdminUserDetail } from './admin.schema.ts';
+import {
+  AdminConversationDetail,
+  AdminConversationPage,
+  AdminUserDetail,
+  UntrackedSandboxes,
+} from './admin.schema.ts';
 import type { AdminService } from './admin.service.ts';
 
 const Id = z.object({ id: z.string().max(64) });
@@ -66,6 +72,20 @@ export function adminViewsRoutes(deps: { admin: AdminService }): FastifyPluginAs
       },
       async (request) =>
         await deps.admin.conversation(principalOf(request), request.params.id, { ip: request.ip }),
+    );
+
+    app.get(
+      '/api/admin/untracked-sandboxes',
+      {
+        onRequest: [app.requireAdmin],
+        schema: {
+          tags,
+          summary:
+            'Backend sandboxes no row knows, as the sandbox reaper last found them: reported, never destroyed',
+          response: { 200: UntrackedSandboxes },
+        },
+      },
+      async () => await deps.admin.untrackedSandboxes(),
     );
   };
 }

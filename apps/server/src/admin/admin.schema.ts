@@ -67,3 +67,15 @@ export const AdminConversationDetail = AdminConversation.extend({
 export type AdminUserDetailT = z.infer<typeof AdminUserDetail>;
 export type AdminConversationT = z.infer<typeof AdminConversation>;
 export type AdminConversationDetailT = z.infer<typeof AdminConversationDetail>;
+
+/** What the sandbox reaper's last full listing found that no row knows: names only (reported, never destroyed). */
+export const UntrackedSandboxes = z.object({
+  data: z.array(
+    z.object({
+      name: z.string(),
+      first_seen_at: z.string().describe('the first reaper run that found it'),
+      last_seen_at: z.string().describe('the last reaper run that found it'),
+    }),
+  ),
+});
+export type UntrackedSandboxesT = z.infer<typeof UntrackedSandboxes>;

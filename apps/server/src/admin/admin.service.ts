@@ -20,7 +20,12 @@ import {
   listConversationMetadata,
   turnMetadata,
 } from './admin.repo.ts';
-import type { AdminConversationDetailT, AdminConversationT, AdminUserDetailT } from './admin.schema.ts';
+import type {
+  AdminConversationDetailT,
+  AdminConversationT,
+  AdminUserDetailT,
+  UntrackedSandboxesT,
+} from './admin.schema.ts';
 
 export interface AdminService {
   user(admin: Principal, userId: string, ctx: RequestContext): Promise<AdminUserDetailT>;
@@ -35,7 +40,12 @@ export interface AdminService {
     conversationId: string,
     ctx: RequestContext,
   ): Promise<AdminConversationDetailT>;
+  /** The sandbox reaper's report (no tenant's data: backend names no row knows). */
+  untrackedSandboxes(): Promise<UntrackedSandboxesT>;
 }
+
+/** The admin page shows at most this many untracked sandboxes (oldest first); the log has every one. */
+const UNTRACKED_SHOWN = 500;
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
 
@@ -127,6 +137,23 @@ export function createAdminService(deps: { db: Db; audit: Pick<AuditService, 're
           created_at: t.created_at.toISOString(),
           started_at: iso(t.started_at),
           ended_at: iso(t.ended_at),
+        })),
+      };
+    },
+
+    async untrackedSandboxes() {
+      const rows = await db
+        .selectFrom('untracked_sandboxes')
+        .select(['name', 'first_seen_at', 'last_seen_at'])
+        .orderBy('first_seen_at')
+        .orderBy('name')
+        .limit(UNTRACKED_SHOWN)
+        .execute();
+      return {
+        data: rows.map((r) => ({
+          name: r.name,
+          first_seen_at: r.first_seen_at.toISOString(),
+          last_seen_at: r.last_seen_at.toISOString(),
         })),
       };
     },

@@ -87,6 +87,13 @@ export interface SandboxDestroysTable {
   created_at: Generated<Date>;
 }
 
+/** Backend sandboxes no row knows, as the sandbox reaper's last full listing found them (reported, never destroyed). */
+export interface UntrackedSandboxesTable {
+  name: string;
+  first_seen_at: ColumnType<Date, Date, never>;
+  last_seen_at: ColumnType<Date, Date, Date>;
+}
+
 export interface TurnsTable {
   id: string;
   tenant_id: string;
@@ -135,6 +142,7 @@ export interface ConversationsTables {
   conversations: ConversationsTable;
   sandboxes: SandboxesTable;
   sandbox_destroys: SandboxDestroysTable;
+  untracked_sandboxes: UntrackedSandboxesTable;
   turns: TurnsTable;
   turn_images: TurnImagesTable;
   log_events: LogEventsTable;

@@ -1,4 +1,11 @@
 // Every scheduled job, in one list: the crontab and the release tasks are built from it.
+import { throttleSweepJob } from '../accounts/throttle-sweep.job.ts';
+import { sandboxReaperJob } from '../conversations/engine/sandbox-reaper.job.ts';
+import { retentionPruneJob } from '../upkeep/retention.job.ts';
 import type { ScheduledJob } from './scheduled-job.ts';
 
-export const SCHEDULED_JOBS: readonly ScheduledJob[] = [];
+export const SCHEDULED_JOBS: readonly ScheduledJob[] = [
+  sandboxReaperJob,
+  retentionPruneJob,
+  throttleSweepJob,
+];

@@ -6,7 +6,14 @@
 // - Handlers are short and idempotent (a job may run twice after a crash mid-flight).
 // - graphile-worker's schema migrations run at boot right after ours (migrateJobs), and
 //   in the test template database (scripts/test.ts).
-import { type Runner, run, runMigrations, type TaskList, Logger as WorkerLogger } from 'graphile-worker';
+import {
+  type ParsedCronItem,
+  type Runner,
+  run,
+  runMigrations,
+  type TaskList,
+  Logger as WorkerLogger,
+} from 'graphile-worker';
 import { sql } from 'kysely';
 import type pg from 'pg';
 import type { Db } from '../db/database.ts';
@@ -52,6 +59,8 @@ export async function startJobRunner(options: {
   tasks: TaskList;
   concurrency?: number;
   pollIntervalMs?: number;
+  /** The crontab (cron.ts); its tasks must be in `tasks`. */
+  schedule?: ParsedCronItem[];
 }): Promise<JobRunner> {
   guardClientErrors(options.pool, options.logger);
   const runner: Runner = await run({
@@ -60,6 +69,7 @@ export async function startJobRunner(options: {
     concurrency: options.concurrency ?? 2,
     pollInterval: options.pollIntervalMs ?? 2000,
     noHandleSignals: true,
+    parsedCronItems: options.schedule ?? [],
     logger: workerLogger(options.logger),
   });
   return {

@@ -7,6 +7,15 @@ export interface Metrics {
   auditRejected: Counter<'event_type'>;
   /** Open conversation log streams in this process (stream-viewers.ts). */
   streamViewers: Gauge;
+  /** Scheduled job runs by outcome (`ok`, `failed`: it threw, or some items failed). */
+  jobRuns: Counter<'job' | 'outcome'>;
+  jobDuration: Histogram<'job'>;
+  /** Items a scheduled job acted on (destroyed, deleted, freed, ...). */
+  jobItems: Counter<'job'>;
+  /** Items a scheduled job failed on, plus one per run that threw. */
+  jobFailures: Counter<'job'>;
+  /** Backend sandboxes that no row knows, as the reaper's last full listing found them. */
+  untrackedSandboxes: Gauge;
 }
 
 export function createMetrics(): Metrics {
@@ -30,7 +39,47 @@ export function createMetrics(): Metrics {
     help: 'Open conversation log streams (SSE viewers) in this process',
     registers: [registry],
   });
-  return { registry, httpDuration, auditRejected, streamViewers };
+  const jobRuns = new Counter({
+    name: 'paddock_job_runs_total',
+    help: 'Scheduled job runs by job and outcome (ok, failed)',
+    labelNames: ['job', 'outcome'] as const,
+    registers: [registry],
+  });
+  const jobDuration = new Histogram({
+    name: 'paddock_job_duration_seconds',
+    help: 'Scheduled job run duration by job',
+    labelNames: ['job'] as const,
+    buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600],
+    registers: [registry],
+  });
+  const jobItems = new Counter({
+    name: 'paddock_job_items_total',
+    help: 'Items scheduled jobs acted on (sandboxes destroyed or freed, rows deleted), by job',
+    labelNames: ['job'] as const,
+    registers: [registry],
+  });
+  const jobFailures = new Counter({
+    name: 'paddock_job_failures_total',
+    help: 'Items scheduled jobs failed on, and runs that failed outright, by job',
+    labelNames: ['job'] as const,
+    registers: [registry],
+  });
+  const untrackedSandboxes = new Gauge({
+    name: 'paddock_untracked_sandboxes',
+    help: "Backend sandboxes no row knows, as the sandbox reaper's last full listing found them",
+    registers: [registry],
+  });
+  return {
+    registry,
+    httpDuration,
+    auditRejected,
+    streamViewers,
+    jobRuns,
+    jobDuration,
+    jobItems,
+    jobFailures,
+    untrackedSandboxes,
+  };
 }
 
 /**

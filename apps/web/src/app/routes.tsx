@@ -145,6 +145,12 @@ export const ROUTES: readonly PageRoute[] = [
     page: lazy(() => import('../pages/admin/AdminUserPage')),
   },
   {
+    path: '/admin/sandboxes',
+    access: 'admin',
+    title: 'Untracked sandboxes',
+    page: lazy(() => import('../pages/admin/AdminSandboxesPage')),
+  },
+  {
     path: '/admin/conversations/:id',
     access: 'admin',
     title: 'Conversation (admin)',

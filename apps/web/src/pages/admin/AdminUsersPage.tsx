@@ -74,6 +74,7 @@ export default function AdminUsersPage() {
     <section className="page">
       <div className="page-header">
         <h1>Users</h1>
+        <Link href="/admin/sandboxes">Untracked sandboxes</Link>
       </div>
       <search>
         <form className="form-actions section-gap-bottom" onSubmit={submit}>
