@@ -48,7 +48,9 @@ export function usageRoutes(deps: { usage: UsageService }): FastifyPluginAsync {
         },
       },
       async (request) =>
-        await deps.usage.ofAccount(principalOf(request), request.params.id, request.query, { ip: request.ip }),
+        await deps.usage.ofAccount(principalOf(request), request.params.id, request.query, {
+          ip: request.ip,
+        }),
     );
   };
 }

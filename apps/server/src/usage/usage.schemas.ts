@@ -2,8 +2,14 @@ import { z } from 'zod';
 
 /** Checked by usage.service.ts (parseRange), which answers 400 invalid_query with what is wrong. */
 export const UsageQuery = z.object({
-  from: z.string().optional().describe('ISO 8601 date or date-time (UTC when no offset); default: the start of this month'),
-  to: z.string().optional().describe('ISO 8601 date or date-time, exclusive; default: the start of next month'),
+  from: z
+    .string()
+    .optional()
+    .describe('ISO 8601 date or date-time (UTC when no offset); default: the start of this month'),
+  to: z
+    .string()
+    .optional()
+    .describe('ISO 8601 date or date-time, exclusive; default: the start of next month'),
 });
 
 const Tokens = {

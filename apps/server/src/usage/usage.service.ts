@@ -17,8 +17,7 @@ import type { UsageSummaryT } from './usage.schemas.ts';
 export const MAX_RANGE_DAYS = 366;
 
 const DAY_MS = 24 * 60 * 60 * 1000;
-const ISO =
-  /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3}))?)?(Z|[+-]\d{2}:\d{2})?)?$/;
+const ISO = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3}))?)?(Z|[+-]\d{2}:\d{2})?)?$/;
 
 /** An ISO 8601 date (midnight UTC) or date-time; undefined unless every part is a real one. */
 export function parseIsoDate(text: string): Date | undefined {
@@ -28,7 +27,11 @@ export function parseIsoDate(text: string): Date | undefined {
   const calendar = new Date(Date.UTC(year, month - 1, day));
   // Date.UTC rolls 2026-02-30 over to March (and years below 100 to the 1900s): a date that does
   // not come back as written does not exist.
-  if (calendar.getUTCFullYear() !== year || calendar.getUTCMonth() !== month - 1 || calendar.getUTCDate() !== day)
+  if (
+    calendar.getUTCFullYear() !== year ||
+    calendar.getUTCMonth() !== month - 1 ||
+    calendar.getUTCDate() !== day
+  )
     return undefined;
   if (m[4] === undefined) return calendar;
   if (Number(m[4]) > 23 || Number(m[5]) > 59 || Number(m[6] ?? 0) > 59) return undefined;

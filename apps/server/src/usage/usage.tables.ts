@@ -2,7 +2,6 @@ import type { ColumnType, Generated } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
-type BigintCount = ColumnType<string | null, string | number | null | undefined, string | number | null>;
 
 export type UsageKind = 'sandbox' | 'turn';
 
@@ -11,8 +10,8 @@ export type UsageKind = 'sandbox' | 'turn';
  * sandbox or the turn ends; never by the application.
  */
 export interface UsageEventsTable {
-  /** bigint: returned by pg as a string. */
-  id: Generated<string>;
+  /** bigint: read as a number (db/database.ts). */
+  id: Generated<number>;
   tenant_id: string;
   kind: UsageKind;
   /** The sandbox's or the turn's id: one event each. */
@@ -30,9 +29,9 @@ export interface UsageEventsTable {
   ended_at: Timestamp;
   busy_seconds: number;
   parked_seconds: number;
-  input_tokens: BigintCount;
-  output_tokens: BigintCount;
-  cache_read_tokens: BigintCount;
+  input_tokens: number | null;
+  output_tokens: number | null;
+  cache_read_tokens: number | null;
   /** numeric: returned by pg as a string. */
   cost_usd: string | null;
   created_at: Timestamp;

@@ -115,5 +115,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   await sql`SELECT usage_record_turn(id) FROM turns WHERE status IN ('succeeded', 'failed', 'interrupted')`.execute(
     db,
   );
-  await sql`SELECT usage_record_sandbox(id) FROM sandboxes WHERE status IN ('terminated', 'failed')`.execute(db);
+  await sql`SELECT usage_record_sandbox(id) FROM sandboxes WHERE status IN ('terminated', 'failed')`.execute(
+    db,
+  );
 }
