@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { type AgentsHarness, startAgentsHarness } from './helpers/agents-e2e.ts';
-import { PROVIDER_ENV } from './helpers/fake-inference.ts';
 import type { TestUser } from './helpers/factories.ts';
+import { PROVIDER_ENV } from './helpers/fake-inference.ts';
 
 let a: AgentsHarness;
 let user: TestUser;
