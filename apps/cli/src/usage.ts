@@ -55,7 +55,7 @@ export function renderUsage(u: Usage): string {
       table(
         ['RUNTIME', 'MODEL', 'TURNS', 'INPUT', 'OUTPUT', 'CACHE READ', 'COST'],
         u.by_model.map((m) => [
-          m.runtime ?? '(deleted agent)',
+          m.runtime ?? '-',
           m.model ?? '-',
           count(m.turns),
           count(m.input_tokens),

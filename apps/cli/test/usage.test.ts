@@ -7,10 +7,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { v7 as uuidv7 } from 'uuid';
 import { buildTestApp, type TestApp } from '../../server/test/helpers/app.ts';
-import { insertConversation, insertTurn } from '../../server/test/helpers/conversation-rows.ts';
 import { createVerifiedUser, type TestUser } from '../../server/test/helpers/factories.ts';
+import { insertSandboxLife, readyThisMonth } from '../../server/test/helpers/usage-rows.ts';
 
 const BIN = join(dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'paddock.mjs');
 
@@ -19,61 +18,24 @@ let url: string;
 let user: TestUser;
 const temps: string[] = [];
 
-/** A sandbox ready from `ready` for `hours`, with one turn of `busyMinutes` and its tokens. */
-async function sandboxLife(ready: Date, hours: number, busyMinutes: number, tokens: [number, number]) {
-  const db = t.deps.db;
-  const conv = await insertConversation(db, user.id);
-  const sandbox = uuidv7();
-  await db
-    .insertInto('sandboxes')
-    .values({
-      id: sandbox,
-      tenant_id: user.id,
-      conversation_id: conv.id,
-      name: `service-cli-${sandbox.slice(-8)}`,
-      status: 'ready',
-      created_at: ready,
-      ready_at: ready,
-    })
-    .execute();
-  const turn = await insertTurn(db, conv, 1);
-  await db
-    .updateTable('turns')
-    .set({ sandbox_id: sandbox, started_at: ready })
-    .where('id', '=', turn)
-    .execute();
-  await db
-    .updateTable('turns')
-    .set({
-      status: 'succeeded',
-      ended_at: new Date(ready.getTime() + busyMinutes * 60_000),
-      usage: JSON.stringify({ input_tokens: tokens[0], output_tokens: tokens[1], cost_usd: 0.5 }),
-    })
-    .where('id', '=', turn)
-    .execute();
-  await db
-    .updateTable('sandboxes')
-    .set({ status: 'terminated', ended_at: new Date(ready.getTime() + hours * 3_600_000) })
-    .where('id', '=', sandbox)
-    .execute();
-}
-
 before(async () => {
   t = await buildTestApp();
   await t.app.listen({ port: 0, host: '127.0.0.1' });
   const address = t.app.server.address();
   url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
   user = await createVerifiedUser(t.deps.db);
-  const now = new Date();
-  const thisMonth = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1, 0, 30));
-  // Ends this month, whatever day the test runs on: it started before the run.
-  await sandboxLife(
-    new Date(Math.max(thisMonth.getTime(), now.getTime() - 4 * 3_600_000)),
-    2,
-    30,
-    [1500, 250],
-  );
-  await sandboxLife(new Date('2026-01-10T08:00:00Z'), 3, 90, [10_000, 2000]);
+  await insertSandboxLife(t.deps.db, user.id, {
+    ready: readyThisMonth(2),
+    hours: 2,
+    busyMinutes: 30,
+    tokens: { input: 1500, output: 250, costUsd: 0.5 },
+  });
+  await insertSandboxLife(t.deps.db, user.id, {
+    ready: new Date('2026-01-10T08:00:00Z'),
+    hours: 3,
+    busyMinutes: 90,
+    tokens: { input: 10_000, output: 2000, costUsd: 0.5 },
+  });
 });
 after(async () => {
   await t.close();
