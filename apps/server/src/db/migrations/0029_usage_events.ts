@@ -11,8 +11,9 @@ import { type Kysely, sql } from 'kysely';
 // - A sandbox's busy seconds are the time its turns ran within its ready life, parked seconds
 //   the rest of that life (ready and idle); a sandbox that failed before ready has neither.
 // - Independent of the conversation (no FK: usage outlives a deleted conversation), bound to the
-//   account (ON DELETE CASCADE: deleting the account removes its usage). The retention pruner
-//   deletes rows by created_at after 400 days.
+//   account (ON DELETE CASCADE: deleting the account removes its usage). created_at is the end
+//   of what the event meters (also for the events this migration writes for what had already
+//   ended), so the retention pruner's "created_at older than 400 days" counts from that end.
 // - Existing ended sandboxes and turns are metered once, here.
 // biome-ignore lint/suspicious/noExplicitAny: migrations are untyped by design
 export async function up(db: Kysely<any>): Promise<void> {
@@ -48,14 +49,15 @@ export async function up(db: Kysely<any>): Promise<void> {
     CREATE FUNCTION usage_record_turn(subject uuid) RETURNS void LANGUAGE sql AS $$
       INSERT INTO usage_events (tenant_id, kind, subject_id, conversation_id, sandbox_id, status, reason,
         runtime, model, started_at, ended_at, busy_seconds,
-        input_tokens, output_tokens, cache_read_tokens, cost_usd)
+        input_tokens, output_tokens, cache_read_tokens, cost_usd, created_at)
       SELECT t.tenant_id, 'turn', t.id, t.conversation_id, t.sandbox_id, t.status, NULL,
         a.runtime, a.model, t.started_at, coalesce(t.ended_at, now()),
         GREATEST(0, EXTRACT(EPOCH FROM coalesce(t.ended_at, now()) - t.started_at)),
         round((t.usage->>'input_tokens')::numeric)::bigint,
         round((t.usage->>'output_tokens')::numeric)::bigint,
         round((t.usage->>'cache_read_tokens')::numeric)::bigint,
-        (t.usage->>'cost_usd')::numeric
+        (t.usage->>'cost_usd')::numeric,
+        coalesce(t.ended_at, now())
       FROM turns t
       JOIN conversations c ON c.id = t.conversation_id
       LEFT JOIN agents a ON a.id = c.agent_id
@@ -76,12 +78,13 @@ export async function up(db: Kysely<any>): Promise<void> {
         WHERE s.ready_at IS NOT NULL AND t.started_at IS NOT NULL
       )
       INSERT INTO usage_events (tenant_id, kind, subject_id, conversation_id, sandbox_id, status, reason,
-        runtime, model, started_at, ready_at, ended_at, busy_seconds, parked_seconds)
+        runtime, model, started_at, ready_at, ended_at, busy_seconds, parked_seconds, created_at)
       SELECT s.tenant_id, 'sandbox', s.id, s.conversation_id, s.id, s.status, s.reason,
         a.runtime, a.model, s.created_at, s.ready_at, s.until,
         CASE WHEN s.ready_at IS NULL THEN 0 ELSE LEAST(busy.seconds,
           GREATEST(0, EXTRACT(EPOCH FROM s.until - s.ready_at))) END,
-        CASE WHEN s.ready_at IS NULL THEN 0 ELSE GREATEST(0, EXTRACT(EPOCH FROM s.until - s.ready_at) - busy.seconds) END
+        CASE WHEN s.ready_at IS NULL THEN 0 ELSE GREATEST(0, EXTRACT(EPOCH FROM s.until - s.ready_at) - busy.seconds) END,
+        s.until
       FROM s CROSS JOIN busy
       JOIN conversations c ON c.id = s.conversation_id
       LEFT JOIN agents a ON a.id = c.agent_id
