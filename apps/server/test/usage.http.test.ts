@@ -140,6 +140,27 @@ describe('usage events', () => {
     assert.equal(open?.cost_usd, null);
   });
 
+  it('figures a runtime reported out of range never stop the turn from ending: they are recorded as not reported', async () => {
+    const user = await createVerifiedUser(t.deps.db);
+    const conv = await insertConversation(t.deps.db, user.id);
+    const t0 = new Date('2026-03-10T09:00:00Z');
+    const sandbox = await insertSandbox(conv, t0, t0);
+    // The agent CLI's output is the sandbox's to write: a usage line can say anything a double can.
+    const turn = await runTurn(conv, sandbox, 1, t0, at(t0, 10), {
+      input_tokens: 1e300,
+      output_tokens: -5,
+      cache_read_tokens: 12.6,
+      cost_usd: 1e300,
+    });
+    const [ended] = await t.deps.db.selectFrom('turns').select('status').where('id', '=', turn).execute();
+    assert.equal(ended?.status, 'succeeded');
+    const [row] = await events(turn);
+    assert.deepEqual(
+      [row?.input_tokens, row?.output_tokens, row?.cache_read_tokens, row?.cost_usd],
+      [null, null, 13, null],
+    );
+  });
+
   it('a sandbox that fails before ready is an event with no busy or parked time', async () => {
     const user = await createVerifiedUser(t.deps.db);
     const conv = await insertConversation(t.deps.db, user.id);

@@ -44,6 +44,20 @@ export async function up(db: Kysely<any>): Promise<void> {
   await sql`CREATE INDEX usage_events_tenant_ended_idx ON usage_events (tenant_id, ended_at)`.execute(db);
   await sql`CREATE INDEX usage_events_created_at_idx ON usage_events (created_at)`.execute(db);
 
+  // A runtime's figures as stored on the turn, read defensively: they come from the agent CLI's
+  // output, which the sandbox controls, and a cast that failed here would fail the update that
+  // ends the turn. A count that is not a number from 0 to 10^18, or a cost that is not one from 0
+  // to 10^9 USD, is recorded as not reported.
+  await sql`
+    CREATE FUNCTION usage_count(v jsonb) RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
+      SELECT CASE WHEN jsonb_typeof(v) = 'number' AND v::numeric BETWEEN 0 AND 1e18
+        THEN round(v::numeric)::bigint END
+    $$`.execute(db);
+  await sql`
+    CREATE FUNCTION usage_cost(v jsonb) RETURNS numeric LANGUAGE sql IMMUTABLE AS $$
+      SELECT CASE WHEN jsonb_typeof(v) = 'number' AND v::numeric BETWEEN 0 AND 1e9 THEN v::numeric END
+    $$`.execute(db);
+
   // A turn's runtime and model are its agent's as the turn ends (null once the agent is deleted).
   await sql`
     CREATE FUNCTION usage_record_turn(subject uuid) RETURNS void LANGUAGE sql AS $$
@@ -53,10 +67,10 @@ export async function up(db: Kysely<any>): Promise<void> {
       SELECT t.tenant_id, 'turn', t.id, t.conversation_id, t.sandbox_id, t.status, NULL,
         a.runtime, a.model, t.started_at, coalesce(t.ended_at, now()),
         GREATEST(0, EXTRACT(EPOCH FROM coalesce(t.ended_at, now()) - t.started_at)),
-        round((t.usage->>'input_tokens')::numeric)::bigint,
-        round((t.usage->>'output_tokens')::numeric)::bigint,
-        round((t.usage->>'cache_read_tokens')::numeric)::bigint,
-        (t.usage->>'cost_usd')::numeric,
+        usage_count(t.usage->'input_tokens'),
+        usage_count(t.usage->'output_tokens'),
+        usage_count(t.usage->'cache_read_tokens'),
+        usage_cost(t.usage->'cost_usd'),
         coalesce(t.ended_at, now())
       FROM turns t
       JOIN conversations c ON c.id = t.conversation_id
