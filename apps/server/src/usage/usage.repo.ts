@@ -1,94 +1,94 @@
-// The reads of the usage meter: one account's usage events that ended in [from, to), summed.
-// Served by usage_events_tenant_ended_idx (migration 0029).
+// The reads of the usage meter: one account's usage events that ended in [from, to), summed in
+// one scan of usage_events_tenant_ended_idx (migration 0029), grouped by kind, runtime and model;
+// the totals are the sums of those few groups.
 import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
 
-export interface UsageTotals {
+export interface TokenSums {
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  /** Null when no turn of the group reported a cost. */
+  costUsd: number | null;
+}
+
+export interface ModelUsage extends TokenSums {
+  runtime: string | null;
+  model: string | null;
+  turns: number;
+}
+
+export interface UsageSums {
   sandboxes: number;
   failedBeforeReady: number;
   busySeconds: number;
   parkedSeconds: number;
-  turns: number;
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens: number;
-  /** Null when no turn of the range reported a cost. */
-  costUsd: number | null;
+  turns: TokenSums & { count: number };
+  /** Most turns first. */
+  byModel: ModelUsage[];
 }
 
-export interface ModelUsage {
-  runtime: string | null;
-  model: string | null;
-  turns: number;
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens: number;
-  costUsd: number | null;
-}
+const addCost = (a: number | null, b: number | null): number | null =>
+  a === null ? b : b === null ? a : a + b;
 
-const num = (v: string | number | null | undefined): number => Number(v ?? 0);
-const orNull = (v: string | number | null | undefined): number | null => (v == null ? null : Number(v));
-
-function inRange(db: Db, tenantId: string, from: Date, to: Date) {
-  return db
+export async function usageSums(db: Db, tenantId: string, from: Date, to: Date): Promise<UsageSums> {
+  const rows = await db
     .selectFrom('usage_events')
     .where('tenant_id', '=', tenantId)
     .where('ended_at', '>=', from)
-    .where('ended_at', '<', to);
-}
-
-export async function usageTotals(db: Db, tenantId: string, from: Date, to: Date): Promise<UsageTotals> {
-  const row = await inRange(db, tenantId, from, to)
+    .where('ended_at', '<', to)
     .select([
-      sql<string>`count(*) FILTER (WHERE kind = 'sandbox')`.as('sandboxes'),
-      sql<string>`count(*) FILTER (WHERE kind = 'sandbox' AND ready_at IS NULL)`.as('failed_before_ready'),
-      sql<number>`coalesce(sum(busy_seconds) FILTER (WHERE kind = 'sandbox'), 0)`.as('busy'),
-      sql<number>`coalesce(sum(parked_seconds) FILTER (WHERE kind = 'sandbox'), 0)`.as('parked'),
-      sql<string>`count(*) FILTER (WHERE kind = 'turn')`.as('turns'),
-      sql<string>`coalesce(sum(input_tokens), 0)`.as('input_tokens'),
-      sql<string>`coalesce(sum(output_tokens), 0)`.as('output_tokens'),
-      sql<string>`coalesce(sum(cache_read_tokens), 0)`.as('cache_read_tokens'),
-      sql<string | null>`sum(cost_usd)`.as('cost_usd'),
-    ])
-    .executeTakeFirstOrThrow();
-  return {
-    sandboxes: num(row.sandboxes),
-    failedBeforeReady: num(row.failed_before_ready),
-    busySeconds: num(row.busy),
-    parkedSeconds: num(row.parked),
-    turns: num(row.turns),
-    inputTokens: num(row.input_tokens),
-    outputTokens: num(row.output_tokens),
-    cacheReadTokens: num(row.cache_read_tokens),
-    costUsd: orNull(row.cost_usd),
-  };
-}
-
-/** The range's turns per runtime and model, most turns first. */
-export async function usageByModel(db: Db, tenantId: string, from: Date, to: Date): Promise<ModelUsage[]> {
-  const rows = await inRange(db, tenantId, from, to)
-    .where('kind', '=', 'turn')
-    .select([
+      'kind',
       'runtime',
       'model',
-      sql<string>`count(*)`.as('turns'),
+      sql<number>`count(*)::int`.as('n'),
+      sql<number>`(count(*) FILTER (WHERE ready_at IS NULL))::int`.as('never_ready'),
+      sql<number>`sum(busy_seconds)`.as('busy'),
+      sql<number>`sum(parked_seconds)`.as('parked'),
       sql<string>`coalesce(sum(input_tokens), 0)`.as('input_tokens'),
       sql<string>`coalesce(sum(output_tokens), 0)`.as('output_tokens'),
       sql<string>`coalesce(sum(cache_read_tokens), 0)`.as('cache_read_tokens'),
       sql<string | null>`sum(cost_usd)`.as('cost_usd'),
     ])
-    .groupBy(['runtime', 'model'])
-    .orderBy(sql`count(*)`, 'desc')
-    .orderBy('runtime')
-    .orderBy('model')
+    .groupBy(['kind', 'runtime', 'model'])
     .execute();
-  return rows.map((r) => ({
-    runtime: r.runtime,
-    model: r.model,
-    turns: num(r.turns),
-    inputTokens: num(r.input_tokens),
-    outputTokens: num(r.output_tokens),
-    cacheReadTokens: num(r.cache_read_tokens),
-    costUsd: orNull(r.cost_usd),
-  }));
+  const sums: UsageSums = {
+    sandboxes: 0,
+    failedBeforeReady: 0,
+    busySeconds: 0,
+    parkedSeconds: 0,
+    turns: { count: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, costUsd: null },
+    byModel: [],
+  };
+  for (const r of rows) {
+    if (r.kind === 'sandbox') {
+      sums.sandboxes += r.n;
+      sums.failedBeforeReady += r.never_ready;
+      sums.busySeconds += Number(r.busy);
+      sums.parkedSeconds += Number(r.parked);
+      continue;
+    }
+    const m: ModelUsage = {
+      runtime: r.runtime,
+      model: r.model,
+      turns: r.n,
+      inputTokens: Number(r.input_tokens),
+      outputTokens: Number(r.output_tokens),
+      cacheReadTokens: Number(r.cache_read_tokens),
+      costUsd: r.cost_usd === null ? null : Number(r.cost_usd),
+    };
+    sums.byModel.push(m);
+    sums.turns.count += m.turns;
+    sums.turns.inputTokens += m.inputTokens;
+    sums.turns.outputTokens += m.outputTokens;
+    sums.turns.cacheReadTokens += m.cacheReadTokens;
+    sums.turns.costUsd = addCost(sums.turns.costUsd, m.costUsd);
+  }
+  sums.byModel.sort(
+    (a, b) =>
+      b.turns - a.turns ||
+      (a.runtime ?? '').localeCompare(b.runtime ?? '') ||
+      (a.model ?? '').localeCompare(b.model ?? ''),
+  );
+  return sums;
 }

@@ -10,7 +10,7 @@ import type { Principal } from '../auth/principal.ts';
 import type { Db } from '../db/database.ts';
 import { AppError } from '../http/errors.ts';
 import { isUuid } from '../resources/fields.ts';
-import { usageByModel, usageTotals } from './usage.repo.ts';
+import { type TokenSums, usageSums } from './usage.repo.ts';
 import type { UsageSummaryT } from './usage.schemas.ts';
 
 /** A year and a day: a leap year's range from Jan 1 to Jan 1 fits. */
@@ -90,34 +90,28 @@ export function createUsageService(deps: {
   const now = deps.now ?? (() => new Date());
 
   async function summary(tenantId: string, from: Date, to: Date): Promise<UsageSummaryT> {
-    const [totals, models] = await Promise.all([
-      usageTotals(db, tenantId, from, to),
-      usageByModel(db, tenantId, from, to),
-    ]);
+    const sums = await usageSums(db, tenantId, from, to);
+    const tokens = (t: TokenSums) => ({
+      input_tokens: t.inputTokens,
+      output_tokens: t.outputTokens,
+      cache_read_tokens: t.cacheReadTokens,
+      cost_usd: t.costUsd,
+    });
     return {
       from: from.toISOString(),
       to: to.toISOString(),
       sandboxes: {
-        count: totals.sandboxes,
-        failed_before_ready: totals.failedBeforeReady,
-        busy_seconds: totals.busySeconds,
-        parked_seconds: totals.parkedSeconds,
+        count: sums.sandboxes,
+        failed_before_ready: sums.failedBeforeReady,
+        busy_seconds: sums.busySeconds,
+        parked_seconds: sums.parkedSeconds,
       },
-      turns: {
-        count: totals.turns,
-        input_tokens: totals.inputTokens,
-        output_tokens: totals.outputTokens,
-        cache_read_tokens: totals.cacheReadTokens,
-        cost_usd: totals.costUsd,
-      },
-      by_model: models.map((m) => ({
+      turns: { count: sums.turns.count, ...tokens(sums.turns) },
+      by_model: sums.byModel.map((m) => ({
         runtime: m.runtime,
         model: m.model,
         turns: m.turns,
-        input_tokens: m.inputTokens,
-        output_tokens: m.outputTokens,
-        cache_read_tokens: m.cacheReadTokens,
-        cost_usd: m.costUsd,
+        ...tokens(m),
       })),
     };
   }
