@@ -75,8 +75,8 @@ export function registerUsageCommand(program: Command, ctx: CommandContext): voi
     .description(
       "the account's usage: sandbox hours busy and parked, turns, tokens and cost (this month, UTC, by default)",
     )
-    .option('--from <date>', 'start of the range, an ISO date (2026-11-01) or date-time; default: this month')
-    .option('--to <date>', 'end of the range, exclusive; default: the start of next month')
+    .option('--from <date>', 'start of the range, an ISO date (2026-11-01) or date-time')
+    .option('--to <date>', 'end of the range, exclusive (alone or with --from only: that month)')
     .allowExcessArguments(false)
     .action(async (opts: { from?: string; to?: string }) => {
       const query = new URLSearchParams();

@@ -282,6 +282,20 @@ describe('GET /api/account/usage', () => {
     assert.deepEqual([body.sandboxes.count, body.turns.count, body.turns.input_tokens], [1, 1, 7]);
   });
 
+  it('with one bound, the month it falls in', async () => {
+    const user = await createVerifiedUser(t.deps.db);
+    const range = async (query: string) => {
+      const body = (await usage(user, query)).json();
+      return [body.from, body.to];
+    };
+    assert.deepEqual(await range('?from=2026-11-15'), [
+      '2026-11-15T00:00:00.000Z',
+      '2026-12-01T00:00:00.000Z',
+    ]);
+    assert.deepEqual(await range('?to=2026-12-01'), ['2026-11-01T00:00:00.000Z', '2026-12-01T00:00:00.000Z']);
+    assert.deepEqual(await range('?to=2026-12-10'), ['2026-12-01T00:00:00.000Z', '2026-12-10T00:00:00.000Z']);
+  });
+
   it('an empty range is zeros, with no cost rather than a cost of 0', async () => {
     const user = await createVerifiedUser(t.deps.db);
     const body = (await usage(user, '?from=2020-01-01&to=2020-02-01')).json();

@@ -13,7 +13,7 @@ const DESCRIPTION =
   'Sums the usage events that ended in [from, to): sandbox lifetimes (busy while a turn ran, ' +
   'parked while ready and idle) and turns (tokens and cost as the runtime reported them). ' +
   'from and to are ISO 8601 dates or date-times (UTC unless an offset is given), from before to, ' +
-  'at most 366 days apart; without them, this month (UTC).';
+  'at most 366 days apart. Without them, this month (UTC); with one, the month it falls in.';
 
 export function usageRoutes(deps: { usage: UsageService }): FastifyPluginAsync {
   return async (root) => {

@@ -5,11 +5,15 @@ export const UsageQuery = z.object({
   from: z
     .string()
     .optional()
-    .describe('ISO 8601 date or date-time (UTC when no offset); default: the start of this month'),
+    .describe(
+      "ISO 8601 date or date-time (UTC when no offset); default: the start of to's month, or of this month",
+    ),
   to: z
     .string()
     .optional()
-    .describe('ISO 8601 date or date-time, exclusive; default: the start of next month'),
+    .describe(
+      "ISO 8601 date or date-time, exclusive; default: the start of the month after from's, or after this one",
+    ),
 });
 
 const Tokens = {

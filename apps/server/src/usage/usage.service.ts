@@ -52,17 +52,23 @@ function invalid(field: string, message: string): AppError {
   return new AppError('invalid_query', message, { extra: { errors: { [field]: [message] } } });
 }
 
+/**
+ * The range of a query. Without either bound, this month (UTC); with one, the month it falls in:
+ * `from` alone runs to the start of the next month, `to` alone from the start of the month of the
+ * instant before it (`to=2026-12-01` is November).
+ */
 export function parseRange(query: { from?: string | undefined; to?: string | undefined }, now: Date) {
-  const month = thisMonth(now);
-  const read = (field: 'from' | 'to'): Date => {
+  const read = (field: 'from' | 'to'): Date | undefined => {
     const text = query[field];
-    if (text === undefined) return month[field];
+    if (text === undefined) return undefined;
     const date = parseIsoDate(text);
     if (!date) throw invalid(field, `${field} is not an ISO 8601 date (YYYY-MM-DD) or date-time`);
     return date;
   };
-  const from = read('from');
-  const to = read('to');
+  const given = { from: read('from'), to: read('to') };
+  const from =
+    given.from ?? (given.to ? thisMonth(new Date(given.to.getTime() - 1)).from : thisMonth(now).from);
+  const to = given.to ?? thisMonth(from).to;
   if (from.getTime() >= to.getTime()) throw invalid('to', 'from must be before to');
   if (to.getTime() - from.getTime() > MAX_RANGE_DAYS * DAY_MS)
     throw invalid('to', `the range is longer than ${MAX_RANGE_DAYS} days`);

@@ -48,7 +48,7 @@ export interface paths {
         };
         /**
          * The account's usage in a range: sandbox hours busy and parked, turns, tokens, cost
-         * @description Sums the usage events that ended in [from, to): sandbox lifetimes (busy while a turn ran, parked while ready and idle) and turns (tokens and cost as the runtime reported them). from and to are ISO 8601 dates or date-times (UTC unless an offset is given), from before to, at most 366 days apart; without them, this month (UTC).
+         * @description Sums the usage events that ended in [from, to): sandbox lifetimes (busy while a turn ran, parked while ready and idle) and turns (tokens and cost as the runtime reported them). from and to are ISO 8601 dates or date-times (UTC unless an offset is given), from before to, at most 366 days apart. Without them, this month (UTC); with one, the month it falls in.
          */
         get: operations["getAccountUsage"];
         put?: never;
@@ -244,7 +244,7 @@ export interface paths {
         };
         /**
          * One account's usage in a range (the read is audited)
-         * @description Sums the usage events that ended in [from, to): sandbox lifetimes (busy while a turn ran, parked while ready and idle) and turns (tokens and cost as the runtime reported them). from and to are ISO 8601 dates or date-times (UTC unless an offset is given), from before to, at most 366 days apart; without them, this month (UTC).
+         * @description Sums the usage events that ended in [from, to): sandbox lifetimes (busy while a turn ran, parked while ready and idle) and turns (tokens and cost as the runtime reported them). from and to are ISO 8601 dates or date-times (UTC unless an offset is given), from before to, at most 366 days apart. Without them, this month (UTC); with one, the month it falls in.
          */
         get: operations["getAdminUsersByIdUsage"];
         put?: never;
@@ -1191,9 +1191,9 @@ export interface operations {
     getAccountUsage: {
         parameters: {
             query?: {
-                /** @description ISO 8601 date or date-time (UTC when no offset); default: the start of this month */
+                /** @description ISO 8601 date or date-time (UTC when no offset); default: the start of to's month, or of this month */
                 from?: string;
-                /** @description ISO 8601 date or date-time, exclusive; default: the start of next month */
+                /** @description ISO 8601 date or date-time, exclusive; default: the start of the month after from's, or after this one */
                 to?: string;
             };
             header?: never;
@@ -2094,9 +2094,9 @@ export interface operations {
     getAdminUsersByIdUsage: {
         parameters: {
             query?: {
-                /** @description ISO 8601 date or date-time (UTC when no offset); default: the start of this month */
+                /** @description ISO 8601 date or date-time (UTC when no offset); default: the start of to's month, or of this month */
                 from?: string;
-                /** @description ISO 8601 date or date-time, exclusive; default: the start of next month */
+                /** @description ISO 8601 date or date-time, exclusive; default: the start of the month after from's, or after this one */
                 to?: string;
             };
             header?: never;
