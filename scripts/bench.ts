@@ -16,6 +16,7 @@ const BENCHES: Record<string, string> = {
   http: 'scripts/bench-http.ts',
   sandbox: 'scripts/bench-sandbox.ts',
   login: 'scripts/bench-login.ts',
+  usage: 'scripts/bench-usage.ts',
   'mail-oracle': 'scripts/bench-mail-oracle.ts',
   redaction: 'scripts/bench-redaction.ts',
   conversations: 'scripts/bench-conversations.ts',

@@ -20,6 +20,7 @@ import { compileManifests, redactedPlan } from './manifest.ts';
 import { type Io, json, type OutputFormat, table, withProgress } from './output.ts';
 import { promptHidden, promptLine, readAllStdin } from './prompt.ts';
 import { findOne, manifestOf, type Row, resourceType, UUID } from './resources.ts';
+import { registerUsageCommand } from './usage.ts';
 
 /** The CLI's version (apps/cli/package.json), for `paddock --version`. */
 const VERSION = (
@@ -243,6 +244,7 @@ export async function main(argv: string[], env: Env, io: Io): Promise<number> {
 
   registerConversationCommands(program, ctx);
   registerCredentialCommands(program, ctx);
+  registerUsageCommand(program, ctx);
 
   const keys = program.command('keys').description('list, create and revoke API keys');
   keys

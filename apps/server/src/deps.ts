@@ -62,6 +62,7 @@ import { createMailer, type Mailer } from './mail/mailer.ts';
 import type { Logger } from './observability/logger.ts';
 import type { Metrics } from './observability/metrics.ts';
 import { createSecretsService, type SecretsService } from './secrets/secrets.service.ts';
+import { createUsageService, type UsageService } from './usage/usage.service.ts';
 import { createVaultsService, type VaultsService } from './vaults/vaults.service.ts';
 
 export interface HealthService {
@@ -93,6 +94,7 @@ export interface Deps {
   apply: ApplyService;
   exporter: ExportService;
   admin: AdminService;
+  usage: UsageService;
   conversations: ConversationsService;
   /** What a sandbox's conversation-scoped key may do under /api/conversations (sandbox-key.ts). */
   sandboxKey: SandboxKeyRule;
@@ -216,6 +218,7 @@ export function createDeps(input: CreateDepsInput): Deps {
     apply: createApplyService({ db, logger: input.logger, audit, secrets, environments, vaults, agents }),
     exporter: createExportService({ secrets, environments, vaults, agents }),
     admin: createAdminService({ db, audit }),
+    usage: createUsageService({ db, audit }),
     ...accountsDeps,
     authResolvers: [(request) => accountsDeps.sessions.resolve(request)],
     principals,

@@ -7,6 +7,7 @@ import type { ConversationsTables } from '../conversations/conversations.tables.
 import type { EnvironmentsTables } from '../environments/environments.tables.ts';
 import type { InferenceCredentialsTables } from '../inference-credentials/inference-credentials.tables.ts';
 import type { SecretsTables } from '../secrets/secrets.tables.ts';
+import type { UsageTables } from '../usage/usage.tables.ts';
 import type { VaultsTables } from '../vaults/vaults.tables.ts';
 
 export interface PaddockMigrationsTable {
@@ -22,6 +23,7 @@ export interface Database
     VaultsTables,
     AgentsTables,
     ConversationsTables,
-    InferenceCredentialsTables {
+    InferenceCredentialsTables,
+    UsageTables {
   paddock_migrations: PaddockMigrationsTable;
 }

@@ -5,6 +5,8 @@ export const ERROR_CODES = {
   invalid_body: 400,
   /** A request the HTTP parser or the router could not read (malformed line, header, length, URL). */
   bad_request: 400,
+  /** A query parameter the endpoint cannot use (GET /api/account/usage: from and to). */
+  invalid_query: 400,
   unauthorized: 401,
   subscription_required: 402,
   forbidden: 403,

@@ -14,6 +14,7 @@ import type { Deps } from '../deps.ts';
 import { environmentsRoutes } from '../environments/environments.routes.ts';
 import { inferenceCredentialsRoutes } from '../inference-credentials/inference-credentials.routes.ts';
 import { siteRoutes } from '../site/site.routes.ts';
+import { usageRoutes } from '../usage/usage.routes.ts';
 import { vaultsRoutes } from '../vaults/vaults.routes.ts';
 import { healthRoutes } from './routes/health.routes.ts';
 import { openapiRoutes } from './routes/openapi.routes.ts';
@@ -28,6 +29,7 @@ export async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<
   await app.register(adminRoutes(deps));
   await app.register(adminViewsRoutes(deps));
   await app.register(auditRoutes(deps));
+  await app.register(usageRoutes(deps));
   await app.register(environmentsRoutes(deps));
   await app.register(vaultsRoutes(deps));
   await app.register(agentsRoutes(deps));

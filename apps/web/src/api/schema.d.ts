@@ -39,6 +39,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/account/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The account's usage in a range: sandbox hours busy and parked, turns, tokens, cost
+         * @description Sums the usage events that ended in [from, to): sandbox lifetimes (busy while a turn ran, parked while ready and idle) and turns (tokens and cost as the runtime reported them). from and to are ISO 8601 dates or date-times (UTC unless an offset is given), from before to, at most 366 days apart. Without them, this month (UTC); with one, the month it falls in.
+         */
+        get: operations["getAccountUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/audit": {
         parameters: {
             query?: never;
@@ -226,6 +246,26 @@ export interface paths {
         put?: never;
         /** Lift a suspension */
         post: operations["postAdminUsersByIdUnsuspend"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/users/{id}/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One account's usage in a range (the read is audited)
+         * @description Sums the usage events that ended in [from, to): sandbox lifetimes (busy while a turn ran, parked while ready and idle) and turns (tokens and cost as the runtime reported them). from and to are ISO 8601 dates or date-times (UTC unless an offset is given), from before to, at most 366 days apart. Without them, this month (UTC); with one, the month it falls in.
+         */
+        get: operations["getAdminUsersByIdUsage"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1165,6 +1205,106 @@ export interface operations {
             };
         };
     };
+    getAccountUsage: {
+        parameters: {
+            query?: {
+                /** @description ISO 8601 date or date-time (UTC when no offset); default: the start of to's month, or of this month */
+                from?: string;
+                /** @description ISO 8601 date or date-time, exclusive; default: the start of the month after from's, or after this one */
+                to?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        by_model: {
+                            cache_read_tokens: number;
+                            /** @description null when no turn reported a cost */
+                            cost_usd: number | null;
+                            input_tokens: number;
+                            model: string | null;
+                            output_tokens: number;
+                            runtime: string | null;
+                            turns: number;
+                        }[];
+                        from: string;
+                        sandboxes: {
+                            /** @description time a turn was running in the sandbox */
+                            busy_seconds: number;
+                            /** @description sandbox lifetimes that ended in the range */
+                            count: number;
+                            failed_before_ready: number;
+                            /** @description time the sandbox was ready and idle */
+                            parked_seconds: number;
+                        };
+                        to: string;
+                        turns: {
+                            cache_read_tokens: number;
+                            /** @description null when no turn reported a cost */
+                            cost_usd: number | null;
+                            count: number;
+                            input_tokens: number;
+                            output_tokens: number;
+                        };
+                    };
+                };
+            };
+            /** @description Default Response */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        errors?: {
+                            [key: string]: string[];
+                        };
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
     getAdminAudit: {
         parameters: {
             query: {
@@ -2010,6 +2150,136 @@ export interface operations {
             };
             /** @description Default Response */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    getAdminUsersByIdUsage: {
+        parameters: {
+            query?: {
+                /** @description ISO 8601 date or date-time (UTC when no offset); default: the start of to's month, or of this month */
+                from?: string;
+                /** @description ISO 8601 date or date-time, exclusive; default: the start of the month after from's, or after this one */
+                to?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        by_model: {
+                            cache_read_tokens: number;
+                            /** @description null when no turn reported a cost */
+                            cost_usd: number | null;
+                            input_tokens: number;
+                            model: string | null;
+                            output_tokens: number;
+                            runtime: string | null;
+                            turns: number;
+                        }[];
+                        from: string;
+                        sandboxes: {
+                            /** @description time a turn was running in the sandbox */
+                            busy_seconds: number;
+                            /** @description sandbox lifetimes that ended in the range */
+                            count: number;
+                            failed_before_ready: number;
+                            /** @description time the sandbox was ready and idle */
+                            parked_seconds: number;
+                        };
+                        to: string;
+                        turns: {
+                            cache_read_tokens: number;
+                            /** @description null when no turn reported a cost */
+                            cost_usd: number | null;
+                            count: number;
+                            input_tokens: number;
+                            output_tokens: number;
+                        };
+                    };
+                };
+            };
+            /** @description Default Response */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        errors?: {
+                            [key: string]: string[];
+                        };
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

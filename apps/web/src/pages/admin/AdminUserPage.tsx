@@ -10,6 +10,7 @@ import { Link, useParams } from '../../app/router';
 import { ErrorNotice } from '../../ui/ErrorNotice';
 import { StatusBadge } from '../../ui/StatusBadge';
 import { relativeTime } from '../../ui/time';
+import { AdminUsageBlock } from '../account/UsageBlock';
 
 export function bytes(n: number): string {
   if (n < 1024) return `${n} B`;
@@ -116,6 +117,7 @@ export default function AdminUserPage() {
               {d.counts.conversations} conversations · {d.counts.active_api_keys} active API keys
             </dd>
           </dl>
+          <AdminUsageBlock id={d.user.id} />
           {d.user.id !== me?.id && <PasswordHelp id={d.user.id} email={d.user.email} />}
         </>
       )}
