@@ -10,13 +10,18 @@
 //      the file changed in the sandbox, the common events recorded, the turn's session and usage;
 //   3. a follow-up: the same session resumed (the provider sees the earlier messages);
 //   4. the sandbox reclaimed for idleness, a prompt again: a new sandbox, still the same session;
-//   5. without the provider key: the turn fails at once with a readable reason, never a hang (once:
-//      the CLI never calls the provider, so how it is reached changes nothing).
+//   5. without the provider key: the turn fails at once with a readable reason, never a hang;
+//   6. a provider answering a bare `400 Bad Request` (no body, as a gateway's HTTP parser answers
+//      a request it cannot read): the turn's error says the status (and the URL where Paddock
+//      knows it), where Codex alone prints an empty message, opencode the status text and Gemini
+//      an empty JSON error.
+// 5 and 6 once, through the service route: how the provider is reached changes nothing there.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Runtime } from '../../src/agents/agents.tables.ts';
 import { type AgentSetup, type AgentsHarness, type Gateway, startAgentsHarness } from './agents-e2e.ts';
 import type { TestUser } from './factories.ts';
+import { PROVIDER_ENV } from './fake-inference.ts';
 
 export interface AgentE2EOptions {
   /** Extra provider settings for the environment (e.g. opencode's provider config). */
@@ -31,6 +36,8 @@ export interface AgentE2EOptions {
   usagePerStep?: boolean;
   /** The message the wrapper prints when the key is missing. */
   missingCredential: RegExp;
+  /** The turn's error when the provider answers a bare 400 to `url` (the endpoint the CLI posts to). */
+  bareError(url: string): string;
 }
 
 type Row = Record<string, unknown>;
@@ -206,6 +213,25 @@ function describeStory(runtime: Runtime, options: AgentE2EOptions, gateway: Gate
         !a.fake.requests().some((r) => r.text.includes(marker(4))),
         'the CLI never called the provider',
       );
+    });
+
+    it('a provider answering a bare 400 ends the turn with an error that says the status and the URL', async () => {
+      a.fake.scriptBareStatus(marker(5), 400);
+      const conv = await a.h.start(user, {
+        agent_id: setup.agentId,
+        vault_id: setup.vaultId,
+        prompt: `${marker(5)}: anything`,
+      });
+      const turn = await a.followTurn(user, conv.id, undefined, 60_000);
+      assert.equal(turn.end.state, 'failed');
+      const errors = (await a.turnEvents(user, conv.id))
+        .map((r) => r['event'] as Row)
+        .filter((e) => e['kind'] === 'error')
+        .map((e) => e['message']);
+      assert.ok(errors.length > 0, 'an error event');
+      const url = `${a.fake.sandboxUrl}${PROVIDER_ENV[runtime].endpoint}`;
+      for (const message of errors) assert.equal(message, options.bareError(url));
+      assert.ok(a.fake.requests().some((r) => r.text.includes(marker(5)) && r.status === 400));
     });
   });
 }

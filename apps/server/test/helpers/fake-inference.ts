@@ -39,11 +39,19 @@ export const SHELL_TOOLS: Record<Runtime, { name: string; args(command: string):
 
 /**
  * Each runtime's provider settings in the sandbox env: the key's variable, the base URL's (the
- * fake's URL plus `path`), a model the CLI accepts, and test-only settings (no retries).
+ * fake's URL plus `path`), a model the CLI accepts, test-only settings (no retries), and the
+ * endpoint the CLI posts a turn to (after the fake's URL).
  */
 export const PROVIDER_ENV: Record<
   Runtime,
-  { key: string; baseUrl: string; path: string; model: string; testEnv: Record<string, string> }
+  {
+    key: string;
+    baseUrl: string;
+    path: string;
+    model: string;
+    testEnv: Record<string, string>;
+    endpoint: string;
+  }
 > = {
   claude: {
     key: 'ANTHROPIC_API_KEY',
@@ -51,6 +59,7 @@ export const PROVIDER_ENV: Record<
     path: '',
     model: 'anthropic/claude-sonnet-4-5',
     testEnv: { CLAUDE_CODE_MAX_RETRIES: '0' },
+    endpoint: '/v1/messages',
   },
   gemini: {
     key: 'GEMINI_API_KEY',
@@ -58,6 +67,7 @@ export const PROVIDER_ENV: Record<
     path: '',
     model: 'google/gemini-2.5-flash',
     testEnv: {},
+    endpoint: '/v1beta/models/gemini-2.5-flash:streamGenerateContent',
   },
   codex: {
     key: 'OPENAI_API_KEY',
@@ -65,6 +75,7 @@ export const PROVIDER_ENV: Record<
     path: '/v1',
     model: 'openai/gpt-5.5',
     testEnv: {},
+    endpoint: '/v1/responses',
   },
   opencode: {
     key: 'OPENAI_API_KEY',
@@ -72,6 +83,7 @@ export const PROVIDER_ENV: Record<
     path: '/v1',
     model: 'openai/gpt-5.5',
     testEnv: {},
+    endpoint: '/v1/chat/completions',
   },
 };
 
