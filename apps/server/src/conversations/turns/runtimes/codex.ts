@@ -26,7 +26,7 @@
 //    HTTP parser refusing the request) says the status and the request instead: the wrapper
 //    prints the URL Codex posts to (`{"type":"paddock.provider","url":"…/responses"}`,
 //    origin and path of the base URL only) before Codex starts, and the adapter keeps it in the
-//    turn's memory. Test: "an empty provider error says the status and the URL".
+//    turn's memory. Test: "an empty provider error says the status and the URL: the wrapper…".
 import type { McpServer } from '../../../agents/agents.tables.ts';
 import type { RuntimeAdapter, TurnCommand, TurnEvent } from '../../contracts.ts';
 import type { TurnUsage } from '../../conversations.tables.ts';

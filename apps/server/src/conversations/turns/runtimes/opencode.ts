@@ -24,8 +24,8 @@
 //    usage event and turn.ts adds them up. Cost only when non-zero (opencode reports 0 for a
 //    model it has no price for). Test: "reads real opencode output into turn events".
 // 6. An API error whose response had no body (opencode's message is then only the status text,
-//    "Bad Request") says the status and the URL opencode reports with it. Test: "an empty
-//    provider error says the status and the URL".
+//    "Bad Request") says the status and the URL opencode reports with it (origin and path only).
+//    Test: "an empty provider error says the status and the URL opencode reports".
 import type { McpServer } from '../../../agents/agents.tables.ts';
 import type { RuntimeAdapter, TurnEvent } from '../../contracts.ts';
 import type { TurnUsage } from '../../conversations.tables.ts';
@@ -35,6 +35,7 @@ import {
   jsonLine,
   noCredentialMessage,
   num,
+  providerEndpoint,
   turnFiles,
   WORKDIR,
 } from './common.ts';
@@ -268,7 +269,8 @@ function apiErrorMessage(data: Json): string | undefined {
   const body = data['responseBody'];
   if (status === undefined || (typeof body === 'string' && body.trim() !== '')) return undefined;
   const metadata = isJson(data['metadata']) ? data['metadata'] : {};
-  return emptyProviderError(status, str(metadata['url']));
+  const url = str(metadata['url']);
+  return emptyProviderError(status, (url && providerEndpoint(url, '')) ?? undefined);
 }
 
 /** A tool part: opencode prints it once it has finished, so the call and its result together. */
