@@ -215,7 +215,7 @@ function describeStory(runtime: Runtime, options: AgentE2EOptions, gateway: Gate
       );
     });
 
-    it('a provider answering a bare 400 ends the turn with an error that says the status and the URL', async () => {
+    it('a provider answering a bare 400 ends the turn with an error that says the status, and the URL where Paddock knows it', async () => {
       a.fake.scriptBareStatus(marker(5), 400);
       const conv = await a.h.start(user, {
         agent_id: setup.agentId,
