@@ -23,7 +23,7 @@
 //    event. No rollout (Codex failed before writing one) → no usage. Tests: "reads real Codex
 //    output into turn events", and the e2e test's second turn (agents.codex.e2e.test.ts).
 // 5. A provider error Codex prints with an empty message (a 400 without a body, e.g. a gateway's
-//    HTTP parser refusing the request) says the status and the request instead: the wrapper
+//    HTTP parser refusing the request) says the status and the URL instead: the wrapper
 //    prints the URL Codex posts to (`{"type":"paddock.provider","url":"…/responses"}`,
 //    origin and path of the base URL only) before Codex starts, and the adapter keeps it in the
 //    turn's memory. Test: "an empty provider error says the status and the URL: the wrapper…".
