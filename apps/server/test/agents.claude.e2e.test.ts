@@ -5,4 +5,5 @@ import { describeAgentE2E } from './helpers/agents-e2e-suite.ts';
 describeAgentE2E('claude', {
   missingCredential:
     /paddock: no Anthropic credential: set one with `paddock credentials set anthropic`, the console's Account page or PUT \/api\/account\/inference-credentials\/anthropic, or a secret ANTHROPIC_API_KEY in the agent's environment or vault/,
+  bareError: () => 'API Error: 400 status code (no body)',
 });

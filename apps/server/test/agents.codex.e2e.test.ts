@@ -7,4 +7,5 @@ import { describeAgentE2E } from './helpers/agents-e2e-suite.ts';
 describeAgentE2E('codex', {
   missingCredential:
     /paddock: no OpenAI credential for codex: set one with `paddock credentials set openai`, the console's Account page or PUT \/api\/account\/inference-credentials\/openai, or a secret OPENAI_API_KEY in the agent's environment or vault/,
+  bareError: (url) => `the provider answered HTTP 400 Bad Request without an error message (${url})`,
 });

@@ -8,4 +8,5 @@ describeAgentE2E('opencode', {
   usagePerStep: true,
   missingCredential:
     /paddock: no OpenAI credential for opencode: set one with `paddock credentials set openai`, the console's Account page or PUT \/api\/account\/inference-credentials\/openai, or a secret OPENAI_API_KEY in the agent's environment or vault/,
+  bareError: (url) => `the provider answered HTTP 400 Bad Request without an error message (${url})`,
 });

@@ -193,9 +193,11 @@ export interface RuntimeAdapter {
   /**
    * Reads one line of the runtime's stdout into common turn events (empty when the line says
    * nothing worth an event). A line the adapter does not understand becomes `{kind: 'raw'}`
-   * rather than being dropped; a throw is treated as raw too (turn.ts).
+   * rather than being dropped; a throw is treated as raw too (turn.ts). `memory`: what the
+   * adapter kept from the turn's earlier lines (one map per turn, filled again from the first
+   * line on reattach, turn.ts invariant 5), e.g. the provider URL its wrapper printed first.
    */
-  parseLine(line: string): TurnEvent[];
+  parseLine(line: string, memory?: Map<string, string>): TurnEvent[];
 }
 
 export type RuntimeRegistry = (runtime: Runtime) => RuntimeAdapter;

@@ -1,5 +1,8 @@
 // One runtime end to end (issue 10 item 6), through the public API only: the same story for each
-// of the four CLIs, told by agents.<runtime>.e2e.test.ts.
+// of the four CLIs, told by agents.<runtime>.e2e.test.ts, once for each way docs/agents.md "Using a
+// gateway" gives to reach a model gateway: a service route to a listener on this host's loopback,
+// and a private address of the LAN (a test network's, opened with SANDBOXD_EGRESS_ALLOW_CIDRS and
+// named by the hosts override; issue 37 finding 9).
 //   1. a manifest: an environment cloning the test repository, an agent of the runtime, a vault
 //      holding the provider key;
 //   2. a conversation whose prompt makes the agent (the scripted fake provider) edit a file and
@@ -7,12 +10,18 @@
 //      the file changed in the sandbox, the common events recorded, the turn's session and usage;
 //   3. a follow-up: the same session resumed (the provider sees the earlier messages);
 //   4. the sandbox reclaimed for idleness, a prompt again: a new sandbox, still the same session;
-//   5. without the provider key: the turn fails at once with a readable reason, never a hang.
+//   5. without the provider key: the turn fails at once with a readable reason, never a hang;
+//   6. a provider answering a bare `400 Bad Request` (no body, as a gateway's HTTP parser answers
+//      a request it cannot read): the turn's error says the status (and the URL where Paddock
+//      knows it), where Codex alone prints an empty message, opencode the status text and Gemini
+//      an empty JSON error.
+// 5 and 6 once, through the service route: how the provider is reached changes nothing there.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Runtime } from '../../src/agents/agents.tables.ts';
-import { type AgentSetup, type AgentsHarness, startAgentsHarness } from './agents-e2e.ts';
+import { type AgentSetup, type AgentsHarness, type Gateway, startAgentsHarness } from './agents-e2e.ts';
 import type { TestUser } from './factories.ts';
+import { PROVIDER_ENV } from './fake-inference.ts';
 
 export interface AgentE2EOptions {
   /** Extra provider settings for the environment (e.g. opencode's provider config). */
@@ -27,31 +36,43 @@ export interface AgentE2EOptions {
   usagePerStep?: boolean;
   /** The message the wrapper prints when the key is missing. */
   missingCredential: RegExp;
+  /** The turn's error when the provider answers a bare 400 to `url` (the endpoint the CLI posts to). */
+  bareError(url: string): string;
 }
 
 type Row = Record<string, unknown>;
 
 export function describeAgentE2E(runtime: Runtime, options: AgentE2EOptions): void {
+  describeStory(runtime, options, 'route');
+  describeStory(runtime, options, 'lan');
+}
+
+const TITLES: Record<Gateway, string> = {
+  route: 'end to end',
+  lan: 'end to end, the gateway on a private LAN address',
+};
+
+function describeStory(runtime: Runtime, options: AgentE2EOptions, gateway: Gateway): void {
   let a: AgentsHarness;
   let user: TestUser;
   let setup: AgentSetup;
   const marker = (n: number) => `E2E-${runtime.toUpperCase()}-${n}`;
 
-  before(async () => {
-    a = await startAgentsHarness();
-    user = await a.h.user();
-    setup = await a.setup(user, {
-      runtime,
-      ...(options.envVars ? { envVars: options.envVars } : {}),
-      ...(options.model ? { model: options.model } : {}),
-      ...(options.environment ? { environment: options.environment } : {}),
+  describe(`${runtime} ${TITLES[gateway]}`, () => {
+    before(async () => {
+      a = await startAgentsHarness({ gateway });
+      user = await a.h.user();
+      setup = await a.setup(user, {
+        runtime,
+        ...(options.envVars ? { envVars: options.envVars } : {}),
+        ...(options.model ? { model: options.model } : {}),
+        ...(options.environment ? { environment: options.environment } : {}),
+      });
     });
-  });
-  after(async () => {
-    await a?.close();
-  });
+    after(async () => {
+      await a?.close();
+    });
 
-  describe(`${runtime} end to end`, () => {
     let conversationId = '';
     let lastEventId = '';
     let sessionId = '';
@@ -167,6 +188,7 @@ export function describeAgentE2E(runtime: Runtime, options: AgentE2EOptions): vo
       assert.ok(request?.text.includes(marker(1)) && request.text.includes(marker(2)), 'the whole history');
     });
 
+    if (gateway !== 'route') return;
     it('without the provider key the turn fails at once with a readable reason (no login, no hang)', async () => {
       const keyless = await a.setup(user, {
         runtime,
@@ -191,6 +213,25 @@ export function describeAgentE2E(runtime: Runtime, options: AgentE2EOptions): vo
         !a.fake.requests().some((r) => r.text.includes(marker(4))),
         'the CLI never called the provider',
       );
+    });
+
+    it('a provider answering a bare 400 ends the turn with an error that says the status, and the URL where Paddock knows it', async () => {
+      a.fake.scriptBareStatus(marker(5), 400);
+      const conv = await a.h.start(user, {
+        agent_id: setup.agentId,
+        vault_id: setup.vaultId,
+        prompt: `${marker(5)}: anything`,
+      });
+      const turn = await a.followTurn(user, conv.id, undefined, 60_000);
+      assert.equal(turn.end.state, 'failed');
+      const errors = (await a.turnEvents(user, conv.id))
+        .map((r) => r['event'] as Row)
+        .filter((e) => e['kind'] === 'error')
+        .map((e) => e['message']);
+      assert.ok(errors.length > 0, 'an error event');
+      const url = `${a.fake.sandboxUrl}${PROVIDER_ENV[runtime].endpoint}`;
+      for (const message of errors) assert.equal(message, options.bareError(url));
+      assert.ok(a.fake.requests().some((r) => r.text.includes(marker(5)) && r.status === 400));
     });
   });
 }

@@ -1,7 +1,8 @@
 // The agent end-to-end harness (issue 10): the real server with the real runtime adapters, a real
 // sandboxd, a fake git host serving a test repository over HTTPS, and the fake inference provider,
 // both reached from the sandbox through its egress proxy (SANDBOXD_SERVICE_ROUTES maps
-// `git.test` and `inference.test` to their loopback listeners). Everything a test does goes
+// `git.test` and `inference.test` to their loopback listeners; with `gateway: 'lan'` the fake is
+// on a private address of a test network instead). Everything a test does goes
 // through the public API: apply a manifest, start a conversation, follow its SSE stream.
 //
 //   const a = await startAgentsHarness();
@@ -15,6 +16,7 @@
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { createSandboxClient } from '@paddock/sandbox-client';
+import { createTestNet } from '../../../sandboxd/test/netns.ts';
 import { sharedLayerDir } from '../../../sandboxd/test/runtime-layer-cache.ts';
 import type { Runtime } from '../../src/agents/agents.tables.ts';
 import { defaultRuntimes } from '../../src/conversations/turns/runtimes/registry.ts';
@@ -106,10 +108,23 @@ async function listen(): Promise<{ server: net.Server; port: number }> {
 export interface AgentsHarnessOptions {
   engine?: EngineOptions;
   env?: Record<string, string>;
+  /**
+   * How sandboxes reach the fake provider (docs/agents.md "Using a gateway"): `route` (default), a
+   * service route to its loopback listener; `lan`, its private address in a test network this
+   * harness creates (and removes at close), opened with SANDBOXD_EGRESS_ALLOW_CIDRS and named by
+   * the test hosts override.
+   */
+  gateway?: Gateway;
 }
 
+export type Gateway = 'route' | 'lan';
+
 export async function startAgentsHarness(options: AgentsHarnessOptions = {}): Promise<AgentsHarness> {
-  const fake = await startFakeInference();
+  const lan = options.gateway === 'lan' ? await createTestNet() : null;
+  const fake = await startFakeInference(lan ? { lan } : {}).catch((err: unknown) => {
+    lan?.close();
+    throw err;
+  });
   const gitListener = await listen();
   const git = startFakeGitHost(gitListener.server);
   git.addRepo('acme/app', [{ files: REPO_FILES }]);
@@ -121,8 +136,13 @@ export async function startAgentsHarness(options: AgentsHarnessOptions = {}): Pr
       sandboxdEnv: {
         // The real CLIs: the test run's shared runtime layer (the runtime stage probes them there).
         SANDBOXD_RUNTIME_LAYER: sharedLayerDir(),
-        SANDBOXD_SERVICE_ROUTES: `${fake.serviceRoute},${FAKE_GIT_HOST}=127.0.0.1:${gitListener.port}`,
+        SANDBOXD_SERVICE_ROUTES: [
+          `${FAKE_GIT_HOST}=127.0.0.1:${gitListener.port}`,
+          ...(lan ? [] : [fake.serviceRoute]),
+        ].join(','),
+        ...(lan ? { SANDBOXD_EGRESS_ALLOW_CIDRS: lan.allowEnv } : {}),
       },
+      ...(lan ? { sandboxdNet: lan, sandboxdHosts: fake.lanHosts } : {}),
       ...(options.env ? { env: options.env } : {}),
       engine: {
         runtimes: defaultRuntimes,
@@ -136,6 +156,7 @@ export async function startAgentsHarness(options: AgentsHarnessOptions = {}): Pr
     git.close();
     gitListener.server.close();
     await fake.close();
+    lan?.close();
     throw err;
   }
   const sandbox = createSandboxClient({ baseUrl: h.sandboxd.url, token: h.sandboxd.token });
@@ -250,6 +271,7 @@ export async function startAgentsHarness(options: AgentsHarnessOptions = {}): Pr
       git.close();
       gitListener.server.close();
       await fake.close();
+      lan?.close();
     },
   };
   return harness;

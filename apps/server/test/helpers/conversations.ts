@@ -13,6 +13,7 @@
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { startTestSandboxd, type TestSandboxd } from '../../../sandboxd/test/harness.ts';
+import type { TestNet } from '../../../sandboxd/test/netns.ts';
 import { type Config, type Env, parseConfig } from '../../src/config/config.ts';
 import type { ConversationView, TurnView } from '../../src/conversations/api/conversations.schemas.ts';
 import { openDatabase } from '../../src/db/database.ts';
@@ -136,6 +137,10 @@ export interface HarnessOptions {
   port?: number;
   /** Extra SANDBOXD_* environment of the backend (e.g. SANDBOXD_SERVICE_ROUTES for a fake upstream). */
   sandboxdEnv?: Record<string, string>;
+  /** The backend's test hosts override (name -> IP), e.g. a fake upstream in a test network. */
+  sandboxdHosts?: Record<string, string>;
+  /** The test network the backend must reach (netns.ts), with SANDBOXD_EGRESS_ALLOW_CIDRS in sandboxdEnv. */
+  sandboxdNet?: TestNet;
   /** The backend with the test run's shared runtime layer (the agent CLIs in every sandbox). */
   runtimeLayer?: boolean;
 }
@@ -144,8 +149,12 @@ export async function startConversationHarness(options: HarnessOptions = {}): Pr
   // A fixed address, so the backend can be stopped and started again where the app expects it.
   const port = await freePort();
   const sandboxdEnv = { ...options.sandboxdEnv, SANDBOXD_ADDR: `127.0.0.1:${port}` };
-  const layer = options.runtimeLayer ? { runtimeLayer: true } : {};
-  let sandboxd = await startTestSandboxd({ env: sandboxdEnv, ...layer });
+  const backend = {
+    ...(options.runtimeLayer ? { runtimeLayer: true } : {}),
+    ...(options.sandboxdHosts ? { hosts: options.sandboxdHosts } : {}),
+    ...(options.sandboxdNet ? { net: options.sandboxdNet } : {}),
+  };
+  let sandboxd = await startTestSandboxd({ env: sandboxdEnv, ...backend });
   const first = sandboxd;
   let down = false;
   const database = await createTestDatabase().catch(async (err: unknown) => {
@@ -228,7 +237,7 @@ export async function startConversationHarness(options: HarnessOptions = {}): Pr
         env: sandboxdEnv,
         dataDir: first.dataDir,
         token: first.token,
-        ...layer,
+        ...backend,
       });
       down = false;
     },

@@ -9,13 +9,20 @@
 //   // tool, then, once it sends the tool's result, gets the final message (with usage).
 //   fake.requests().some((r) => r.text.includes('EDIT-1'));  // what the CLI sent (resume checks)
 //
-// Reached from inside a sandbox as `fake.sandboxUrl` (http://inference.test:<port>): sandboxd's
-// egress proxy routes that exact name and port to the loopback listener (SANDBOXD_SERVICE_ROUTES).
+// Reached from inside a sandbox as `fake.sandboxUrl` (http://inference.test:<port>), one of the two
+// ways docs/agents.md "Using a gateway" gives an operator:
+// - by default, a gateway on this host: sandboxd's egress proxy routes that exact name and port to
+//   the loopback listener (SANDBOXD_SERVICE_ROUTES);
+// - with `startFakeInference({ lan })`, a gateway on the LAN: the fake also listens on a private
+//   address of a test network (apps/sandboxd/test/netns.ts), which the sandbox reaches by name
+//   (`fake.lanHosts`, the hosts override standing in for DNS) once SANDBOXD_EGRESS_ALLOW_CIDRS
+//   opens its range.
 // The servers are unref'd: they never keep a test process alive, and close() (or the end of the
 // process) stops them. Requests are recorded whole by a small forwarding front (aimock's own
 // journal cuts bodies over 64 KB), so `requests()` shows exactly what each CLI sent.
 import http from 'node:http';
 import { createServer, type Fixture, normalizeResponse } from '@copilotkit/aimock';
+import type { TestNet } from '../../../sandboxd/test/netns.ts';
 import type { Runtime } from '../../src/agents/agents.tables.ts';
 
 /** The host name a sandbox uses for the fake (mapped by the egress proxy, never by DNS). */
@@ -32,11 +39,19 @@ export const SHELL_TOOLS: Record<Runtime, { name: string; args(command: string):
 
 /**
  * Each runtime's provider settings in the sandbox env: the key's variable, the base URL's (the
- * fake's URL plus `path`), a model the CLI accepts, and test-only settings (no retries).
+ * fake's URL plus `path`), a model the CLI accepts, test-only settings (no retries), and the
+ * endpoint the CLI posts a turn to (after the fake's URL).
  */
 export const PROVIDER_ENV: Record<
   Runtime,
-  { key: string; baseUrl: string; path: string; model: string; testEnv: Record<string, string> }
+  {
+    key: string;
+    baseUrl: string;
+    path: string;
+    model: string;
+    testEnv: Record<string, string>;
+    endpoint: string;
+  }
 > = {
   claude: {
     key: 'ANTHROPIC_API_KEY',
@@ -44,6 +59,7 @@ export const PROVIDER_ENV: Record<
     path: '',
     model: 'anthropic/claude-sonnet-4-5',
     testEnv: { CLAUDE_CODE_MAX_RETRIES: '0' },
+    endpoint: '/v1/messages',
   },
   gemini: {
     key: 'GEMINI_API_KEY',
@@ -51,6 +67,7 @@ export const PROVIDER_ENV: Record<
     path: '',
     model: 'google/gemini-2.5-flash',
     testEnv: {},
+    endpoint: '/v1beta/models/gemini-2.5-flash:streamGenerateContent',
   },
   codex: {
     key: 'OPENAI_API_KEY',
@@ -58,6 +75,7 @@ export const PROVIDER_ENV: Record<
     path: '/v1',
     model: 'openai/gpt-5.5',
     testEnv: {},
+    endpoint: '/v1/responses',
   },
   opencode: {
     key: 'OPENAI_API_KEY',
@@ -65,6 +83,7 @@ export const PROVIDER_ENV: Record<
     path: '/v1',
     model: 'openai/gpt-5.5',
     testEnv: {},
+    endpoint: '/v1/chat/completions',
   },
 };
 
@@ -94,14 +113,21 @@ export interface FakeInference {
   /** http://127.0.0.1:<port>, for a CLI run on the host. */
   url: string;
   port: number;
-  /** http://inference.test:<port>, for a CLI in a sandbox. */
+  /** http://inference.test:<port>, for a CLI in a sandbox (the LAN listener's port with `lan`). */
   sandboxUrl: string;
-  /** `inference.test=127.0.0.1:<port>`, an entry of SANDBOXD_SERVICE_ROUTES. */
+  /** `inference.test=127.0.0.1:<port>`, an entry of SANDBOXD_SERVICE_ROUTES (not with `lan`). */
   serviceRoute: string;
+  /** With `lan`: the test hosts override naming the fake's LAN address (`inference.test` → its ip). */
+  lanHosts: Record<string, string>;
   /** Adds a scripted turn: a shell tool call (if `command`), then the final message. */
   script(runtime: Runtime, turn: ScriptedTurn): void;
   /** A prompt containing `marker` is answered with an API error (e.g. 401 authentication_error). */
   scriptError(marker: string, error: { status: number; type: string; message: string }): void;
+  /**
+   * A request whose text contains `marker` is answered `status` with no body at all (as an HTTP
+   * server's own parser answers a request it cannot read), before aimock sees it.
+   */
+  scriptBareStatus(marker: string, status: number): void;
   /** The requests the fake has answered, oldest first. */
   requests(): FakeRequest[];
   clearRequests(): void;
@@ -132,7 +158,11 @@ function parse(text: string): unknown {
 }
 
 /** Starts the recording front on loopback: every request is kept whole, then passed to aimock. */
-async function startFront(upstreamPort: number, seen: FakeRequest[]): Promise<http.Server> {
+async function startFront(
+  upstreamPort: number,
+  seen: FakeRequest[],
+  bare: Map<string, number>,
+): Promise<http.Server> {
   const agent = new http.Agent({ keepAlive: false });
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -148,6 +178,13 @@ async function startFront(upstreamPort: number, seen: FakeRequest[]): Promise<ht
         status: 0,
       };
       seen.push(record);
+      const status = [...bare].find(([marker]) => record.text.includes(marker))?.[1];
+      if (status !== undefined) {
+        // What an HTTP server's own parser answers a request it cannot read: a status, no body.
+        record.status = status;
+        res.writeHead(status, { connection: 'close' }).end();
+        return;
+      }
       const headers = { ...req.headers, 'content-length': String(raw.length) };
       delete headers['transfer-encoding'];
       const upstream = http.request(
@@ -168,7 +205,16 @@ async function startFront(upstreamPort: number, seen: FakeRequest[]): Promise<ht
   return server;
 }
 
-export async function startFakeInference(): Promise<FakeInference> {
+export interface FakeInferenceOptions {
+  /**
+   * Also listen on `net.ip` in the test network (netns.ts): the fake as a gateway on a private
+   * address of the LAN, reached by name through the hosts override and SANDBOXD_EGRESS_ALLOW_CIDRS
+   * (`sandboxUrl` and `sandboxHosts` then point there instead of the loopback service route).
+   */
+  lan?: TestNet;
+}
+
+export async function startFakeInference(options: FakeInferenceOptions = {}): Promise<FakeInference> {
   // The array is live: the server matches against whatever it holds when a request arrives.
   const fixtures: Fixture[] = [];
   const instance = await createServer(fixtures, {
@@ -181,9 +227,18 @@ export async function startFakeInference(): Promise<FakeInference> {
   // aimock's own journal cuts bodies over 64 KB (a CLI's system prompt and tools alone are more),
   // so requests are recorded whole by a small front that forwards them.
   const seen: FakeRequest[] = [];
-  const front = await startFront(Number(new URL(instance.url).port), seen);
+  const bare = new Map<string, number>();
+  const front = await startFront(Number(new URL(instance.url).port), seen, bare);
   const address = front.address();
   const port = typeof address === 'object' && address ? address.port : 0;
+  let lanPort = 0;
+  if (options.lan) {
+    // The test network's helper accepts in the far namespace; the front serves those connections.
+    const lan = await options.lan.listen();
+    lan.server.unref();
+    lan.server.on('connection', (socket) => front.emit('connection', socket));
+    lanPort = lan.port;
+  }
   const add = (match: Fixture['match'], response: Parameters<typeof normalizeResponse>[0]) => {
     fixtures.push({ match, response: normalizeResponse(response) });
   };
@@ -195,8 +250,9 @@ export async function startFakeInference(): Promise<FakeInference> {
   return {
     url: `http://127.0.0.1:${port}`,
     port,
-    sandboxUrl: `http://${FAKE_INFERENCE_HOST}:${port}`,
+    sandboxUrl: `http://${FAKE_INFERENCE_HOST}:${options.lan ? lanPort : port}`,
     serviceRoute: `${FAKE_INFERENCE_HOST}=127.0.0.1:${port}`,
+    lanHosts: options.lan ? { [FAKE_INFERENCE_HOST]: options.lan.ip } : {},
     script(runtime, turn) {
       const final = {
         content: turn.reply,
@@ -220,6 +276,9 @@ export async function startFakeInference(): Promise<FakeInference> {
         error: { message: error.message, type: error.type },
         status: error.status,
       } as Parameters<typeof normalizeResponse>[0]);
+    },
+    scriptBareStatus(marker, status) {
+      bare.set(marker, status);
     },
     requests: () => [...seen],
     clearRequests: () => {

@@ -99,6 +99,8 @@ export class LineParser {
   private size = 0;
   sessionId: string | undefined;
   usage: TurnUsage | undefined;
+  /** The adapter's memory of this turn's earlier lines (RuntimeAdapter.parseLine). */
+  private readonly memory = new Map<string, string>();
   private readonly adapter: Pick<RuntimeAdapter, 'parseLine'>;
   private readonly writer: Pick<LogWriter, 'event'>;
   private readonly turnId: string;
@@ -149,7 +151,7 @@ export class LineParser {
   private line(text: string, stored = false): void {
     let events: TurnEvent[];
     try {
-      events = this.adapter.parseLine(text);
+      events = this.adapter.parseLine(text, this.memory);
     } catch {
       events = text.trim() === '' ? [] : [{ kind: 'raw', line: text }];
     }

@@ -242,4 +242,47 @@ describe('codex adapter (runtimes/codex.ts)', () => {
       cost_usd: 0.5,
     });
   });
+
+  it('an empty provider error says the status and the URL: the wrapper prints the URL Codex posts to first, origin and path only', () => {
+    const dir = mkdtempSync(join(os.tmpdir(), 'paddock-codex-'));
+    try {
+      const cmd = build(
+        {},
+        { OPENAI_API_KEY: KEY, OPENAI_BASE_URL: 'http://u:pw@gateway.lan:4000/v1/?key=k1' },
+      );
+      // The turn's files as the server writes them: the prompt and, beside it, the provider line.
+      const prompt = join(dir, 'prompt.txt');
+      writeFileSync(prompt, 'the prompt\n');
+      const provider = cmd.files.find((f) => f.path.endsWith('/t1/provider.json'));
+      writeFileSync(join(dir, 'provider.json'), String(provider?.content));
+      cmd.argv[cmd.argv.indexOf('codex') - 3] = prompt;
+      // What Codex 0.169.0 prints for a 400 without a body (it prints a 400's body as the message).
+      const printed = ['{"type":"error","message":""}', '{"type":"turn.failed","error":{"message":""}}'];
+      const r = runWrapper(
+        cmd,
+        ['sh', '-c', 'cat >/dev/null; printf "%s\\n" "$@"; exit 1', 'codex', ...printed],
+        {
+          OPENAI_API_KEY: KEY,
+          CODEX_HOME: dir,
+        },
+      );
+      assert.equal(r.status, 1, r.stderr);
+      assert.ok(!/pw|k1/.test(r.stdout), 'no userinfo or query of the base URL');
+      const memory = new Map<string, string>();
+      const events = r.stdout.split('\n').flatMap((l) => codexAdapter.parseLine(l, memory));
+      assert.deepEqual(events, [
+        {
+          kind: 'error',
+          message:
+            'the provider answered HTTP 400 Bad Request without an error message (http://gateway.lan:4000/v1/responses)',
+        },
+      ]);
+      // Without the wrapper's line (a reattach whose replay lost its head) the status still shows.
+      assert.deepEqual(codexAdapter.parseLine(printed[0] ?? ''), [
+        { kind: 'error', message: 'the provider answered HTTP 400 Bad Request without an error message' },
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -22,10 +22,26 @@
 //    turns it into this turn's usage (after − before). `turn.completed` itself yields no usage
 //    event. No rollout (Codex failed before writing one) → no usage. Tests: "reads real Codex
 //    output into turn events", and the e2e test's second turn (agents.codex.e2e.test.ts).
+// 5. A provider error Codex prints with an empty message (a 400 without a body, e.g. a gateway's
+//    HTTP parser refusing the request) says the status and the URL instead: the wrapper
+//    prints the URL Codex posts to (`{"type":"paddock.provider","url":"…/responses"}`,
+//    origin and path of the base URL only) before Codex starts, and the adapter keeps it in the
+//    turn's memory. Test: "an empty provider error says the status and the URL: the wrapper…".
 import type { McpServer } from '../../../agents/agents.tables.ts';
-import type { RuntimeAdapter, TurnEvent } from '../../contracts.ts';
+import type { RuntimeAdapter, TurnCommand, TurnEvent } from '../../contracts.ts';
 import type { TurnUsage } from '../../conversations.tables.ts';
-import { HOME, jsonLine, modelId, noCredentialMessage, num, turnFiles, WORKDIR } from './common.ts';
+import {
+  emptyProviderError,
+  HOME,
+  jsonLine,
+  modelId,
+  noCredentialMessage,
+  num,
+  providerEndpoint,
+  turnDir,
+  turnFiles,
+  WORKDIR,
+} from './common.ts';
 import { pinnedCli } from './pinned-cli.ts';
 
 export const CODEX_HOME = `${HOME}/.codex`;
@@ -91,8 +107,38 @@ export function codexConfig(input: {
   return `${lines.join('\n')}\n`;
 }
 
+/** The memory key under which the adapter keeps the URL the turn's wrapper printed (invariant 5). */
+const PROVIDER_URL = 'provider_url';
+
 /**
- * The wrapper (invariants 2–4). Positional parameters: $1 prompt file, $2 the thread id to
+ * The turn file holding the line the wrapper prints before Codex starts,
+ * `{"type":"paddock.provider","url":"http://…/responses"}` (providerEndpoint's form): the file sits
+ * beside the prompt file, so the wrapper reads it as `${p%/*}/provider.json` with shell builtins
+ * only (the URL never goes into argv). `providerLine` keeps that URL in the turn's memory.
+ */
+function providerFile(turnId: string, endpoint: string | null): TurnCommand['files'] {
+  if (endpoint === null) return [];
+  const line = JSON.stringify({ type: 'paddock.provider', url: endpoint });
+  return [{ path: `${turnDir(turnId)}/provider.json`, content: `${line}\n`, mode: 0o600 }];
+}
+
+/** The wrapper's command printing the provider file's line (nothing when there is none). */
+const PRINT_PROVIDER = `{ read -r l <"\${p%/*}/provider.json" && printf '%s\\n' "$l"; } 2>/dev/null`;
+
+/** Keeps the URL of a `paddock.provider` line in the turn's memory; false for any other line. */
+function providerLine(event: Record<string, unknown>, memory: Map<string, string>): boolean {
+  if (event['type'] !== 'paddock.provider') return false;
+  if (typeof event['url'] === 'string') memory.set(PROVIDER_URL, event['url']);
+  return true;
+}
+
+/** The provider URL the turn's wrapper printed, if its line was read. */
+function providerUrl(memory: Map<string, string>): string | undefined {
+  return memory.get(PROVIDER_URL);
+}
+
+/**
+ * The wrapper (invariants 2–5). Positional parameters: $1 prompt file, $2 the thread id to
  * resume ('' for a new thread), $3 the no-credential sentence, then Codex's argv. Codex runs
  * as a child (not exec'd) so the usage line can follow it; an interrupt signals the whole
  * process group, wrapper included.
@@ -100,6 +146,7 @@ export function codexConfig(input: {
 const WRAPPER = [
   '[ -n "$OPENAI_API_KEY" ] || { printf \'%s\\n\' "$3" >&2; exit 2; }',
   'p=$1; t=$2; shift 3',
+  PRINT_PROVIDER,
   's="$CODEX_HOME/sessions"',
   // The thread's last totals, as the JSON object Codex wrote (numbers only), or nothing.
   'totals() { [ -n "$1" ] && [ -f "$1" ] && grep -o \'"total_token_usage":{[^}]*}\' "$1" | tail -n 1 | sed \'s/^"total_token_usage"://\'; }',
@@ -135,12 +182,8 @@ export const codexAdapter: RuntimeAdapter = {
       ...(resumeSessionId ? ['resume', resumeSessionId] : []),
       '-',
     ];
-    const config = codexConfig({
-      model,
-      baseUrl: env['OPENAI_BASE_URL'] || OPENAI_DEFAULT_BASE_URL,
-      system: agent.system,
-      mcpServers,
-    });
+    const baseUrl = env['OPENAI_BASE_URL'] || OPENAI_DEFAULT_BASE_URL;
+    const config = codexConfig({ model, baseUrl, system: agent.system, mcpServers });
     return {
       argv: [
         'sh',
@@ -154,13 +197,18 @@ export const codexAdapter: RuntimeAdapter = {
       ],
       env: { CODEX_HOME },
       cwd: WORKDIR,
-      files: [{ path: `${CODEX_HOME}/config.toml`, content: config, mode: 0o600 }, ...files.files],
+      files: [
+        { path: `${CODEX_HOME}/config.toml`, content: config, mode: 0o600 },
+        ...files.files,
+        ...providerFile(turnId, providerEndpoint(baseUrl, '/responses')),
+      ],
     };
   },
-  parseLine(line) {
+  parseLine(line, memory = new Map()) {
     const event = jsonLine(line);
     if (!event) return line.trim() === '' ? [] : [{ kind: 'raw', line }];
-    return codexEvents(event) ?? [{ kind: 'raw', line }];
+    if (providerLine(event, memory)) return [];
+    return codexEvents(event, memory) ?? [{ kind: 'raw', line }];
   },
 };
 
@@ -170,7 +218,7 @@ const isJson = (value: unknown): value is Json =>
 const str = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
 
 /** The events of one Codex JSON line; undefined when the line is not one this adapter knows. */
-function codexEvents(event: Json): TurnEvent[] | undefined {
+function codexEvents(event: Json, memory: Map<string, string>): TurnEvent[] | undefined {
   switch (event['type']) {
     case 'thread.started': {
       const id = str(event['thread_id']);
@@ -184,7 +232,15 @@ function codexEvents(event: Json): TurnEvent[] | undefined {
       return [];
     case 'error': {
       const message = str(event['message']);
-      return message === undefined ? undefined : [{ kind: 'error', message }];
+      if (message === undefined) return undefined;
+      // Codex prints a 400's body as the message, any other status as "unexpected status …, url:
+      // …": an empty one is a 400 without a body (or with an empty error message).
+      return [
+        {
+          kind: 'error',
+          message: message.trim() === '' ? emptyProviderError(400, providerUrl(memory)) : message,
+        },
+      ];
     }
     case 'paddock.usage': {
       const usage = usageDelta(event['before'], event['after']);

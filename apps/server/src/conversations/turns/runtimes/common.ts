@@ -2,6 +2,7 @@
 // CLI without putting it in a process argument the shell could misread, and JSON line parsing.
 // The prompt and images are written as files (mode 600) before the exec; the argv reads the
 // prompt with "$(cat file)" inside `sh -c`, so no prompt text is ever parsed by a shell.
+import { STATUS_CODES } from 'node:http';
 import type { McpServer } from '../../../agents/agents.tables.ts';
 import type { TurnEvent, TurnImage } from '../../contracts.ts';
 import type { TurnUsage } from '../../conversations.tables.ts';
@@ -137,4 +138,30 @@ export function mcpServersJson(servers: Record<string, McpServer>): Record<strin
   for (const [name, server] of Object.entries(servers))
     out[name] = { command: server.command, args: server.args, env: server.env };
   return out;
+}
+
+/**
+ * The provider endpoint a turn's CLI calls, as a turn may print it: origin and path only (userinfo,
+ * query and fragment may carry a key). Null when `base` is no URL.
+ */
+export function providerEndpoint(base: string, path: string): string | null {
+  let url: URL;
+  try {
+    url = new URL(base);
+  } catch {
+    return null;
+  }
+  return `${url.origin}${url.pathname.replace(/\/+$/, '')}${path}`;
+}
+
+/**
+ * What a provider error without a message says instead (issue 37 finding 9): the status and the
+ * URL that got it. A bare `400 Bad Request` (a gateway's HTTP parser refusing a request, say) is
+ * printed by the CLIs as an empty message (Codex), the status text (opencode) or an empty JSON
+ * error (Gemini), which tells a person neither what failed nor where.
+ */
+export function emptyProviderError(status: number | undefined, url: string | undefined): string {
+  const text = status === undefined ? undefined : STATUS_CODES[status];
+  const code = status === undefined ? 'an error' : `HTTP ${status}${text ? ` ${text}` : ''}`;
+  return `the provider answered ${code} without an error message${url ? ` (${url})` : ''}`;
 }

@@ -189,4 +189,17 @@ describe('gemini adapter: reading stream-json', () => {
     ]);
     assert.deepEqual(geminiAdapter.parseLine(''), []);
   });
+
+  it('an API error without a message says the status (the CLI prints an empty JSON error)', () => {
+    // What gemini 0.61.0 prints for a 400 without a body (captured through the real proxy).
+    const result =
+      '{"type":"result","timestamp":"2026-12-02T00:44:56.335Z","status":"error","error":{"type":"unknown","message":"[API Error: {\\"error\\":{\\"message\\":\\"\\",\\"code\\":400,\\"status\\":\\"Bad Request\\"}}]"},"stats":{"total_tokens":0,"input_tokens":0,"output_tokens":0,"cached":0}}';
+    assert.deepEqual(geminiAdapter.parseLine(result).at(-1), {
+      kind: 'error',
+      message: 'the provider answered HTTP 400 Bad Request without an error message',
+    });
+    // An API error with a message keeps it.
+    const said = result.replace('\\"message\\":\\"\\"', '\\"message\\":\\"quota\\"');
+    assert.match(JSON.stringify(geminiAdapter.parseLine(said).at(-1)), /quota/);
+  });
 });

@@ -17,10 +17,13 @@
 // stream-json lines → TurnEvents: init → session; assistant message (deltas) → text; tool_use →
 // tool_call; tool_result → tool_result; error → error; result → usage (per invocation) and
 // error when its status is `error`. The user message (the prompt echoed) → nothing; lines of
-// another type, or not JSON, → raw.
+// another type, or not JSON, → raw. An API error without a message (a response without a body,
+// which the CLI prints as `[API Error: {"error":{"message":"","code":400,…}}]`) says the status
+// in words. Test: "an API error without a message says the status".
 import type { RuntimeAdapter, TurnEvent } from '../../contracts.ts';
 import {
   defined,
+  emptyProviderError,
   HOME,
   jsonLine,
   mcpServersJson,
@@ -110,7 +113,7 @@ export const geminiAdapter: RuntimeAdapter = {
       case 'tool_result':
         return [toolResult(event)];
       case 'error':
-        return [{ kind: 'error', message: messageOf(event) ?? 'the Gemini CLI reported an error' }];
+        return [{ kind: 'error', message: errorMessage(event) ?? 'the Gemini CLI reported an error' }];
       case 'result':
         return resultEvents(event);
       default:
@@ -140,6 +143,21 @@ function toolResult(event: Json): TurnEvent {
   };
 }
 
+/**
+ * The message of an error line. An API error the CLI prints as `[API Error: {"error":{"message":"",
+ * "code":400,…}}]` (a response without a body) says the status in words instead.
+ */
+function errorMessage(event: Json): string | undefined {
+  const message = messageOf(event);
+  const api = message === undefined ? null : /^\[API Error: (\{.*\})\]$/s.exec(message.trim());
+  if (!api) return message;
+  const error = jsonLine(api[1] ?? '')?.['error'];
+  if (!error || typeof error !== 'object') return message;
+  const text = (error as Json)['message'];
+  if (typeof text !== 'string' || text.trim() !== '') return message;
+  return emptyProviderError(num((error as Json)['code']), undefined);
+}
+
 function resultEvents(event: Json): TurnEvent[] {
   const out: TurnEvent[] = [];
   const stats = (event['stats'] ?? {}) as Json;
@@ -150,6 +168,9 @@ function resultEvents(event: Json): TurnEvent[] {
   });
   if (reported) out.push({ kind: 'usage', usage: reported });
   if (event['status'] === 'error')
-    out.push({ kind: 'error', message: messageOf(event) ?? 'the Gemini CLI ended the turn with an error' });
+    out.push({
+      kind: 'error',
+      message: errorMessage(event) ?? 'the Gemini CLI ended the turn with an error',
+    });
   return out;
 }

@@ -276,4 +276,24 @@ describe('opencode adapter (runtimes/opencode.ts)', () => {
       ],
     );
   });
+
+  it('an empty provider error says the status and the URL opencode reports, not only the status text', () => {
+    // What opencode 1.18.33 prints for a 400 without a body (captured through the real proxy; the
+    // URL given a user, a password and a query, which the message leaves out).
+    const bare =
+      '{"type":"error","timestamp":1796172314468,"sessionID":"ses_dcbc9a24cffeR51wPD07dRkRf9","error":{"name":"APIError","data":{"message":"Bad Request","statusCode":400,"isRetryable":false,"responseHeaders":{"connection":"keep-alive","transfer-encoding":"chunked"},"responseBody":"","metadata":{"url":"http://u:pw@gateway.lan:4000/v1/chat/completions?key=k1"}}}}';
+    assert.deepEqual(opencodeAdapter.parseLine(bare), [
+      { kind: 'session', session_id: 'ses_dcbc9a24cffeR51wPD07dRkRf9' },
+      {
+        kind: 'error',
+        message:
+          'the provider answered HTTP 400 Bad Request without an error message (http://gateway.lan:4000/v1/chat/completions)',
+      },
+    ]);
+    // A response with a body keeps opencode's own message (the provider's).
+    const withBody = bare
+      .replace('"responseBody":""', '"responseBody":"{\\"error\\":\\"no\\"}"')
+      .replace('"Bad Request"', '"no"');
+    assert.deepEqual(opencodeAdapter.parseLine(withBody).at(-1), { kind: 'error', message: 'no' });
+  });
 });

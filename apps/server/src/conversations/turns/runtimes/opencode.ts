@@ -23,10 +23,22 @@
 // 5. Usage: opencode reports tokens per step (`step_finish`, one per model call); each becomes a
 //    usage event and turn.ts adds them up. Cost only when non-zero (opencode reports 0 for a
 //    model it has no price for). Test: "reads real opencode output into turn events".
+// 6. An API error whose response had no body (opencode's message is then only the status text,
+//    "Bad Request") says the status and the URL opencode reports with it (origin and path only).
+//    Test: "an empty provider error says the status and the URL opencode reports".
 import type { McpServer } from '../../../agents/agents.tables.ts';
 import type { RuntimeAdapter, TurnEvent } from '../../contracts.ts';
 import type { TurnUsage } from '../../conversations.tables.ts';
-import { HOME, jsonLine, noCredentialMessage, num, turnFiles, WORKDIR } from './common.ts';
+import {
+  emptyProviderError,
+  HOME,
+  jsonLine,
+  noCredentialMessage,
+  num,
+  providerEndpoint,
+  turnFiles,
+  WORKDIR,
+} from './common.ts';
 import { pinnedCli } from './pinned-cli.ts';
 
 export const OPENCODE_CONFIG_DIR = `${HOME}/.config/opencode`;
@@ -241,11 +253,24 @@ function opencodeEvents(event: Json): TurnEvent[] | undefined {
       const error = isJson(event['error']) ? event['error'] : {};
       const data = isJson(error['data']) ? error['data'] : {};
       const message = str(data['message']) ?? str(error['name']) ?? 'opencode reported an error';
-      return [...session, { kind: 'error', message }];
+      return [...session, { kind: 'error', message: apiErrorMessage(data) ?? message }];
     }
     default:
       return undefined;
   }
+}
+
+/**
+ * An API error whose response had no body: opencode's message is then only the status text
+ * ("Bad Request"); it says the status and the URL instead (invariant 6). Undefined otherwise.
+ */
+function apiErrorMessage(data: Json): string | undefined {
+  const status = num(data['statusCode']);
+  const body = data['responseBody'];
+  if (status === undefined || (typeof body === 'string' && body.trim() !== '')) return undefined;
+  const metadata = isJson(data['metadata']) ? data['metadata'] : {};
+  const url = str(metadata['url']);
+  return emptyProviderError(status, (url && providerEndpoint(url, '')) ?? undefined);
 }
 
 /** A tool part: opencode prints it once it has finished, so the call and its result together. */
