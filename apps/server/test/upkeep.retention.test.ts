@@ -34,7 +34,7 @@ after(async () => {
   await t?.close();
 });
 beforeEach(async () => {
-  await sql`TRUNCATE log_events, audit_events, login_failures, mail_sends`.execute(t.deps.db);
+  await sql`TRUNCATE log_events, audit_events, usage_events, login_failures, mail_sends`.execute(t.deps.db);
   await sql`DELETE FROM api_keys`.execute(t.deps.db);
   user = await createVerifiedUser(t.deps.db);
   conversationId = (await insertConversation(t.deps.db, user.id, { status: 'idle' })).id;
@@ -73,6 +73,33 @@ async function auditEvent(createdAt: Date, type: string): Promise<void> {
     .execute();
 }
 
+async function usageEvent(endedAt: Date): Promise<void> {
+  await t.deps.db
+    .insertInto('usage_events')
+    .values({
+      tenant_id: user.id,
+      kind: 'turn',
+      subject_id: uuidv7(),
+      conversation_id: conversationId,
+      status: 'succeeded',
+      started_at: endedAt,
+      ended_at: endedAt,
+      busy_seconds: 0,
+      parked_seconds: 0,
+      created_at: endedAt,
+    })
+    .execute();
+}
+const usageCount = async () =>
+  Number(
+    (
+      await t.deps.db
+        .selectFrom('usage_events')
+        .select((eb) => eb.fn.countAll().as('n'))
+        .executeTakeFirstOrThrow()
+    ).n,
+  );
+
 async function apiKey(name: string, set: { revoked_at?: Date; expires_at?: Date }): Promise<void> {
   const { prefix, hash } = generateApiKey();
   await t.deps.db
@@ -97,6 +124,8 @@ describe('the retention pruner', () => {
     await logEvent(at(-MIN), 'recent');
     await auditEvent(at(-365 * DAY - MIN), 'audit.past');
     await auditEvent(at(-365 * DAY + MIN), 'audit.inside');
+    await usageEvent(at(-400 * DAY - MIN));
+    await usageEvent(at(-400 * DAY + MIN));
     await apiKey('revoked-past', { revoked_at: at(-30 * DAY - MIN) });
     await apiKey('revoked-inside', { revoked_at: at(-30 * DAY + MIN) });
     await apiKey('expired-past', { expires_at: at(-30 * DAY - MIN) });
@@ -109,9 +138,11 @@ describe('the retention pruner', () => {
     assert.deepEqual(await texts(), ['inside', 'recent']);
     assert.deepEqual(await auditTypes(), ['audit.inside']);
     assert.deepEqual(await keyNames(), ['expired-inside', 'revoked-inside', 'test']);
-    assert.equal(result.acted, 5);
+    assert.equal(await usageCount(), 1, 'the usage event just inside 400 days is kept');
+    assert.equal(result.acted, 6);
     assert.ok(result.lines.includes('deleted 1 log events older than 90 days'), result.lines.join('\n'));
     assert.ok(result.lines.includes('deleted 1 audit events older than 365 days'));
+    assert.ok(result.lines.includes('deleted 1 usage events older than 400 days'), result.lines.join('\n'));
     assert.ok(result.lines.includes('deleted 2 revoked API keys older than 30 days'));
     assert.ok(result.lines.includes('deleted 1 expired API keys older than 30 days'));
 

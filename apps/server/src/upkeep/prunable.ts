@@ -20,6 +20,8 @@ export interface Prunable {
 export const PRUNABLE: readonly Prunable[] = [
   { what: 'log events', table: 'log_events', key: 'id', column: 'created_at', keepDays: 90 },
   { what: 'audit events', table: 'audit_events', key: 'id', column: 'created_at', keepDays: 365 },
+  // created_at is the end of what the row meters (usage/README): the age counts from that end.
+  { what: 'usage events', table: 'usage_events', key: 'id', column: 'created_at', keepDays: 400 },
   { what: 'revoked API keys', table: 'api_keys', key: 'id', column: 'revoked_at', keepDays: 30 },
   // An expired key that was never revoked: kept as long as a revoked one, so its owner still
   // sees it listed as expired for a while.
