@@ -425,9 +425,9 @@ describe('agents', () => {
     await call(u, 'PUT', `/api/environments/${env}`, { name: 'e2' });
     const v = (await call(u, 'POST', '/api/vaults', { name: 'v' })).body!['id'];
     await call(u, 'PUT', `/api/vaults/${v}`, { name: 'v2' });
-    const a = (await call(u, 'POST', '/api/agents', { name: 'a', model: 'openai/gpt-5', runtime: 'opencode' })).body![
-      'id'
-    ];
+    const a = (
+      await call(u, 'POST', '/api/agents', { name: 'a', model: 'openai/gpt-5', runtime: 'opencode' })
+    ).body!['id'];
     await call(u, 'PUT', `/api/agents/${a}`, { name: 'a2', model: 'openai/gpt-5', runtime: 'opencode' });
     for (const url of [`/api/agents/${a}`, `/api/vaults/${v}`, `/api/environments/${env}`]) {
       assert.equal((await call(u, 'DELETE', url)).status, 204);
