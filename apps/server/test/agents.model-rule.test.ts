@@ -41,6 +41,7 @@ const MISMATCHES: Array<[runtime: string, model: string, message: RegExp]> = [
   ['gemini', 'openai/gpt-5', /^gemini runs Gemini models .* is an OpenAI model/],
   ['codex', 'gemini/gemini-2.5-flash', /^codex runs OpenAI models .* is a Gemini model/],
   ['opencode', 'ollama/llama3', /^opencode runs models of anthropic, openai or google .*not of "ollama"$/],
+  ['opencode', 'constructor/x', /not of "constructor"$/],
 ];
 
 describe('the model of an agent and its runtime', () => {
@@ -71,6 +72,7 @@ describe('the model of an agent and its runtime', () => {
       ['claude', 'bedrock/anthropic.claude-sonnet-4-5'],
       ['codex', 'openai/gpt-5.5'],
       ['codex', 'openrouter/openai/gpt-5'],
+      ['codex', 'constructor/gpt-5'],
       ['gemini', 'google/gemini-2.5-flash'],
       ['gemini', 'gemini/gemini-2.5-pro'],
       ['opencode', 'anthropic/claude-sonnet-4-5'],

@@ -13,13 +13,13 @@ import type { Runtime } from './agents.tables.ts';
 
 type Family = 'anthropic' | 'openai' | 'gemini';
 
-/** A model's provider part → the family of the inference provider it names. */
-const FAMILIES: Readonly<Record<string, Family>> = {
-  anthropic: 'anthropic',
-  openai: 'openai',
-  google: 'gemini',
-  gemini: 'gemini',
-};
+/** A model's provider part → the family of the inference provider it names (a Map: no prototype keys). */
+const FAMILIES: ReadonlyMap<string, Family> = new Map([
+  ['anthropic', 'anthropic'],
+  ['openai', 'openai'],
+  ['google', 'gemini'],
+  ['gemini', 'gemini'],
+]);
 
 const LABEL: Readonly<Record<Family, string>> = {
   anthropic: 'an Anthropic',
@@ -43,7 +43,7 @@ const OWN: Readonly<Record<Exclude<Runtime, 'opencode'>, { family: Family; form:
 /** Why `runtime` cannot run `model` (a `<provider>/<model_id>`), or null when it may. */
 export function modelMismatch(runtime: Runtime, model: string): string | null {
   const provider = model.slice(0, Math.max(0, model.indexOf('/')));
-  const family = FAMILIES[provider];
+  const family = FAMILIES.get(provider);
   if (runtime === 'opencode') {
     if (family) return null;
     return `opencode runs models of anthropic, openai or google (anthropic/…, openai/…, google/… or gemini/…), not of "${provider}"`;
