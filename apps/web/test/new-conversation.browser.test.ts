@@ -28,7 +28,7 @@ async function apiAs(page: Page, method: 'POST' | 'GET' | 'DELETE', path: string
   return res.status() === 204 ? null : res.json();
 }
 
-const hasFocus = (l: Locator) => l.evaluate((el) => el === document.activeElement);
+const hasFocus = async (l: Locator) => (await l.and(l.page().locator(':focus')).count()) === 1;
 
 async function openDialog(page: Page): Promise<Locator> {
   await page.getByRole('heading', { name: 'Conversations' }).waitFor();
