@@ -62,6 +62,7 @@ export default function NewConversationDialog({ onClose }: { onClose: () => void
       ? initialAgent(agents.data)
       : agents.data.find((a) => a.id === agentId)
     : undefined;
+  const mustChoose = agents.data !== undefined && agent === undefined;
   const allowed = useMemo(
     () => (vaults.data ?? []).filter((v) => agent?.vault_ids.includes(v.id)),
     [vaults.data, agent],
@@ -121,7 +122,7 @@ export default function NewConversationDialog({ onClose }: { onClose: () => void
                   setVaultId('');
                 }}
                 disabled={!agents.data}
-                aria-describedby={agent ? undefined : `${ids.agent}-hint`}
+                aria-describedby={mustChoose ? `${ids.agent}-hint` : undefined}
               >
                 {!agent && (
                   <option value="" disabled>
@@ -135,9 +136,9 @@ export default function NewConversationDialog({ onClose }: { onClose: () => void
                 ))}
               </select>
               {agent?.description && <p className="field-hint">{agent.description}</p>}
-              {agents.data && !agent && (
+              {mustChoose && (
                 <p id={`${ids.agent}-hint`} className="field-hint">
-                  Which agent runs this prompt? The console remembers your choice.
+                  Which agent runs this prompt? The next conversation starts with the one you choose.
                 </p>
               )}
             </div>
