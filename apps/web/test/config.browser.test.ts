@@ -256,6 +256,25 @@ describe('configuration pages', () => {
     await page.getByRole('heading', { name: 'Agent coder' }).waitFor();
     assert.equal(await count(), 1);
 
+    // An agent saved before the rule lists and opens; the form says what to change.
+    await c.h.deps.db
+      .insertInto('agents')
+      .values({
+        id: '01900000-0000-7000-8000-000000000037',
+        tenant_id: user,
+        name: 'legacy',
+        model: 'anthropic/claude-sonnet-4-5',
+        runtime: 'codex',
+        skills: '[]',
+        mcp_servers: '{}',
+        metadata: '{}',
+      })
+      .execute();
+    await page.goto(c.url('/agents'));
+    await page.getByRole('link', { name: 'legacy' }).click();
+    await page.getByRole('heading', { name: 'Agent legacy' }).waitFor();
+    await page.getByText(message).waitFor();
+
     // opencode runs three providers' models, and says so for any other.
     await page.getByLabel('Runtime').selectOption('opencode');
     await model.fill('ollama/llama3');
