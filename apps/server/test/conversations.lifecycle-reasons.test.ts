@@ -2,8 +2,8 @@
 // (SANDBOX_MAX_LIFETIME_HOURS=1, SANDBOX_IDLE_TIMEOUT_MINUTES=1): "1 hour", never "1 hours".
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { TestUser } from './helpers/factories.ts';
 import { type ConversationHarness, startConversationHarness } from './helpers/conversations.ts';
+import type { TestUser } from './helpers/factories.ts';
 
 let h: ConversationHarness;
 let user: TestUser;
