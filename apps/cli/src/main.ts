@@ -17,7 +17,7 @@ import { deleteConversation, ExitStatus, registerConversationCommands } from './
 import { registerCredentialCommands } from './credentials.ts';
 import { ApiError, CliError } from './errors.ts';
 import { compileManifests, redactedPlan } from './manifest.ts';
-import { type Io, json, type OutputFormat, table, withProgress } from './output.ts';
+import { counted, type Io, json, type OutputFormat, table, withProgress } from './output.ts';
 import { promptHidden, promptLine, readAllStdin } from './prompt.ts';
 import { findOne, manifestOf, type Row, resourceType, UUID } from './resources.ts';
 import { registerUsageCommand } from './usage.ts';
@@ -154,20 +154,24 @@ export async function main(argv: string[], env: Env, io: Io): Promise<number> {
       if (opts.dryRun) {
         const plan = redactedPlan(manifest);
         if (format() === 'json') print(json(plan));
-        else print(`# dry run: ${plan.resources.length} resource(s), nothing sent\n${stringify(plan)}`);
+        else
+          print(`# dry run: ${counted(plan.resources.length, 'resource')}, nothing sent\n${stringify(plan)}`);
         return;
       }
-      const response = await withProgress(io, `applying ${manifest.resources.length} resource(s)`, () =>
-        client().request<{
-          results: Array<{
-            kind: string;
-            name: string;
-            action: string;
-            errors?: Record<string, string[]>;
-            secrets?: Record<string, string>;
-          }>;
-          summary: Record<string, number>;
-        }>('POST', '/api/apply', manifest),
+      const response = await withProgress(
+        io,
+        `applying ${counted(manifest.resources.length, 'resource')}`,
+        () =>
+          client().request<{
+            results: Array<{
+              kind: string;
+              name: string;
+              action: string;
+              errors?: Record<string, string[]>;
+              secrets?: Record<string, string>;
+            }>;
+            summary: Record<string, number>;
+          }>('POST', '/api/apply', manifest),
       );
       if (format() === 'json') print(json(response));
       else {

@@ -144,7 +144,7 @@ export function compileManifests(files: Array<{ path: string; text: string }>, e
   }
   if (missing.size > 0) {
     problems.push(
-      `undefined local environment variable(s) referenced as \${env:NAME}: ${[...missing].sort().join(', ')}`,
+      `undefined local environment ${missing.size === 1 ? 'variable' : 'variables'} referenced as \${env:NAME}: ${[...missing].sort().join(', ')}`,
     );
   }
   if (problems.length > 0) throw new CliError('the manifest is invalid', problems);

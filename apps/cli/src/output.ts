@@ -22,6 +22,11 @@ export function table(headers: string[], rows: string[][]): string {
   return [line(headers), ...rows.map(line)].join('\n');
 }
 
+/** `1 resource`, `3 resources`: a count with its noun in the right number. */
+export function counted(n: number, singular: string, plural = `${singular}s`): string {
+  return `${n} ${n === 1 ? singular : plural}`;
+}
+
 export function json(value: unknown): string {
   return JSON.stringify(value, null, 2);
 }

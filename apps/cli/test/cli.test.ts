@@ -133,6 +133,33 @@ describe('paddock apply', () => {
     assert.equal(merged['GITHUB_TOKEN'], SECRET_ENV.GITHUB_TOKEN);
   });
 
+  it('refuses an agent whose model its runtime cannot run, naming spec.model, and creates nothing (exit 1)', async () => {
+    const other = await createVerifiedUser(t.deps.db);
+    const file = join(tempDir('paddock-manifest-'), 'mismatch.yaml');
+    writeFileSync(
+      file,
+      [
+        'apiVersion: paddock/v1',
+        'kind: Agent',
+        'metadata: {name: mismatched}',
+        'spec: {runtime: codex, model: anthropic/claude-sonnet-4-5}',
+      ].join('\n'),
+    );
+    const run = await paddock(['apply', '-f', file], { PADDOCK_API_KEY: other.apiKey });
+    assert.equal(run.code, 1, run.stdout);
+    assert.match(
+      run.stderr,
+      /^error: Agent mismatched: spec\.model: codex runs OpenAI models \(openai\/<model_id>\); anthropic\/claude-sonnet-4-5 is an Anthropic model: choose an OpenAI model, or the claude or opencode runtime$/m,
+    );
+    assert.match(run.stdout, /0 created, 0 updated, 0 unchanged, 1 failed/);
+    const rows = await t.deps.db
+      .selectFrom('agents')
+      .select('id')
+      .where('tenant_id', '=', other.id)
+      .execute();
+    assert.equal(rows.length, 0);
+  });
+
   it('--dry-run prints the compiled plan without values and sends nothing', async () => {
     const other = await createVerifiedUser(t.deps.db);
     const run = await paddock(['apply', '-f', QUICKSTART, '--dry-run'], {
@@ -140,8 +167,14 @@ describe('paddock apply', () => {
       PADDOCK_API_KEY: other.apiKey,
     });
     assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, /^# dry run: 3 resources, nothing sent$/m);
     assert.match(run.stdout, /GITHUB_TOKEN: <redacted>/);
     for (const v of Object.values(SECRET_ENV)) assert.ok(!run.stdout.includes(v));
+    const single = join(tempDir('paddock-manifest-'), 'single.yaml');
+    writeFileSync(single, 'apiVersion: paddock/v1\nkind: Vault\nmetadata: {name: lone}\n');
+    const one = await paddock(['apply', '-f', single, '--dry-run'], { PADDOCK_API_KEY: other.apiKey });
+    assert.equal(one.code, 0, one.stderr);
+    assert.match(one.stdout, /^# dry run: 1 resource, nothing sent$/m, 'one resource, in the singular');
     const rows = await t.deps.db
       .selectFrom('environments')
       .select('id')
@@ -176,7 +209,12 @@ describe('paddock apply', () => {
 
     const missing = await paddock(['apply', '-f', QUICKSTART]);
     assert.equal(missing.code, 1);
-    assert.match(missing.stderr, /ANTHROPIC_API_KEY, GITHUB_TOKEN/);
+    assert.match(
+      missing.stderr,
+      /environment variables referenced as \$\{env:NAME\}: ANTHROPIC_API_KEY, GITHUB_TOKEN/,
+    );
+    const oneMissing = await paddock(['apply', '-f', QUICKSTART], { GITHUB_TOKEN: 'ghp_x' });
+    assert.match(oneMissing.stderr, /environment variable referenced as \$\{env:NAME\}: ANTHROPIC_API_KEY$/m);
 
     const invalid = join(dir, 'invalid.yaml');
     writeFileSync(invalid, 'apiVersion: paddock/v1\nkind: Environment\nmetadata: {name: x\n');

@@ -120,7 +120,7 @@ describe('apply dry run', () => {
 
     const changed = manifest();
     (changed[1]!.spec as { secrets: Record<string, string> }).secrets['GITHUB_TOKEN'] = 'rotated';
-    (changed[0]!.spec as { runtime: string }).runtime = 'codex';
+    (changed[0]!.spec as { runtime: string }).runtime = 'opencode';
     changed.push({ kind: 'Agent', name: 'broken', spec: { model: 'nope', runtime: 'claude' } });
     const after1 = await countRows(user);
     const diff = await apply(user, changed, true);

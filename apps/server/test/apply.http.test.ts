@@ -110,7 +110,7 @@ describe('bulk apply', () => {
     // A changed secret value makes its resource "updated"; a changed field likewise.
     const changed = manifest();
     (changed[1]!.spec as { secrets: Record<string, string> }).secrets['OTHER'] = 'y';
-    (changed[0]!.spec as { runtime: string }).runtime = 'codex';
+    (changed[0]!.spec as { runtime: string }).runtime = 'opencode';
     const third = await apply(user, changed);
     assert.deepEqual(
       third.body.results.map((r) => r.action),

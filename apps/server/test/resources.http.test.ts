@@ -425,10 +425,10 @@ describe('agents', () => {
     await call(u, 'PUT', `/api/environments/${env}`, { name: 'e2' });
     const v = (await call(u, 'POST', '/api/vaults', { name: 'v' })).body!['id'];
     await call(u, 'PUT', `/api/vaults/${v}`, { name: 'v2' });
-    const a = (await call(u, 'POST', '/api/agents', { name: 'a', model: 'x/y', runtime: 'opencode' })).body![
-      'id'
-    ];
-    await call(u, 'PUT', `/api/agents/${a}`, { name: 'a2', model: 'x/y', runtime: 'opencode' });
+    const a = (
+      await call(u, 'POST', '/api/agents', { name: 'a', model: 'openai/gpt-5', runtime: 'opencode' })
+    ).body!['id'];
+    await call(u, 'PUT', `/api/agents/${a}`, { name: 'a2', model: 'openai/gpt-5', runtime: 'opencode' });
     for (const url of [`/api/agents/${a}`, `/api/vaults/${v}`, `/api/environments/${env}`]) {
       assert.equal((await call(u, 'DELETE', url)).status, 204);
     }

@@ -196,6 +196,96 @@ describe('configuration pages', () => {
     assert.deepEqual(c.pageProblems(), []);
   });
 
+  it("offers the runtime's models in the agent form and refuses one the runtime cannot run before saving", async () => {
+    const email = `model-${Date.now()}@example.com`;
+    await register(email);
+    const page = await c.page();
+    await signIn(page, email);
+    await page.goto(c.url('/agents/new'));
+    await page.getByRole('heading', { name: 'New agent' }).waitFor();
+    const model = page.getByLabel('Model');
+    const suggestions = async () => {
+      const options = page.locator('#agent-model-suggestions option');
+      const values: string[] = [];
+      for (let k = 0; k < (await options.count()); k++)
+        values.push((await options.nth(k).getAttribute('value')) ?? '');
+      assert.ok(values.length > 0, 'the picker has suggestions');
+      return values;
+    };
+    // The picker and the placeholder follow the runtime; free text stays allowed.
+    assert.equal(await model.getAttribute('list'), 'agent-model-suggestions');
+    assert.equal(await model.getAttribute('placeholder'), 'anthropic/claude-sonnet-4-5');
+    assert.ok((await suggestions()).every((m) => m.startsWith('anthropic/')));
+    await page.getByLabel('Runtime').selectOption('codex');
+    assert.equal(await model.getAttribute('placeholder'), 'openai/gpt-5.5');
+    assert.ok((await suggestions()).every((m) => m.startsWith('openai/')));
+    await page.getByText('openai/<model_id>: Codex runs OpenAI models').waitFor();
+    await page.getByLabel('Runtime').selectOption('gemini');
+    assert.equal(await model.getAttribute('placeholder'), 'google/gemini-2.5-pro');
+    await page.getByLabel('Runtime').selectOption('opencode');
+    const all = await suggestions();
+    for (const p of ['anthropic/', 'openai/', 'google/'])
+      assert.ok(
+        all.some((m) => m.startsWith(p)),
+        p,
+      );
+
+    // A codex agent with an Anthropic model: said under the field as it is typed; not saved.
+    await page.getByLabel('Name', { exact: true }).fill('coder');
+    await page.getByLabel('Runtime').selectOption('codex');
+    await model.fill('anthropic/claude-sonnet-4-5');
+    const message =
+      'codex runs OpenAI models (openai/<model_id>); anthropic/claude-sonnet-4-5 is an Anthropic model: choose an OpenAI model, or the claude or opencode runtime';
+    await page.getByText(message).waitFor();
+    assert.equal(await model.getAttribute('aria-invalid'), 'true');
+    await c.axe(page, 'new agent, model mismatch');
+    await page.getByRole('button', { name: 'Create agent' }).click();
+    assert.equal(await model.and(page.locator(':focus')).count(), 1, 'the model field has the focus');
+    const user = (
+      await c.h.deps.db.selectFrom('users').select('id').where('email', '=', email).executeTakeFirstOrThrow()
+    ).id;
+    const count = async () =>
+      (await c.h.deps.db.selectFrom('agents').select('id').where('tenant_id', '=', user).execute()).length;
+    assert.equal(await count(), 0, 'nothing was created');
+
+    // A model of another provider name (a gateway's) is free text the runtime may run.
+    await model.fill('litellm/gpt-5');
+    assert.equal(await page.getByText(message).count(), 0);
+    await model.fill('openai/gpt-5');
+    await page.getByRole('button', { name: 'Create agent' }).click();
+    await page.getByRole('heading', { name: 'Agent coder' }).waitFor();
+    assert.equal(await count(), 1);
+
+    // An agent saved before the rule lists and opens; the form says what to change.
+    await c.h.deps.db
+      .insertInto('agents')
+      .values({
+        id: '01900000-0000-7000-8000-000000000037',
+        tenant_id: user,
+        name: 'legacy',
+        model: 'anthropic/claude-sonnet-4-5',
+        runtime: 'codex',
+        skills: '[]',
+        mcp_servers: '{}',
+        metadata: '{}',
+      })
+      .execute();
+    await page.goto(c.url('/agents'));
+    await page.getByRole('link', { name: 'legacy' }).click();
+    await page.getByRole('heading', { name: 'Agent legacy' }).waitFor();
+    await page.getByText(message).waitFor();
+
+    // opencode runs three providers' models, and says so for any other.
+    await page.getByLabel('Runtime').selectOption('opencode');
+    await model.fill('ollama/llama3');
+    await page
+      .getByText(
+        'opencode runs models of anthropic, openai or google (anthropic/…, openai/…, google/… or gemini/…), not of "ollama"',
+      )
+      .waitFor();
+    assert.deepEqual(c.pageProblems(), []);
+  });
+
   it('manages API keys, inference credentials and sessions, and shows the audit log', async () => {
     const email = `acct-${Date.now()}@example.com`;
     await register(email);
@@ -274,9 +364,22 @@ describe('admin pages', () => {
     assert.equal(await plain.getByRole('link', { name: 'Admin' }).count(), 0, 'no Admin link for a user');
     await plain.goto(c.url('/admin/users'));
     await plain.getByRole('heading', { name: /not found/i }).waitFor();
+    // /admin answers a non-admin like every admin page, and someone signed out is asked to sign in.
+    await plain.goto(c.url('/admin'));
+    await plain.getByRole('heading', { name: /not found/i }).waitFor();
+    assert.equal(new URL(plain.url()).pathname, '/admin');
+    const anonymous = await c.page();
+    await anonymous.goto(c.url('/admin'));
+    await anonymous.waitForURL(/\/sign-in\?next=%2Fadmin$/);
+    await anonymous.getByRole('heading', { name: 'Sign in to Paddock' }).waitFor();
 
     const page = await c.page();
     await signIn(page, adminEmail);
+    // /admin lands on the admin's first page, its users.
+    await page.goto(c.url('/admin'));
+    await page.waitForURL(c.url('/admin/users'));
+    await page.getByRole('heading', { name: 'Users' }).waitFor();
+    await page.goto(c.url('/conversations'));
     await page.getByRole('link', { name: 'Admin' }).click();
     await page.getByRole('heading', { name: 'Users' }).waitFor();
     await page.getByLabel('Search by email').fill(`target-${stamp}`);
@@ -294,7 +397,7 @@ describe('admin pages', () => {
     await row.getByRole('link', { name: userEmail }).click();
     await page.getByRole('heading', { name: userEmail }).waitFor();
     await page
-      .getByText('0 environments · 0 vaults · 0 agents · 1 conversations · 0 active API keys')
+      .getByText('0 environments · 0 vaults · 0 agents · 1 conversation · 0 active API keys')
       .waitFor();
     await c.axe(page, 'admin user');
     await page.getByRole('link', { name: `conversation ${conversation.id}` }).click();

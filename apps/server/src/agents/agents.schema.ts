@@ -11,6 +11,7 @@ import {
   text,
   timestamps,
 } from '../resources/fields.ts';
+import { modelMismatch } from './agents.models.ts';
 
 export const RUNTIMES = ['claude', 'codex', 'gemini', 'opencode'] as const;
 export const Runtime = z.enum(RUNTIMES);
@@ -109,6 +110,18 @@ const skills = z
     });
   });
 
+/**
+ * The model must be one the runtime can run (agents.models.ts), reported on `model`. For the
+ * write schemas only: stored agents that break the rule still read back.
+ */
+export function checkModelOfRuntime(
+  agent: { runtime: z.infer<typeof Runtime>; model: string },
+  ctx: z.RefinementCtx,
+): void {
+  const problem = modelMismatch(agent.runtime, agent.model);
+  if (problem) ctx.addIssue({ code: 'custom', path: ['model'], message: problem });
+}
+
 /** Fields shared by the API body and the manifest spec (which names references differently). */
 export const agentFields = {
   name: resourceName,
@@ -154,7 +167,8 @@ export const AgentBody = z
           "beyond those on its own environment (with any vault on that agent's allowlist); docs/security.md",
       ),
   })
-  .strict();
+  .strict()
+  .superRefine(checkModelOfRuntime);
 
 export type AgentInput = z.output<typeof AgentBody>;
 

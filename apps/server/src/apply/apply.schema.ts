@@ -3,7 +3,7 @@
 // each resource's kind, name and spec are checked one by one so that a bad resource is an
 // `action: error` in the 200 body and never stops the others.
 import { z } from 'zod';
-import { agentFields } from '../agents/agents.schema.ts';
+import { agentFields, checkModelOfRuntime } from '../agents/agents.schema.ts';
 import { EnvironmentBody } from '../environments/environments.schema.ts';
 import { envMap, metadata, resourceName, text } from '../resources/fields.ts';
 import { secretValue } from '../secrets/secrets.schemas.ts';
@@ -41,7 +41,8 @@ export const AgentSpec = z
       .default([])
       .describe('vault allowlist, by name'),
   })
-  .strict();
+  .strict()
+  .superRefine(checkModelOfRuntime);
 
 export const ApplyBody = z
   .object({

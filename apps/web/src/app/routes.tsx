@@ -133,6 +133,12 @@ export const ROUTES: readonly PageRoute[] = [
     page: lazy(() => import('../pages/account/AuditPage')),
   },
   {
+    path: '/admin',
+    access: 'admin',
+    title: 'Admin',
+    page: lazy(() => import('../pages/admin/AdminIndexPage')),
+  },
+  {
     path: '/admin/users',
     access: 'admin',
     title: 'Users',

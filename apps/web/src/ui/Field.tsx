@@ -7,7 +7,8 @@ export function Field({
   errors,
   ...input
 }: InputHTMLAttributes<HTMLInputElement> & { label: ReactNode; hint?: ReactNode; errors?: string[] }) {
-  const id = useId();
+  const generated = useId();
+  const id = input.id ?? generated;
   const hintId = `${id}-hint`;
   return (
     <div className="field">

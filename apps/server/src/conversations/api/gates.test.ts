@@ -80,6 +80,22 @@ describe('gates (gates.ts)', () => {
     assert.equal(await codeOf(reuse), 'account_suspended');
   });
 
+  it('says the quota in words, in the singular for one sandbox', async () => {
+    const user = await createVerifiedUser(t.deps.db);
+    await liveSandboxes(user.id, 2);
+    const messageOf = async (maxSandboxesPerUser: number) => {
+      const gates = createGates({ db: t.deps.db, maxSandboxesPerUser });
+      try {
+        await t.deps.db.transaction().execute((trx) => gates.admit(trx, user.id, { newSandbox: true }));
+        return 'passed';
+      } catch (err) {
+        return err instanceof Error ? err.message : String(err);
+      }
+    };
+    assert.equal(await messageOf(1), 'at most 1 sandbox may run at once per user; terminate one or wait');
+    assert.equal(await messageOf(2), 'at most 2 sandboxes may run at once per user; terminate one or wait');
+  });
+
   it('runs the subscription hook on every turn: 402 subscription_required with upgrade_url', async () => {
     const user = await createVerifiedUser(t.deps.db);
     const gates = createGates({

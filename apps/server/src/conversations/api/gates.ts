@@ -111,7 +111,7 @@ export function createGates(deps: {
       if (options.newSandbox && state.liveSandboxes >= deps.maxSandboxesPerUser) {
         throw new AppError(
           'sandbox_quota_exceeded',
-          `at most ${deps.maxSandboxesPerUser} sandboxes may run at once per user; terminate one or wait`,
+          `at most ${deps.maxSandboxesPerUser} ${deps.maxSandboxesPerUser === 1 ? 'sandbox' : 'sandboxes'} may run at once per user; terminate one or wait`,
           {
             headers: { 'retry-after': String(QUOTA_RETRY_AFTER_SECONDS) },
             extra: { limit: deps.maxSandboxesPerUser },

@@ -96,12 +96,16 @@ export function createLifecycleClock(deps: {
       }
       if (server.busy() || row.status !== 'idle') continue;
       if (options.maxLifetimeHours > 0 && age > options.maxLifetimeHours * 3_600_000) {
-        await server.reclaim(`the sandbox reached its maximum lifetime of ${options.maxLifetimeHours} hours`);
+        await server.reclaim(
+          `the sandbox reached its maximum lifetime of ${options.maxLifetimeHours} ${options.maxLifetimeHours === 1 ? 'hour' : 'hours'}`,
+        );
       } else if (
         options.idleTimeoutMinutes > 0 &&
         Number(row.idle_ms) > options.idleTimeoutMinutes * 60_000
       ) {
-        await server.reclaim(`the sandbox was idle for ${options.idleTimeoutMinutes} minutes`);
+        await server.reclaim(
+          `the sandbox was idle for ${options.idleTimeoutMinutes} ${options.idleTimeoutMinutes === 1 ? 'minute' : 'minutes'}`,
+        );
       }
     }
   };

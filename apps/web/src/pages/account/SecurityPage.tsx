@@ -4,6 +4,7 @@ import { api } from '../../api/client';
 import { useSession } from '../../api/session';
 import { ErrorNotice } from '../../ui/ErrorNotice';
 import { Field } from '../../ui/Field';
+import { counted } from '../../ui/plural';
 import { errorsUnder, fieldErrorsOf, Section } from '../config/editors';
 import { AccountNav } from './AccountNav';
 
@@ -52,8 +53,8 @@ function PasswordForm() {
         body: { current_password: current, new_password: next, revoke_api_keys: revokeKeys },
       });
       setDone(
-        `${res.message} ${res.sessions_ended} other session${res.sessions_ended === 1 ? '' : 's'} ended${
-          res.api_keys_revoked ? `, ${res.api_keys_revoked} API key(s) revoked` : ''
+        `${res.message} ${counted(res.sessions_ended, 'other session')} ended${
+          res.api_keys_revoked ? `, ${counted(res.api_keys_revoked, 'API key')} revoked` : ''
         }.`,
       );
       setCurrent('');
@@ -174,7 +175,7 @@ function OtherSessions() {
     setError(null);
     try {
       const res = await api.post('/api/auth/sessions/end-others');
-      setDone(`${res.sessions_ended} other session${res.sessions_ended === 1 ? '' : 's'} signed out.`);
+      setDone(`${counted(res.sessions_ended, 'other session')} signed out.`);
     } catch (err) {
       setError(err);
     }

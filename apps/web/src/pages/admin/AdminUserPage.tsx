@@ -8,6 +8,7 @@ import { useSession } from '../../api/session';
 import { useApi } from '../../api/use-api';
 import { Link, useParams } from '../../app/router';
 import { ErrorNotice } from '../../ui/ErrorNotice';
+import { counted } from '../../ui/plural';
 import { StatusBadge } from '../../ui/StatusBadge';
 import { relativeTime } from '../../ui/time';
 import { AdminUsageBlock } from '../account/UsageBlock';
@@ -113,8 +114,9 @@ export default function AdminUserPage() {
             <dd>{d.last_activity_at ? relativeTime(d.last_activity_at) : 'none'}</dd>
             <dt>Resources</dt>
             <dd>
-              {d.counts.environments} environments · {d.counts.vaults} vaults · {d.counts.agents} agents ·{' '}
-              {d.counts.conversations} conversations · {d.counts.active_api_keys} active API keys
+              {counted(d.counts.environments, 'environment')} · {counted(d.counts.vaults, 'vault')} ·{' '}
+              {counted(d.counts.agents, 'agent')} · {counted(d.counts.conversations, 'conversation')} ·{' '}
+              {counted(d.counts.active_api_keys, 'active API key')}
             </dd>
           </dl>
           <AdminUsageBlock id={d.user.id} />

@@ -21,12 +21,11 @@ import {
   Section,
   toPairs,
 } from './editors';
+import { MODEL_HINT, MODEL_SUGGESTIONS, modelMismatch, RUNTIMES, type Runtime } from './models';
 
 const CodeEditor = lazy(() => import('./CodeEditor'));
 
 type Agent = ApiData<'/api/agents/{id}'>;
-const RUNTIMES = ['claude', 'codex', 'gemini', 'opencode'] as const;
-type Runtime = (typeof RUNTIMES)[number];
 
 type Skill =
   | { kind: 'inline'; name: string; content: string }
@@ -127,6 +126,8 @@ export default function AgentFormPage() {
   const [busy, setBusy] = useState(false);
   const [saved, setSaved] = useState(false);
   const errors = fieldErrorsOf(error);
+  // Said as soon as it is typed, and the save waits for a model the runtime runs.
+  const mismatch = modelMismatch(draft.runtime, draft.model.trim());
   const environments = useApi((signal) => api.get('/api/environments', { signal }).then((r) => r.data), []);
   const vaults = useApi((signal) => api.get('/api/vaults', { signal }).then((r) => r.data), []);
 
@@ -177,6 +178,10 @@ export default function AgentFormPage() {
 
   const submit = async (event: FormEvent) => {
     event.preventDefault();
+    if (mismatch) {
+      document.getElementById('agent-model')?.focus();
+      return;
+    }
     setBusy(true);
     setError(null);
     try {
@@ -246,15 +251,23 @@ export default function AgentFormPage() {
             <FieldMessages messages={errorsUnder(errors, 'runtime')} />
           </div>
           <Field
+            id="agent-model"
             label="Model"
             className="mono"
             required
+            list="agent-model-suggestions"
+            autoComplete="off"
             value={draft.model}
-            placeholder="anthropic/claude-sonnet-4-5"
-            hint="provider/model-id"
+            placeholder={MODEL_SUGGESTIONS[draft.runtime][0]}
+            hint={MODEL_HINT[draft.runtime]}
             onChange={(e) => patch({ model: e.target.value })}
-            errors={errorsUnder(errors, 'model')}
+            errors={mismatch ? [mismatch] : errorsUnder(errors, 'model')}
           />
+          <datalist id="agent-model-suggestions">
+            {MODEL_SUGGESTIONS[draft.runtime].map((m) => (
+              <option key={m} value={m} />
+            ))}
+          </datalist>
         </div>
         <Field
           label="Description"

@@ -4,6 +4,7 @@ import { api } from '../../api/client';
 import { useApi } from '../../api/use-api';
 import { Link } from '../../app/router';
 import { ErrorNotice } from '../../ui/ErrorNotice';
+import { counted } from '../../ui/plural';
 import { ConfigNav } from './ConfigNav';
 
 export default function AgentsPage() {
@@ -34,9 +35,8 @@ export default function AgentsPage() {
             </span>
             {a.description && <span>{a.description}</span>}
             <span className="muted">
-              {a.skills.length} skill{a.skills.length === 1 ? '' : 's'} · {Object.keys(a.mcp_servers).length}{' '}
-              MCP server{Object.keys(a.mcp_servers).length === 1 ? '' : 's'} · {a.vault_ids.length} vault
-              {a.vault_ids.length === 1 ? '' : 's'}
+              {counted(a.skills.length, 'skill')} · {counted(Object.keys(a.mcp_servers).length, 'MCP server')}{' '}
+              · {counted(a.vault_ids.length, 'vault')}
             </span>
           </li>
         ))}

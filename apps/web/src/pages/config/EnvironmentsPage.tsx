@@ -4,6 +4,7 @@ import { api } from '../../api/client';
 import { useApi } from '../../api/use-api';
 import { Link } from '../../app/router';
 import { ErrorNotice } from '../../ui/ErrorNotice';
+import { counted } from '../../ui/plural';
 import { relativeTime } from '../../ui/time';
 import { ConfigNav } from './ConfigNav';
 
@@ -32,8 +33,8 @@ export default function EnvironmentsPage() {
               <Link href={`/environments/${e.id}`}>{e.name}</Link>
             </h2>
             <span className="muted">
-              {e.repos.length} repo{e.repos.length === 1 ? '' : 's'} · {e.secret_count} secret
-              {e.secret_count === 1 ? '' : 's'} · {e.agent_count} agent{e.agent_count === 1 ? '' : 's'}
+              {counted(e.repos.length, 'repo')} · {counted(e.secret_count, 'secret')} ·{' '}
+              {counted(e.agent_count, 'agent')}
             </span>
             <span className="muted">
               network {e.networking_type} · {e.checkpoint_id ? 'checkpoint ready' : 'no checkpoint'} · updated{' '}

@@ -6,6 +6,7 @@ import { useApi } from '../../api/use-api';
 import { Link, navigate } from '../../app/router';
 import { ErrorNotice } from '../../ui/ErrorNotice';
 import { Field } from '../../ui/Field';
+import { counted } from '../../ui/plural';
 import { ConfigNav } from './ConfigNav';
 import { errorsUnder, fieldErrorsOf } from './editors';
 
@@ -55,8 +56,7 @@ export default function VaultsPage() {
               <Link href={`/vaults/${v.id}`}>{v.name}</Link>
             </h2>
             <span className="muted">
-              {v.secret_count} secret{v.secret_count === 1 ? '' : 's'} · allowed for {v.agent_count} agent
-              {v.agent_count === 1 ? '' : 's'}
+              {counted(v.secret_count, 'secret')} · allowed for {counted(v.agent_count, 'agent')}
             </span>
           </li>
         ))}

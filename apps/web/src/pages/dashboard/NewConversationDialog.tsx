@@ -1,26 +1,68 @@
 // "New conversation": agent, an optional vault from the agent's allowlist, the prompt and up
 // to four images. Opened from anywhere with `n` (app/Shell.tsx). The server checks it all
 // again (docs/api.md, Conversations); the checks here only save a round trip.
-import { type FormEvent, useId, useMemo, useState } from 'react';
+// What must hold (apps/web/test/new-conversation.browser.test.ts): the prompt has the focus
+// when the dialog opens; the agent is the one this browser last started a conversation with,
+// or the only one; with several and none remembered, nothing is chosen for the person (a
+// wrong agent would run their prompt) and starting waits for a choice.
+import { type FormEvent, useEffect, useId, useMemo, useRef, useState } from 'react';
 import { ApiError, api } from '../../api/client';
-import { useAgents, useVaults } from '../../api/resources';
+import { type Agent, useAgents, useVaults } from '../../api/resources';
 import { navigate } from '../../app/router';
 import { Dialog } from '../../ui/Dialog';
 import { ErrorNotice } from '../../ui/ErrorNotice';
 import { ImagePicker, type PickedImage } from './ImagePicker';
 
+const LAST_AGENT_KEY = 'paddock.lastAgent';
+
+function lastAgentId(): string | null {
+  try {
+    return localStorage.getItem(LAST_AGENT_KEY);
+  } catch {
+    return null;
+  }
+}
+
+function rememberAgent(id: string): void {
+  try {
+    localStorage.setItem(LAST_AGENT_KEY, id);
+  } catch {
+    // Storage refused (private mode): the next dialog asks again.
+  }
+}
+
+/** The agent chosen when the dialog opens: the remembered one if it still exists, else the only one. */
+function initialAgent(agents: readonly Agent[]): Agent | undefined {
+  const last = lastAgentId();
+  return agents.find((a) => a.id === last) ?? (agents.length === 1 ? agents[0] : undefined);
+}
+
 export default function NewConversationDialog({ onClose }: { onClose: () => void }) {
   const agents = useAgents();
   const vaults = useVaults();
-  const [agentId, setAgentId] = useState('');
+  // null until the person picks one; then the pick wins over the initial choice.
+  const [agentId, setAgentId] = useState<string | null>(null);
   const [vaultId, setVaultId] = useState('');
   const [prompt, setPrompt] = useState('');
   const [images, setImages] = useState<PickedImage[]>([]);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
   const ids = { agent: useId(), vault: useId(), prompt: useId() };
+  const agentRef = useRef<HTMLSelectElement>(null);
+  const promptRef = useRef<HTMLTextAreaElement>(null);
 
-  const agent = agents.data?.find((a) => a.id === (agentId || agents.data?.[0]?.id));
+  // After the Dialog's showModal (a child's effect runs first), which focuses the first
+  // focusable element, the close button: the prompt is what the person came to write.
+  useEffect(() => {
+    promptRef.current?.focus();
+  }, []);
+
+  const agent = agents.data
+    ? agentId === null
+      ? initialAgent(agents.data)
+      : agents.data.find((a) => a.id === agentId)
+    : undefined;
+  const mustChoose = agents.data !== undefined && agent === undefined;
   const allowed = useMemo(
     () => (vaults.data ?? []).filter((v) => agent?.vault_ids.includes(v.id)),
     [vaults.data, agent],
@@ -29,7 +71,11 @@ export default function NewConversationDialog({ onClose }: { onClose: () => void
 
   const submit = async (event?: FormEvent) => {
     event?.preventDefault();
-    if (!agent || busy) return;
+    if (!agent) {
+      agentRef.current?.focus();
+      return;
+    }
+    if (busy) return;
     setBusy(true);
     setError(null);
     try {
@@ -41,6 +87,7 @@ export default function NewConversationDialog({ onClose }: { onClose: () => void
           ...(images.length ? { images: images.map(({ media_type, data }) => ({ media_type, data })) } : {}),
         },
       });
+      rememberAgent(agent.id);
       onClose();
       navigate(`/conversations/${created.id}`);
     } catch (err) {
@@ -67,13 +114,21 @@ export default function NewConversationDialog({ onClose }: { onClose: () => void
               <label htmlFor={ids.agent}>Agent</label>
               <select
                 id={ids.agent}
+                ref={agentRef}
+                required
                 value={agent?.id ?? ''}
                 onChange={(e) => {
                   setAgentId(e.target.value);
                   setVaultId('');
                 }}
                 disabled={!agents.data}
+                aria-describedby={mustChoose ? `${ids.agent}-hint` : undefined}
               >
+                {!agent && (
+                  <option value="" disabled>
+                    Choose an agent…
+                  </option>
+                )}
                 {(agents.data ?? []).map((a) => (
                   <option key={a.id} value={a.id}>
                     {a.name} ({a.runtime})
@@ -81,6 +136,11 @@ export default function NewConversationDialog({ onClose }: { onClose: () => void
                 ))}
               </select>
               {agent?.description && <p className="field-hint">{agent.description}</p>}
+              {mustChoose && (
+                <p id={`${ids.agent}-hint`} className="field-hint">
+                  Which agent runs this prompt? The next conversation starts with the one you choose.
+                </p>
+              )}
             </div>
             <div className="field">
               <label htmlFor={ids.vault}>Vault</label>
@@ -109,6 +169,7 @@ export default function NewConversationDialog({ onClose }: { onClose: () => void
             <label htmlFor={ids.prompt}>Prompt</label>
             <textarea
               id={ids.prompt}
+              ref={promptRef}
               required
               rows={6}
               maxLength={100_000}
