@@ -125,6 +125,7 @@ async function* conversations(db: Db, tenantId: string): AsyncGenerator<string> 
           'last_activity_at',
         ])
         .where('tenant_id', '=', tenantId)
+        .orderBy('tenant_id')
         .orderBy('id')
         .limit(size);
       if (after !== null) q = q.where('id', '>', after);
@@ -195,6 +196,7 @@ function turnPages(db: Db, tenantId: string, conversationId: string) {
         ])
         .where('tenant_id', '=', tenantId)
         .where('conversation_id', '=', conversationId)
+        .orderBy('conversation_id')
         .orderBy('seq')
         .limit(size);
       if (after !== null) q = q.where('seq', '>', after);
@@ -227,12 +229,14 @@ function logPages(db: Db, tenantId: string, conversationId: string) {
   return pages(
     LOG_EVENTS_PAGE,
     async (after: string | null, size) => {
-      // (conversation_id, id): the log_events_conversation_idx range scan.
+      // Ordered as log_events_conversation_idx (conversation_id, id): a page can be one range scan
+      // of it, which reads no other conversation's rows.
       let q = db
         .selectFrom('log_events')
         .select(['id', 'turn_id', 'stream', 'data', 'stage', 'state', 'duration_ms', 'message', 'created_at'])
         .where('conversation_id', '=', conversationId)
         .where('tenant_id', '=', tenantId)
+        .orderBy('conversation_id')
         .orderBy('id')
         .limit(size);
       if (after !== null) q = q.where('id', '>', after);
@@ -259,6 +263,7 @@ function auditPages(db: Db, tenantId: string) {
           'created_at',
         ])
         .where('tenant_id', '=', tenantId)
+        .orderBy('tenant_id')
         .orderBy('id')
         .limit(size);
       if (after !== null) q = q.where('id', '>', after);
