@@ -1,11 +1,11 @@
 // Data export of an account: how long the background build takes, how big the gzipped
 // download is, and the peak RSS of the server process while it builds, at several account
-// sizes (default 10,000, 100,000 and 1,000,000 log events). The build streams
-// (account-exports.build.ts): what it holds is one page of rows and one chunk, so the peak is
-// bounded by the server's heap sizing (V8 lets garbage reach its young generation, up to
-// 2 × --max-semi-space-size, and its first old-generation threshold before collecting), not by
-// the account. Small builds end before the heap has grown to that bound; from a few hundred
-// thousand rows on, the peak stays where it is. The report gives each peak's ratio to the previous.
+// sizes (default 10,000, 100,000 and 1,000,000 log events). The build streams in a writer
+// thread with its own heap limits (account-exports.build.ts WRITER_LIMITS): what it holds is one
+// page of rows and one chunk, so the peak is bounded by those limits (V8 lets garbage accumulate
+// up to them before collecting), not by the account. Small builds end before the thread's heap
+// has grown to that bound; past it the peak stays where it is. The report gives each peak's ratio
+// to the previous.
 //   npm run bench -- export [--sizes 10000,100000,1000000]
 // Each size gets a fresh server process (the real paddock-server entry, own Node flags) on one
 // throw-away PostgreSQL; the peak is the process's VmHWM, reset when the export is asked for.

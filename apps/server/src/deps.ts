@@ -224,6 +224,10 @@ export function createDeps(input: CreateDepsInput): Deps {
       ...accountsDeps.jobTasks,
       [BUILD_EXPORT_TASK]: createBuildExportTask({
         db,
+        pool: {
+          ...poolOptions(input.config, input.database.url),
+          connectionString: input.database.url,
+        },
         exporter,
         mailQueue: accountsDeps.mailQueue,
         logger: input.logger,

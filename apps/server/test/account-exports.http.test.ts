@@ -11,6 +11,7 @@ import { compileManifests } from '../../cli/src/manifest.ts';
 import {
   BUILD_EXPORT_TASK,
   CHUNK_BYTES,
+  createBuildExportTask,
   EXPORT_TTL_MS,
 } from '../src/account-exports/account-exports.build.ts';
 import type { JobRunner } from '../src/jobs/worker.ts';
@@ -343,6 +344,34 @@ describe('account data export', () => {
     const { doc } = await download(user, asked.id);
     const logs = (doc['conversations'] as Array<{ log_events: unknown[] }>)[0]!.log_events;
     assert.equal(logs.length, 1000);
+  });
+
+  it('marks an export failed, with a reason and no payload, when its writer cannot finish', async () => {
+    const user = await createVerifiedUser(t.deps.db);
+    const id = uuidv7();
+    await t.deps.db.insertInto('account_exports').values({ id, tenant_id: user.id }).execute();
+    // The writer thread's database is a closed port: it fails to connect and reports it.
+    const task = createBuildExportTask({
+      db: t.deps.db,
+      pool: { connectionString: 'postgres://paddock@127.0.0.1:9/paddock', connectionTimeoutMillis: 2000 },
+      exporter: t.deps.exporter,
+      mailQueue: t.deps.mailQueue,
+      logger: t.deps.logger,
+    });
+    // biome-ignore lint/suspicious/noExplicitAny: the helpers argument is not used by the task
+    await task({ exportId: id }, {} as any);
+    const view = await t.app.inject({ url: `/api/account/exports/${id}`, headers: user.auth });
+    assert.equal(view.json().status, 'failed');
+    assert.equal(view.json().failure_reason, 'the export could not be built; ask for a new one');
+    const chunks = await t.deps.db
+      .selectFrom('account_export_chunks')
+      .select('seq')
+      .where('export_id', '=', id)
+      .execute();
+    assert.equal(chunks.length, 0);
+    assert.ok(t.logs.some((l) => l.includes('account export failed') && l.includes(id)));
+    // A failed export no longer blocks the account: it may ask again.
+    await requestExport(user);
   });
 
   it('goes with the account: deleting the user deletes its exports and their payload', async () => {

@@ -1,5 +1,5 @@
 // The JSON document of an account export, produced as text pieces in order, so that the
-// builder streams it (account-exports.build.ts) and at most one page of rows is in memory,
+// writer streams it (account-exports.worker.ts) and at most one page of rows is in memory,
 // whatever the account holds. What must hold (test/account-exports.http.test.ts):
 // - Everything the account owns is in it: its resources as manifests `paddock apply` takes
 //   again (apply/export.service.ts), its conversations with their turns, prompt images and
@@ -7,7 +7,7 @@
 // - No secret value is in it: manifests carry placeholders, log rows and failure reasons are
 //   stored redacted (log-writer.ts); sealed session state and credentials are left out.
 // - Reads are keyset pages on indexed columns, every one scoped by tenant_id.
-import type { ExportService } from '../apply/export.service.ts';
+import type { ManifestDocument } from '../apply/export.service.ts';
 import type { Db } from '../db/database.ts';
 
 export const EXPORT_FORMAT = 'paddock.account-export';
@@ -15,10 +15,10 @@ export const EXPORT_FORMAT_VERSION = 1;
 
 const CONVERSATIONS_PAGE = 100;
 const TURNS_PAGE = 200;
-/** A log row is one redacted pipe read (tens of KiB at most): a page stays a few MiB. */
-const LOG_EVENTS_PAGE = 250;
-/** Prompt images are up to a few MiB each. */
-const IMAGES_PAGE = 4;
+/** A log row holds at most 32 KiB (log-writer.ts maxRowBytes): a page stays a few MiB. */
+const LOG_EVENTS_PAGE = 100;
+/** A prompt image is up to 5 MiB (IMAGE_MAX_BYTES): one at a time. */
+const IMAGES_PAGE = 1;
 const AUDIT_PAGE = 500;
 
 const json = (v: unknown): string => JSON.stringify(v);
@@ -68,7 +68,8 @@ async function* pagedArray<T>(
 
 export async function* exportDocument(deps: {
   db: Db;
-  exporter: ExportService;
+  /** The account's resources as apply/export.service.ts gives them (bounded per account). */
+  manifests: readonly ManifestDocument[];
   tenantId: string;
   now: Date;
 }): AsyncGenerator<string> {
@@ -78,16 +79,10 @@ export async function* exportDocument(deps: {
     .select(['id', 'email', 'created_at'])
     .where('id', '=', tenantId)
     .executeTakeFirstOrThrow();
-  // Environments, vaults and agents are bounded per account: one list each, as apply exports them.
-  const { documents } = await deps.exporter.export({
-    tenantId,
-    actor: { kind: 'system', userId: null, apiKeyId: null },
-    ip: null,
-  });
   yield `{${json('format')}:${json(EXPORT_FORMAT)},${json('version')}:${EXPORT_FORMAT_VERSION},`;
   yield `${json('exported_at')}:${json(deps.now.toISOString())},`;
   yield `${json('account')}:${json({ id: account.id, email: account.email, created_at: iso(account.created_at) })},`;
-  yield `${json('manifests')}:${json(documents)},`;
+  yield `${json('manifests')}:${json(deps.manifests)},`;
   yield* conversations(db, tenantId);
   yield ',';
   yield* pagedArray('audit_events', auditPages(db, tenantId), (e) => ({
