@@ -15,8 +15,8 @@ import { createGzip } from 'node:zlib';
 import type pg from 'pg';
 import type { ManifestDocument } from '../apply/export.service.ts';
 import { type Db, openDatabase } from '../db/database.ts';
-import { insertChunk } from './account-exports.repo.ts';
 import { exportDocument } from './account-exports.payload.ts';
+import { insertChunk } from './account-exports.repo.ts';
 
 /** Bytes of gzip output per stored chunk. */
 export const CHUNK_BYTES = 1024 * 1024;
