@@ -16,6 +16,7 @@ import {
 import { deleteConversation, ExitStatus, registerConversationCommands } from './conversations.ts';
 import { registerCredentialCommands } from './credentials.ts';
 import { ApiError, CliError } from './errors.ts';
+import { registerExportCommand } from './export.ts';
 import { compileManifests, redactedPlan } from './manifest.ts';
 import { counted, type Io, json, type OutputFormat, table, withProgress } from './output.ts';
 import { promptHidden, promptLine, readAllStdin } from './prompt.ts';
@@ -249,6 +250,7 @@ export async function main(argv: string[], env: Env, io: Io): Promise<number> {
   registerConversationCommands(program, ctx);
   registerCredentialCommands(program, ctx);
   registerUsageCommand(program, ctx);
+  registerExportCommand(program, ctx);
 
   const keys = program.command('keys').description('list, create and revoke API keys');
   keys

@@ -3,6 +3,11 @@
 import { hostname } from 'node:os';
 import { createSandboxClient, type SandboxClient } from '@paddock/sandbox-client';
 import type { FastifyRequest } from 'fastify';
+import { BUILD_EXPORT_TASK, createBuildExportTask } from './account-exports/account-exports.build.ts';
+import {
+  type AccountExportsService,
+  createAccountExportsService,
+} from './account-exports/account-exports.service.ts';
 import { createAccountMailTask } from './accounts/accounts.notifications.ts';
 import { type AccountsService, createAccountsService } from './accounts/accounts.service.ts';
 import { type AdminService, createAdminService } from './admin/admin.service.ts';
@@ -93,6 +98,8 @@ export interface Deps {
   agents: AgentsService;
   apply: ApplyService;
   exporter: ExportService;
+  /** Data exports of an account (docs/data-export.md), built by the BUILD_EXPORT_TASK job. */
+  accountExports: AccountExportsService;
   admin: AdminService;
   usage: UsageService;
   conversations: ConversationsService;
@@ -194,6 +201,7 @@ export function createDeps(input: CreateDepsInput): Deps {
   const environments = createEnvironmentsService({ db, secrets, audit });
   const vaults = createVaultsService({ db, secrets, audit });
   const agents = createAgentsService({ db, audit });
+  const exporter = createExportService({ secrets, environments, vaults, agents });
   const principals = createPrincipalCache();
   const accountsDeps = createAccountsDeps({ ...input, db, audit, secrets, principals });
   const conversationLog = createConversationLogDeps(input);
@@ -216,10 +224,24 @@ export function createDeps(input: CreateDepsInput): Deps {
     vaults,
     agents,
     apply: createApplyService({ db, logger: input.logger, audit, secrets, environments, vaults, agents }),
-    exporter: createExportService({ secrets, environments, vaults, agents }),
+    exporter,
+    accountExports: createAccountExportsService({ db, audit }),
     admin: createAdminService({ db, audit }),
     usage: createUsageService({ db, audit }),
     ...accountsDeps,
+    jobTasks: {
+      ...accountsDeps.jobTasks,
+      [BUILD_EXPORT_TASK]: createBuildExportTask({
+        db,
+        pool: {
+          ...poolOptions(input.config, input.database.url),
+          connectionString: input.database.url,
+        },
+        exporter,
+        mailQueue: accountsDeps.mailQueue,
+        logger: input.logger,
+      }),
+    },
     authResolvers: [(request) => accountsDeps.sessions.resolve(request)],
     principals,
     ...conversationLog,

@@ -19,6 +19,7 @@
 //   takeover in progress.
 import type { Task } from 'graphile-worker';
 import { z } from 'zod';
+import { findExport } from '../account-exports/account-exports.repo.ts';
 import type { AuditService } from '../audit/audit.service.ts';
 import { listActiveApiKeys } from '../auth/api-keys.repo.ts';
 import { generateSecret } from '../auth/tokens.ts';
@@ -53,6 +54,7 @@ const Payload = z.object({
     'password_changed',
     'suspended',
     'unsuspended',
+    'export_ready',
   ]),
   userId: z.string().optional(),
   email: z.string().optional(),
@@ -61,6 +63,7 @@ const Payload = z.object({
   requestedAt: z.iso.datetime().optional(),
   via: z.enum(['reset', 'change', 'admin']).optional(),
   to: z.string().optional(),
+  exportId: z.uuid().optional(),
   attempt: z.number().int().positive().optional(),
 });
 
@@ -185,6 +188,17 @@ export function createAccountMailTask(deps: {
         if (user.suspended_at !== null) return;
         template = { kind: 'unsuspended' };
         break;
+      case 'export_ready': {
+        // Only while it can still be downloaded (it may have expired or gone with a retry's delay).
+        const row = job.exportId ? await findExport(deps.db, user.id, job.exportId) : undefined;
+        if (row?.status !== 'ready' || !row.expires_at || row.expires_at <= new Date()) return;
+        template = {
+          kind: 'export_ready',
+          sizeBytes: Number(row.size_bytes ?? 0),
+          expiresAt: row.expires_at,
+        };
+        break;
+      }
     }
 
     if (

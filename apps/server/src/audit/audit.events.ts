@@ -49,4 +49,7 @@ export const AUDIT_EVENT_TYPES: Set<string> = new Set([
   // Inference credentials (per account). Metadata: provider, outcome, base_url_set; never a key.
   'inference_credential.set',
   'inference_credential.deleted',
+  // Data exports (per account). Metadata: the export id, and size on download.
+  'account.export_requested',
+  'account.export_downloaded',
 ]);

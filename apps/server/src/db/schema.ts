@@ -1,5 +1,6 @@
 // Kysely types for every table. Each domain declares its tables in its own
 // `<domain>.tables.ts` and they are combined here.
+import type { AccountExportsTables } from '../account-exports/account-exports.tables.ts';
 import type { AccountsTables } from '../accounts/accounts.tables.ts';
 import type { AgentsTables } from '../agents/agents.tables.ts';
 import type { AuditTables } from '../audit/audit.tables.ts';
@@ -24,6 +25,7 @@ export interface Database
     AgentsTables,
     ConversationsTables,
     InferenceCredentialsTables,
-    UsageTables {
+    UsageTables,
+    AccountExportsTables {
   paddock_migrations: PaddockMigrationsTable;
 }

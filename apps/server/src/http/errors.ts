@@ -35,7 +35,13 @@ export const ERROR_CODES = {
   no_turn_running: 409,
   /** A prompt beyond the bytes of prompts and images one conversation may store. */
   conversation_storage_exceeded: 409,
+  /** A data export while the account's previous one is still being built. */
+  export_in_progress: 409,
+  /** A download of a data export that is not built (yet, or failed). */
+  export_not_ready: 409,
   conversation_terminated: 410,
+  /** A download of a data export past its expiry. */
+  export_expired: 410,
   payload_too_large: 413,
   uri_too_long: 414,
   validation_failed: 422,

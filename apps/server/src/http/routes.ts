@@ -1,5 +1,6 @@
 // Every route module of the service, registered in one place.
 import type { FastifyInstance } from 'fastify';
+import { accountExportsRoutes } from '../account-exports/account-exports.routes.ts';
 import { accountsRoutes } from '../accounts/accounts.routes.ts';
 import { adminRoutes } from '../accounts/admin.routes.ts';
 import { adminViewsRoutes } from '../admin/admin.routes.ts';
@@ -24,6 +25,7 @@ export async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<
   await app.register(openapiRoutes(deps));
   await app.register(accountsRoutes(deps));
   await app.register(apiKeysRoutes(deps));
+  await app.register(accountExportsRoutes(deps));
   await app.register(inferenceCredentialsRoutes(deps));
   await app.register(oauthRoutes(deps));
   await app.register(adminRoutes(deps));

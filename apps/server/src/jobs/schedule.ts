@@ -1,4 +1,6 @@
 // Every scheduled job, in one list: the crontab and the release tasks are built from it.
+
+import { pruneExpiredExportsJob } from '../account-exports/account-exports.prune.ts';
 import { throttleSweepJob } from '../accounts/throttle-sweep.job.ts';
 import { sandboxReaperJob } from '../conversations/engine/sandbox-reaper.job.ts';
 import { retentionPruneJob } from '../upkeep/retention.job.ts';
@@ -8,4 +10,5 @@ export const SCHEDULED_JOBS: readonly ScheduledJob[] = [
   sandboxReaperJob,
   retentionPruneJob,
   throttleSweepJob,
+  pruneExpiredExportsJob,
 ];

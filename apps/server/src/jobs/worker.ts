@@ -84,6 +84,8 @@ export interface EnqueueOptions {
   maxAttempts?: number;
   /** Replaces a still-pending job with the same key (graphile-worker job_key). */
   jobKey?: string;
+  /** Jobs of one named queue run one after another, across every runner (graphile-worker queue_name). */
+  queueName?: string;
 }
 
 /** Enqueues on `db`, which may be a transaction: the job commits or rolls back with it. */
@@ -96,6 +98,7 @@ export async function enqueueJob(
   await sql`SELECT graphile_worker.add_job(
     ${task}::text,
     ${JSON.stringify(payload)}::json,
+    queue_name => ${opts.queueName ?? null}::text,
     run_at => ${opts.runAt ?? null}::timestamptz,
     max_attempts => ${opts.maxAttempts ?? null}::int,
     job_key => ${opts.jobKey ?? null}::text

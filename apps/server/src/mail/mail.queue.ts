@@ -17,7 +17,8 @@ export type AccountMailKind =
   | 'email_taken_notice'
   | 'password_changed'
   | 'suspended'
-  | 'unsuspended';
+  | 'unsuspended'
+  | 'export_ready';
 
 /**
  * A job names the notification and the user, never a secret: tokens are minted by the job
@@ -42,6 +43,8 @@ export interface AccountMailJob {
   via?: 'reset' | 'change' | 'admin';
   /** email_change_notice: the old address, which is no longer on the account once confirmed. */
   to?: string;
+  /** export_ready: the export that is ready (re-checked at send time). */
+  exportId?: string;
   /** 1-based send attempt; set by the retry path. */
   attempt?: number;
 }

@@ -10,7 +10,8 @@ export type MailTemplate =
   | { kind: 'email_taken_notice' }
   | { kind: 'password_changed'; via: 'reset' | 'change' | 'admin'; keys: MailApiKey[] }
   | { kind: 'suspended' }
-  | { kind: 'unsuspended' };
+  | { kind: 'unsuspended' }
+  | { kind: 'export_ready'; sizeBytes: number; expiresAt: Date };
 
 export interface MailApiKey {
   name: string;
@@ -32,6 +33,18 @@ export interface RenderedMail {
 
 function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/** 1536 → "1.5 KiB": sizes in mails, in binary units as the CLI prints them. */
+export function humanBytes(bytes: number): string {
+  const units = ['bytes', 'KiB', 'MiB', 'GiB'];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return unit === 0 ? `${bytes} bytes` : `${value.toFixed(1)} ${units[unit]}`;
 }
 
 export function link(publicUrl: URL, path: string, token?: string): string {
@@ -143,6 +156,16 @@ function body(t: MailTemplate, ctx: RenderContext): Body {
       return {
         subject: 'Your Paddock account has been reinstated',
         paragraphs: ['Your Paddock account is active again. You can sign in as before.'],
+      };
+    case 'export_ready':
+      return {
+        subject: 'Your Paddock data export is ready',
+        paragraphs: [
+          `The export of your Paddock account you asked for is ready (${humanBytes(t.sizeBytes)}, gzipped JSON).`,
+          `Download it from the Account page, or with \`paddock export\`, until ${t.expiresAt.toISOString().slice(0, 16).replace('T', ' ')} UTC; it is deleted then.`,
+          'If you did not ask for it, change your password and revoke your API keys now: someone else signed in as you.',
+        ],
+        action: { label: 'Open the Account page', url: link(ctx.publicUrl, '/account') },
       };
   }
 }

@@ -8,6 +8,7 @@ import { Field } from '../../ui/Field';
 import { relativeTime } from '../../ui/time';
 import { errorsUnder, fieldErrorsOf, Section } from '../config/editors';
 import { AccountNav } from './AccountNav';
+import { DataExport } from './DataExport';
 import UsageBlock from './UsageBlock';
 
 export default function AccountPage() {
@@ -21,6 +22,7 @@ export default function AccountPage() {
         <ApiKeys />
         <InferenceCredentials />
         <UsageBlock />
+        <DataExport />
       </div>
     </section>
   );
