@@ -373,7 +373,8 @@ export function createConversationServer(
     await ownerEndTurn(db, lease, turn.id, {
       status: result.status,
       exitCode: result.exitCode,
-      error: result.error,
+      // The runtime's own words may carry a secret (turn.ts invariant 7): stored redacted.
+      error: result.error === null ? null : registry.redact(result.error).toString('utf8'),
       runtimeSessionId: result.sessionId ?? null,
       usage: result.usage ?? null,
     });
