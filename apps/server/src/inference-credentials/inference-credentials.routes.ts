@@ -4,9 +4,15 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import type { AgentsService } from '../agents/agents.service.ts';
+import type { Db } from '../db/database.ts';
 import { contextOf } from '../resources/context.ts';
+import { IdParams } from '../resources/fields.ts';
 import { ErrorResponse, ValidationErrorResponse } from '../resources/responses.ts';
+import { agentCredential } from './agent-credential.ts';
 import {
+  AgentCredentialQuery,
+  AgentCredentialView,
   InferenceCredentialBody,
   InferenceCredentialView,
   ProviderParams,
@@ -18,6 +24,8 @@ const tags = ['Inference credentials'];
 
 export function inferenceCredentialsRoutes(deps: {
   inferenceCredentials: InferenceCredentialsService;
+  agents: AgentsService;
+  db: Db;
 }): FastifyPluginAsync {
   const service = deps.inferenceCredentials;
   return async (root) => {
@@ -71,6 +79,30 @@ export function inferenceCredentialsRoutes(deps: {
       async (request, reply) => {
         await service.remove(contextOf(request), request.params.provider);
         return reply.code(204).send(null);
+      },
+    );
+    app.get(
+      '/api/agents/:id/credential',
+      {
+        onRequest: [app.requireAuth],
+        schema: {
+          tags,
+          summary:
+            "Where an agent's turns get their provider key from (source null: nowhere, they fail at once)",
+          description:
+            "Names only, never a value: the agent's environment (a variable or a secret), the vault given " +
+            "as vault_id (a secret), else the account's credential. The console warns before a conversation " +
+            'starts with source null.',
+          security: [{ bearer: [] }],
+          params: IdParams,
+          querystring: AgentCredentialQuery,
+          response: { 200: AgentCredentialView, 404: ErrorResponse, 422: ValidationErrorResponse },
+        },
+      },
+      async (request) => {
+        const ctx = contextOf(request);
+        const agent = await deps.agents.get(ctx, request.params.id);
+        return await agentCredential(deps.db, ctx.tenantId, agent, request.query.vault_id ?? null);
       },
     );
   };

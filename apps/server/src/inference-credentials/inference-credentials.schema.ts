@@ -100,3 +100,19 @@ export const InferenceCredentialView = z.object({
 });
 
 export type InferenceCredentialViewT = z.infer<typeof InferenceCredentialView>;
+
+export const AgentCredentialQuery = z.object({
+  vault_id: z.uuid().optional().describe('the vault the conversation would start with'),
+});
+
+export const AgentCredentialView = z.object({
+  provider: z
+    .enum(INFERENCE_PROVIDERS)
+    .nullable()
+    .describe("the agent's provider; null when its model names another one (opencode)"),
+  key_var: z.string().nullable().describe('the variable the runtime reads the key from'),
+  source: z
+    .enum(['account', 'environment', 'vault'])
+    .nullable()
+    .describe('where the key comes from; null: nowhere, the turns fail at once'),
+});

@@ -269,6 +269,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/{id}/credential": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Where an agent's turns get their provider key from (source null: nowhere, they fail at once)
+         * @description Names only, never a value: the agent's environment (a variable or a secret), the vault given as vault_id (a secret), else the account's credential. The console warns before a conversation starts with source null.
+         */
+        get: operations["getAgentsByIdCredential"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/apply": {
         parameters: {
             query?: never;
@@ -2635,6 +2655,97 @@ export interface operations {
                 content: {
                     "application/json": {
                         error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    getAgentsByIdCredential: {
+        parameters: {
+            query?: {
+                /** @description the vault the conversation would start with */
+                vault_id?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description the variable the runtime reads the key from */
+                        key_var: string | null;
+                        /** @description the agent's provider; null when its model names another one (opencode) */
+                        provider: ("anthropic" | "openai" | "gemini") | null;
+                        /** @description where the key comes from; null: nowhere, the turns fail at once */
+                        source: ("account" | "environment" | "vault") | null;
+                    };
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        errors?: {
+                            [key: string]: string[];
+                        };
                         message: string;
                     } & {
                         [key: string]: unknown;
