@@ -2,7 +2,7 @@
 // refused request with a 403 whose status line gives the reason (apps/sandboxd/src/proxy/
 // proxy.ts), which apt, npm and pip print; the stage's failure then names the setting that
 // opens the way, instead of leaving the reader to find it in the output. Invariant
-// (egress-refusal.test.ts): the hint names no host: the host is in the log above, where the
+// (egress-refusal.test.ts): the hint names no host: the host is in the log, where the
 // redactor has seen it, while a failure reason is not redacted. The reasons' wording is sandboxd's
 // (@paddock/sandbox-client/egress-refusals).
 import {
