@@ -88,6 +88,33 @@ describe("an agent's provider key, before a conversation", () => {
     assert.deepEqual((await check(user, other)).body, { provider: null, key_var: null, source: null });
   });
 
+  it('answers the same for the fields of an agent not created yet (the agent form)', async () => {
+    const user = await createVerifiedUser(t.deps.db);
+    const environment = await created(user, '/api/environments', {
+      name: 'keyed-env',
+      env_vars: { GEMINI_API_KEY: 'not-a-secret-here' },
+    });
+    const form = (query: string) => call(user, 'GET', `/api/account/inference-credentials/check?${query}`);
+    assert.deepEqual((await form('runtime=gemini&model=gemini/gemini-2.5-flash')).body, {
+      provider: 'gemini',
+      key_var: 'GEMINI_API_KEY',
+      source: null,
+    });
+    const withEnv = await form(`runtime=gemini&model=gemini/gemini-2.5-flash&environment_id=${environment}`);
+    assert.equal(withEnv.body.source, 'environment');
+    assert.ok(!JSON.stringify(withEnv.body).includes('not-a-secret-here'));
+    const stranger = await createVerifiedUser(t.deps.db);
+    const theirs = await call(
+      stranger,
+      'GET',
+      `/api/account/inference-credentials/check?runtime=gemini&model=gemini/gemini-2.5-flash&environment_id=${environment}`,
+    );
+    assert.equal(theirs.status, 404, "another tenant's environment is a missing one");
+    const bad = await form('runtime=nope&model=x');
+    assert.equal(bad.status, 422);
+    assert.ok(bad.body.errors?.runtime, JSON.stringify(bad.body));
+  });
+
   it("answers 404 for another tenant's agent or vault and for an unknown id, 422 for a vault id that is not one", async () => {
     const owner = await createVerifiedUser(t.deps.db);
     const stranger = await createVerifiedUser(t.deps.db);

@@ -1,6 +1,6 @@
 // Whether an agent's turns will find a key for its provider, before a conversation starts: the
-// console warns on agent creation and on "Start conversation" instead of a turn failing with exit
-// 2. A key comes from the account's credential, the agent's environment (a variable or a secret)
+// console warns on agent creation (the agent's fields, before it exists) and on "Start
+// conversation" (the agent) instead of a turn failing with exit 2. A key comes from the account's credential, the agent's environment (a variable or a secret)
 // or the conversation's vault (a secret), as the sandbox env is built (provisioning/env-file.ts).
 // Names only: no value is read. Every read is tenant-scoped; another tenant's vault is a missing one.
 
@@ -46,7 +46,8 @@ export async function agentCredential(
       .where('tenant_id', '=', tenantId)
       .where('id', '=', agent.environment_id)
       .executeTakeFirst();
-    if (environment && Object.hasOwn(environment.env_vars, keyVar)) return found('environment');
+    if (!environment) throw AppError.notFound('environment');
+    if (Object.hasOwn(environment.env_vars, keyVar)) return found('environment');
   }
   const scopes = [agent.environment_id, vaultId].filter((id): id is string => id !== null);
   const secrets =

@@ -13,6 +13,7 @@ import { agentCredential } from './agent-credential.ts';
 import {
   AgentCredentialQuery,
   AgentCredentialView,
+  CredentialCheckQuery,
   InferenceCredentialBody,
   InferenceCredentialView,
   ProviderParams,
@@ -79,6 +80,32 @@ export function inferenceCredentialsRoutes(deps: {
       async (request, reply) => {
         await service.remove(contextOf(request), request.params.provider);
         return reply.code(204).send(null);
+      },
+    );
+    app.get(
+      `${PATH}/check`,
+      {
+        onRequest: [app.requireAuth],
+        schema: {
+          tags,
+          summary: 'Where the turns of an agent with these fields would get their provider key from',
+          description:
+            'For an agent not created yet (the agent form): runtime and model as in the agent, its ' +
+            'environment_id, and the vault_id a conversation would start with. The same answer as ' +
+            'GET /api/agents/:id/credential.',
+          security: [{ bearer: [] }],
+          querystring: CredentialCheckQuery,
+          response: { 200: AgentCredentialView, 404: ErrorResponse, 422: ValidationErrorResponse },
+        },
+      },
+      async (request) => {
+        const q = request.query;
+        return await agentCredential(
+          deps.db,
+          contextOf(request).tenantId,
+          { runtime: q.runtime, model: q.model, environment_id: q.environment_id ?? null },
+          q.vault_id ?? null,
+        );
       },
     );
     app.get(

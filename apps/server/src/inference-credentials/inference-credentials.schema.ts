@@ -2,6 +2,7 @@
 // write-only: no response schema has a field for it, and no validation message quotes it.
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { Model, Runtime } from '../agents/agents.schema.ts';
 import { INFERENCE_PROVIDERS } from './providers.ts';
 
 export const API_KEY_MIN = 8;
@@ -103,6 +104,13 @@ export type InferenceCredentialViewT = z.infer<typeof InferenceCredentialView>;
 
 export const AgentCredentialQuery = z.object({
   vault_id: z.uuid().optional().describe('the vault the conversation would start with'),
+});
+
+export const CredentialCheckQuery = z.object({
+  runtime: Runtime,
+  model: Model,
+  environment_id: z.uuid().optional().describe("the agent's environment"),
+  vault_id: z.uuid().optional().describe('the vault a conversation would start with'),
 });
 
 export const AgentCredentialView = z.object({
