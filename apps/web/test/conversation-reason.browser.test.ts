@@ -11,6 +11,8 @@ import { noCredentialMessage } from '../../server/src/conversations/turns/runtim
 import { type ConsoleHarness, startConsoleHarness } from '../../server/test/helpers/browser.ts';
 
 const PASSWORD = 'a long and lovely passphrase';
+/** What the adapters' credential check prints before the CLI would start (common.ts). */
+const SENTENCE = noCredentialMessage('Anthropic', 'anthropic', 'ANTHROPIC_API_KEY');
 
 let c: ConsoleHarness;
 before(async () => {
@@ -41,38 +43,36 @@ async function signUp(page: Page, who: string) {
 /** The prompt of a scripted turn that prints one turn event. */
 const event = (e: Record<string, unknown>) => `echo 'PADDOCK_EVENT=${JSON.stringify(e)}'`;
 
+/**
+ * A new account with a claude agent and no key anywhere, and a conversation whose turn fails as
+ * the adapter's credential check does (common.ts): its sentence on stderr, exit 2. The runtime
+ * names its session twice, at the turn's start and end, as Claude Code does.
+ */
+async function keylessConversation(who: string): Promise<Page> {
+  const page = await c.page({ width: 1440, height: 1600 });
+  await signUp(page, who);
+  const agent = await apiAs(page, 'POST', '/api/agents', {
+    name: 'keyless-agent',
+    model: 'anthropic/claude-sonnet-4-5',
+    runtime: 'claude',
+  });
+  const conv = await apiAs(page, 'POST', '/api/conversations', {
+    agent_id: agent.id,
+    prompt: [
+      'echo PADDOCK_SESSION=sess-1',
+      event({ kind: 'text', text: 'Looking for a key.' }),
+      `printf '%s\\n' '${SENTENCE.replaceAll("'", "'\\''")}' >&2`,
+      'echo PADDOCK_SESSION=sess-1',
+      'exit 2',
+    ].join('; '),
+  });
+  await page.goto(c.url(`/conversations/${conv.id}`));
+  return page;
+}
+
 describe("a conversation's reasons and statuses in the console", () => {
-  it('a turn without a key says why beside its status and its stage, links the Account page, and the page warns before', async () => {
-    const page = await c.page({ width: 1440, height: 1600 });
-    await signUp(page, 'keyless');
-    const agent = await apiAs(page, 'POST', '/api/agents', {
-      name: 'keyless-agent',
-      model: 'anthropic/claude-sonnet-4-5',
-      runtime: 'claude',
-    });
-    // What the adapter's credential check prints before the CLI would start (common.ts).
-    const sentence = noCredentialMessage('Anthropic', 'anthropic', 'ANTHROPIC_API_KEY');
-    const conv = await apiAs(page, 'POST', '/api/conversations', {
-      agent_id: agent.id,
-      prompt: [
-        'echo PADDOCK_SESSION=sess-1',
-        event({ kind: 'text', text: 'Looking for a key.' }),
-        `printf '%s\\n' '${sentence.replaceAll("'", "'\\''")}' >&2`,
-        'echo PADDOCK_SESSION=sess-1',
-        'exit 2',
-      ].join('; '),
-    });
-    await page.goto(c.url(`/conversations/${conv.id}`));
-
-    // Warned on the page: no key anywhere for this agent's provider.
-    const warning = page.getByRole('note').filter({ hasText: 'No Anthropic key for this agent' });
-    await warning.waitFor({ timeout: 30_000 });
-    assert.equal(
-      await warning.getByRole('link', { name: 'the Account page' }).getAttribute('href'),
-      '/account',
-    );
-
-    // The turn says why, in words, beside its status; so does its stage.
+  it('a turn without a key says why beside its status and its stage, linking the Account page', async () => {
+    const page = await keylessConversation('reason');
     const turn = page.locator('.turn', { hasText: '#1' });
     await turn.getByText('failed', { exact: true }).waitFor({ timeout: 60_000 });
     const reason = turn.locator('.turn-error');
@@ -87,14 +87,23 @@ describe("a conversation's reasons and statuses in the console", () => {
     const stage = page.locator('.tl-item', { hasText: 'Turn 1' });
     await stage.getByText(/no Anthropic credential/).waitFor();
     assert.equal(await stage.getByRole('link', { name: 'the Account page' }).count(), 1);
-
-    // The session id once for the turn, though the runtime named it twice.
-    await page.getByRole('tab', { name: /Transcript/ }).click();
-    await page.locator('.tx-turn').first().waitFor();
-    assert.equal(await page.locator('.tx-meta', { hasText: 'session sess-1' }).count(), 1);
     await c.axe(page, 'conversation with a keyless turn');
+    assert.deepEqual(c.pageProblems(), []);
+  });
 
-    // A key on the account: the warning goes.
+  it("warns on the page when the agent's provider has no key, until one is set", async () => {
+    const page = await keylessConversation('warning');
+    const warning = page.getByRole('note').filter({ hasText: 'No Anthropic key for this agent' });
+    await warning.waitFor({ timeout: 30_000 });
+    assert.equal(
+      await warning.getByRole('link', { name: 'the Account page' }).getAttribute('href'),
+      '/account',
+    );
+    await page
+      .locator('.turn', { hasText: '#1' })
+      .getByText('failed', { exact: true })
+      .waitFor({ timeout: 60_000 });
+    await c.axe(page, 'conversation with the missing-key warning');
     await apiAs(page, 'PUT', '/api/account/inference-credentials/anthropic', {
       api_key: 'sk-ant-0123456789abc',
     });
@@ -102,6 +111,18 @@ describe("a conversation's reasons and statuses in the console", () => {
     await page.locator('.turn', { hasText: '#1' }).waitFor();
     await page.locator('.tl-item', { hasText: 'Turn 1' }).waitFor();
     assert.equal(await page.getByText('No Anthropic key for this agent').count(), 0);
+    assert.deepEqual(c.pageProblems(), []);
+  });
+
+  it('shows a session id once per turn, though the runtime names it twice', async () => {
+    const page = await keylessConversation('session');
+    await page
+      .locator('.turn', { hasText: '#1' })
+      .getByText('failed', { exact: true })
+      .waitFor({ timeout: 60_000 });
+    await page.getByRole('tab', { name: /Transcript/ }).click();
+    await page.locator('.tx-text', { hasText: 'Looking for a key.' }).waitFor();
+    assert.equal(await page.locator('.tx-meta', { hasText: 'session sess-1' }).count(), 1);
     assert.deepEqual(c.pageProblems(), []);
   });
 
