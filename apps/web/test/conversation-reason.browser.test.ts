@@ -70,6 +70,25 @@ async function keylessConversation(who: string): Promise<Page> {
   return page;
 }
 
+/** A new account whose agent's environment has a setup script that takes 5 s, then fails (exit 7). */
+async function failingSetup(who: string): Promise<Page> {
+  const page = await c.page({ width: 1440, height: 1600 });
+  await signUp(page, who);
+  const env = await apiAs(page, 'POST', '/api/environments', {
+    name: 'broken-env',
+    setup_script: 'echo preparing; sleep 5; echo "no such tool" >&2; exit 7',
+  });
+  const agent = await apiAs(page, 'POST', '/api/agents', {
+    name: 'setup-agent',
+    model: 'anthropic/claude-sonnet-4-5',
+    runtime: 'claude',
+    environment_id: env.id,
+  });
+  const conv = await apiAs(page, 'POST', '/api/conversations', { agent_id: agent.id, prompt: 'true' });
+  await page.goto(c.url(`/conversations/${conv.id}`));
+  return page;
+}
+
 describe("a conversation's reasons and statuses in the console", () => {
   it('a turn without a key says why beside its status and its stage, linking the Account page', async () => {
     const page = await keylessConversation('reason');
@@ -155,48 +174,42 @@ describe("a conversation's reasons and statuses in the console", () => {
     assert.deepEqual(c.pageProblems(), []);
   });
 
-  it('a failed setup: one status word while provisioning, its reason once, not "above", and no "live" dot', async () => {
-    const page = await c.page({ width: 1440, height: 1600 });
-    await signUp(page, 'setup');
-    const env = await apiAs(page, 'POST', '/api/environments', {
-      name: 'broken-env',
-      setup_script: 'echo preparing; sleep 5; echo "no such tool" >&2; exit 7',
-    });
-    const agent = await apiAs(page, 'POST', '/api/agents', {
-      name: 'setup-agent',
-      model: 'anthropic/claude-sonnet-4-5',
-      runtime: 'claude',
-      environment_id: env.id,
-    });
-    const conv = await apiAs(page, 'POST', '/api/conversations', { agent_id: agent.id, prompt: 'true' });
-    await page.goto(c.url(`/conversations/${conv.id}`));
-
-    // Provisioning: the header says so; the sandbox and the waiting turn name no status of their own.
+  it('one status word while provisioning: the header says so, nothing else names a status of its own', async () => {
+    const page = await failingSetup('provisioning');
     await page.locator('.tl-item', { hasText: 'Setup script' }).waitFor({ timeout: 60_000 });
     await page.locator('.page-header').getByText('provisioning', { exact: true }).waitFor();
     const words = (await page.locator('.page-header, .conv-facts, .turns').allTextContents()).join(' ');
     for (const word of ['pending', 'starting', 'queued'])
       assert.ok(!new RegExp(`\\b${word}\\b`).test(words), `"${word}" shown while provisioning: ${words}`);
     await page.locator('.turn', { hasText: '#1' }).getByText('waits for the sandbox').waitFor();
+    await c.axe(page, 'conversation while provisioning');
+    assert.deepEqual(c.pageProblems(), []);
+  });
 
-    // Failed: the reason once, in the banner, which does not point "above".
+  it('a failed setup says its reason once, in the banner, which does not point "above"', async () => {
+    const page = await failingSetup('reason-once');
     await page.locator('.page-header').getByText('failed', { exact: true }).waitFor({ timeout: 60_000 });
     const banner = page.getByRole('alert');
     await banner.getByText(/the setup script failed \(exit 7\)/).waitFor();
     assert.doesNotMatch((await banner.textContent()) ?? '', /above/);
+    await page.locator('.tl-item', { hasText: 'Setup script' }).getByText('failed').waitFor();
+    await page.locator('.turn', { hasText: '#1' }).getByText('failed', { exact: true }).waitFor();
     const body = (await page.locator('main').textContent()) ?? '';
     assert.equal(body.split('the setup script failed (exit 7)').length - 1, 1, 'the reason is said once');
-    await page.locator('.tl-item', { hasText: 'Setup script' }).getByText('failed').waitFor();
     await page.getByText('This conversation failed: start a new one.').waitFor();
-
-    // The feed of an ended conversation is not "live"; the raw output is one click from the banner.
-    const dot = page.locator('.live-dot');
-    await dot.getByText('ended', { exact: true }).waitFor();
-    assert.equal(await page.locator('.live-live').count(), 0);
+    // The raw output is one click from the banner.
     await page.getByRole('tab', { name: /Transcript/ }).click();
     await banner.getByRole('button', { name: 'Show the raw output' }).click();
     await page.locator('#panel-raw .term-line', { hasText: 'no such tool' }).waitFor();
     await c.axe(page, 'conversation with a failed setup');
+    assert.deepEqual(c.pageProblems(), []);
+  });
+
+  it('the feed of a failed conversation says "ended", never a green "live"', async () => {
+    const page = await failingSetup('ended');
+    await page.locator('.page-header').getByText('failed', { exact: true }).waitFor({ timeout: 60_000 });
+    await page.locator('.live-dot').getByText('ended', { exact: true }).waitFor();
+    assert.equal(await page.locator('.live-live').count(), 0);
     assert.deepEqual(c.pageProblems(), []);
   });
 });
