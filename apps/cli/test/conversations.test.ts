@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { noCredentialMessage } from '../../server/src/conversations/turns/runtimes/common.ts';
 import {
   type ConversationHarness,
   startConversationHarness,
@@ -183,6 +184,24 @@ describe('paddock run -f', () => {
     assert.match(run.stderr, /\[setup\] failed/);
     assert.match(run.stderr, /paddock: conversation failed: \S/);
     assert.equal((await h.get(user, announced(run))).status, 'failed');
+  });
+
+  it("says why a turn failed in words, not only its exit code (a missing key: the wrapper's sentence)", async () => {
+    // What the adapters' credential check prints before the CLI would start (common.ts).
+    const sentence = noCredentialMessage('Anthropic', 'anthropic', 'ANTHROPIC_API_KEY');
+    const run = await paddock([
+      'run',
+      agentName,
+      `printf '%s\\n' '${sentence.replaceAll("'", "'\\''")}' >&2; exit 2`,
+      '-f',
+    ]);
+    assert.equal(run.code, 2, run.stderr);
+    assert.ok(
+      run.stderr.includes(
+        `paddock: turn failed: ${sentence.slice('paddock: '.length)} (the runtime exited with code 2)\n`,
+      ),
+      run.stderr,
+    );
   });
 
   it('refuses an unknown agent and a file that is not an image before starting anything', async () => {

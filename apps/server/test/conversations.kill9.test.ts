@@ -148,6 +148,25 @@ it('kill -9 of the server mid-turn loses no byte and duplicates none', async () 
     stages.some((s) => s.stage === 'reattach' && s.state === 'done'),
     JSON.stringify(stages),
   );
+  // The turn stage's duration counts from the turn's start, not from the re-join: the timeline
+  // and the turn list give the same time after a restart (issue 37).
+  const row = await database.handle.db
+    .selectFrom('turns')
+    .select(['started_at', 'ended_at'])
+    .where('conversation_id', '=', id)
+    .executeTakeFirstOrThrow();
+  const turnMs = (row.ended_at?.getTime() ?? 0) - (row.started_at?.getTime() ?? 0);
+  const done = await database.handle.db
+    .selectFrom('log_events')
+    .select('duration_ms')
+    .where('conversation_id', '=', id)
+    .where('stage', '=', 'turn')
+    .where('state', '=', 'done')
+    .executeTakeFirstOrThrow();
+  assert.ok(
+    Math.abs((done.duration_ms ?? 0) - turnMs) < 500,
+    `turn stage ${done.duration_ms} ms, turn ${turnMs} ms`,
+  );
 });
 
 it('a line cut by the kill is one event after reattach: every line has exactly one event', async () => {

@@ -18,6 +18,7 @@
 import dns from 'node:dns/promises';
 import http from 'node:http';
 import net from 'node:net';
+import { deniedReason, notPublicReason } from '@paddock/sandbox-client/egress-refusals';
 import type { Logger } from '../log.ts';
 import type { EgressGuard } from './addresses.ts';
 import { type CompiledPolicy, compilePolicy, type PolicyRule } from './policy.ts';
@@ -179,8 +180,7 @@ export class EgressProxy {
       .replace(/\.$/, '');
     if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Refused(400, 'bad port');
     const policy = this.policy;
-    if (policy.decide(host) === 'deny')
-      throw new Refused(403, `egress to ${host} is denied by the sandbox network policy`);
+    if (policy.decide(host) === 'deny') throw new Refused(403, deniedReason(host));
     const route = this.deps.serviceRoutes?.get(host);
     if (route) {
       if (port !== route.port)
@@ -192,8 +192,7 @@ export class EgressProxy {
       (net.isIP(host) !== 0 ? host : (await dns.lookup(host).catch(() => null))?.address);
     if (!ip) throw new Refused(502, `cannot resolve ${host}`);
     // The address checked is the address dialled: a name that resolves to a refused address is refused.
-    if (!this.deps.guard.permits(ip))
-      throw new Refused(403, `egress to ${host} is refused: not a public address`);
+    if (!this.deps.guard.permits(ip)) throw new Refused(403, notPublicReason(host));
     return ip;
   }
 

@@ -2,6 +2,7 @@
 // write-only: no response schema has a field for it, and no validation message quotes it.
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { Model, Runtime } from '../agents/agents.schema.ts';
 import { INFERENCE_PROVIDERS } from './providers.ts';
 
 export const API_KEY_MIN = 8;
@@ -100,3 +101,26 @@ export const InferenceCredentialView = z.object({
 });
 
 export type InferenceCredentialViewT = z.infer<typeof InferenceCredentialView>;
+
+export const AgentCredentialQuery = z.object({
+  vault_id: z.uuid().optional().describe('the vault the conversation would start with'),
+});
+
+export const CredentialCheckQuery = z.object({
+  runtime: Runtime,
+  model: Model,
+  environment_id: z.uuid().optional().describe("the agent's environment"),
+  vault_id: z.uuid().optional().describe('the vault a conversation would start with'),
+});
+
+export const AgentCredentialView = z.object({
+  provider: z
+    .enum(INFERENCE_PROVIDERS)
+    .nullable()
+    .describe("the agent's provider; null when its model names another one (opencode)"),
+  key_var: z.string().nullable().describe('the variable the runtime reads the key from'),
+  source: z
+    .enum(['account', 'environment', 'vault'])
+    .nullable()
+    .describe('where the key comes from; null: nowhere, the turns fail at once'),
+});

@@ -91,6 +91,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/account/inference-credentials/check": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Where the turns of an agent with these fields would get their provider key from
+         * @description For an agent not created yet (the agent form): runtime and model as in the agent, its environment_id, and the vault_id a conversation would start with. The same answer as GET /api/agents/:id/credential.
+         */
+        get: operations["getAccountInferenceCredentialsCheck"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/account/usage": {
         parameters: {
             query?: never;
@@ -373,6 +393,26 @@ export interface paths {
         post?: never;
         /** Delete an agent */
         delete: operations["deleteAgentsById"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/{id}/credential": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Where an agent's turns get their provider key from (source null: nowhere, they fail at once)
+         * @description Names only, never a value: the agent's environment (a variable or a secret), the vault given as vault_id (a secret), else the account's credential. The console warns before a conversation starts with source null.
+         */
+        get: operations["getAgentsByIdCredential"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1548,6 +1588,99 @@ export interface operations {
                 content: {
                     "application/json": {
                         error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    getAccountInferenceCredentialsCheck: {
+        parameters: {
+            query: {
+                /** @description the agent's environment */
+                environment_id?: string;
+                model: string;
+                runtime: "claude" | "codex" | "gemini" | "opencode";
+                /** @description the vault a conversation would start with */
+                vault_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description the variable the runtime reads the key from */
+                        key_var: string | null;
+                        /** @description the agent's provider; null when its model names another one (opencode) */
+                        provider: ("anthropic" | "openai" | "gemini") | null;
+                        /** @description where the key comes from; null: nowhere, the turns fail at once */
+                        source: ("account" | "environment" | "vault") | null;
+                    };
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        errors?: {
+                            [key: string]: string[];
+                        };
                         message: string;
                     } & {
                         [key: string]: unknown;
@@ -3357,6 +3490,97 @@ export interface operations {
                 content: {
                     "application/json": {
                         error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    getAgentsByIdCredential: {
+        parameters: {
+            query?: {
+                /** @description the vault the conversation would start with */
+                vault_id?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description the variable the runtime reads the key from */
+                        key_var: string | null;
+                        /** @description the agent's provider; null when its model names another one (opencode) */
+                        provider: ("anthropic" | "openai" | "gemini") | null;
+                        /** @description where the key comes from; null: nowhere, the turns fail at once */
+                        source: ("account" | "environment" | "vault") | null;
+                    };
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        errors?: {
+                            [key: string]: string[];
+                        };
                         message: string;
                     } & {
                         [key: string]: unknown;

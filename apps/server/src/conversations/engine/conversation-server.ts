@@ -373,7 +373,8 @@ export function createConversationServer(
     await ownerEndTurn(db, lease, turn.id, {
       status: result.status,
       exitCode: result.exitCode,
-      error: result.error,
+      // The runtime's own words may carry a secret (turn.ts invariant 7): stored redacted.
+      error: result.error === null ? null : registry.redact(result.error).toString('utf8'),
       runtimeSessionId: result.sessionId ?? null,
       usage: result.usage ?? null,
     });
@@ -515,7 +516,9 @@ export function createConversationServer(
     lastAgentId = agent.id;
     const adapter = deps.runtimes(agent.runtime);
     const io = turnIo(turn, adapter);
-    const startedAt = Date.now();
+    // A re-joined turn started under the previous owner: its stage's duration counts from then,
+    // as the turn's own started_at does, so the timeline and the turn list agree after a restart.
+    const startedAt = turn.status === 'running' && turn.started_at ? turn.started_at.getTime() : Date.now();
     if (turn.status === 'running') {
       if (!turn.exec_session_id) {
         await failTurnEarly(turn, "the turn's process could not be found after its server restarted");

@@ -167,7 +167,7 @@ export async function ownerRound(db: Db, lease: OwnerLease) {
       (eb) =>
         eb
           .selectFrom('turns')
-          .select(['id', 'status', 'prompt', 'seq', 'exec_session_id'])
+          .select(['id', 'status', 'prompt', 'seq', 'exec_session_id', 'started_at'])
           .whereRef('turns.conversation_id', '=', 'c.id')
           .where('turns.tenant_id', '=', lease.tenantId)
           .where('turns.status', 'in', NEXT_TURN_STATUSES)
@@ -202,6 +202,7 @@ export async function ownerRound(db: Db, lease: OwnerLease) {
       't.prompt as turn_prompt',
       't.seq as turn_seq',
       't.exec_session_id as turn_exec_session_id',
+      't.started_at as turn_started_at',
       's.id as sandbox_id',
       's.name as sandbox_name',
       's.status as sandbox_status',
@@ -228,6 +229,7 @@ export async function ownerRound(db: Db, lease: OwnerLease) {
           prompt: row.turn_prompt,
           seq: row.turn_seq,
           exec_session_id: row.turn_exec_session_id,
+          started_at: row.turn_started_at,
         }
       : undefined;
   const live =

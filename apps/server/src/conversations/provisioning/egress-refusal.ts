@@ -2,12 +2,14 @@
 // refused request with a 403 whose status line gives the reason (apps/sandboxd/src/proxy/
 // proxy.ts), which apt, npm and pip print; the stage's failure then names the setting that
 // opens the way, instead of leaving the reader to find it in the output. Invariant
-// (egress-refusal.test.ts): the hint names no host: the host is in the log above, where the
-// redactor has seen it, while a failure reason is not redacted.
+// (egress-refusal.test.ts): the hint names no host: the host is in the log, where the
+// redactor has seen it, while a failure reason is not redacted. The reasons' wording is sandboxd's
+// (@paddock/sandbox-client/egress-refusals).
+import {
+  EGRESS_DENIED as DENIED,
+  EGRESS_NOT_PUBLIC as NOT_PUBLIC,
+} from '@paddock/sandbox-client/egress-refusals';
 
-/** The two reasons the proxy gives, as it words them. */
-const DENIED = /is denied by the sandbox network policy/;
-const NOT_PUBLIC = /is refused: not a public address/;
 /** Enough of the end of the previous chunk for a reason split across two chunks. */
 const CARRY = 200;
 

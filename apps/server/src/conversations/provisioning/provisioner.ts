@@ -259,7 +259,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
               const hint = refusals.hint();
               throw new ProvisionError(
                 'packages',
-                `${command.manager} failed (exit ${outcome.exitCode})${hint ? `: ${hint}` : ''}; its output is in the log above`,
+                `${command.manager} failed (exit ${outcome.exitCode})${hint ? `: ${hint}` : ''}; its output is in the conversation's log`,
               );
             }
           }
@@ -334,7 +334,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
           if (outcome.exitCode !== 0) {
             throw new ProvisionError(
               'setup',
-              `the setup script failed (exit ${outcome.exitCode}); its output is in the log above`,
+              `the setup script failed (exit ${outcome.exitCode}); its output is in the conversation's log`,
             );
           }
         },

@@ -94,7 +94,7 @@ export async function cloneRepo(
   if (outcome.exitCode !== 0) {
     throw new ProvisionError(
       options.stage,
-      `cloning ${safeUrl(spec.url)}${spec.ref ? ` at ${spec.ref}` : ''} failed (exit ${outcome.exitCode}); git's output is in the log above`,
+      `cloning ${safeUrl(spec.url)}${spec.ref ? ` at ${spec.ref}` : ''} failed (exit ${outcome.exitCode}); git's output is in the conversation's log`,
     );
   }
 }

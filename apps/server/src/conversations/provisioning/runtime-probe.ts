@@ -131,9 +131,10 @@ export async function ensureRuntime(input: {
       );
     if (probe.exitCode === 0) {
       const path = taker.path();
-      if (answered.includes(path))
-        await note(input.sink, `${cli.bin} answered --version before on this runtime layer (${path})`);
-      else if (cache && path.startsWith(LAYER_PREFIX) && !path.includes('/../')) cache.add(path);
+      // A path that answered before adds no line to the log: that is the server's bookkeeping, and
+      // the log is what the agent's sandbox did (issue 37).
+      if (!answered.includes(path) && cache && path.startsWith(LAYER_PREFIX) && !path.includes('/../'))
+        cache.add(path);
       return;
     }
     if (probe.exitCode !== 127 || installed)
@@ -141,7 +142,7 @@ export async function ensureRuntime(input: {
         'runtime',
         installed && probe.exitCode === 127
           ? `${cli.bin} is still not on PATH after installing ${cli.package}@${cli.version}`
-          : `${cli.bin} --version failed (exit ${probe.exitCode}); its output is in the log above`,
+          : `${cli.bin} --version failed (exit ${probe.exitCode}); its output is in the conversation's log`,
       );
     // Missing: the backend's layer may still be installing, or there is none.
     const layer = input.sandbox.runtimeLayer ? await input.sandbox.runtimeLayer({ retry: true }) : null;
@@ -200,7 +201,7 @@ export async function ensureRuntime(input: {
     if (install.exitCode !== 0)
       throw new ProvisionError(
         'runtime',
-        `npm install of ${cli.package}@${cli.version} failed (exit ${install.exitCode}); its output is in the log above`,
+        `npm install of ${cli.package}@${cli.version} failed (exit ${install.exitCode}); its output is in the conversation's log`,
       );
     installed = true;
   }

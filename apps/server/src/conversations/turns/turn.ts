@@ -37,6 +37,12 @@
 //    end of the grace period gets KILL, and the server logs that. Test
 //    (conversations.interrupt-race.test.ts): "ends the turn interrupted by SIGTERM at every early
 //    offset, never by the SIGKILL".
+// 7. A failed turn's error says why in words before the exit code: the wrapper's own sentence on
+//    stderr (a line starting `paddock: `, such as the missing credential of common.ts), else the
+//    last error event the adapter read (the CLI's own words: a refused key, a network refusal),
+//    else only the exit code. Tests (conversations.turn-reason.test.ts): "the wrapper's sentence
+//    on stderr is the failed turn's reason, before the exit code", "the CLI's last error event is
+//    the reason when the wrapper said nothing".
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ExecHandle, SandboxClient } from '@paddock/sandbox-client';
 import { isUuid } from '../../resources/fields.ts';
@@ -101,6 +107,8 @@ export class LineParser {
   usage: TurnUsage | undefined;
   /** The adapter's memory of this turn's earlier lines (RuntimeAdapter.parseLine). */
   private readonly memory = new Map<string, string>();
+  /** The message of the last error event (invariant 7). */
+  lastError: string | undefined;
   private readonly adapter: Pick<RuntimeAdapter, 'parseLine'>;
   private readonly writer: Pick<LogWriter, 'event'>;
   private readonly turnId: string;
@@ -164,6 +172,7 @@ export class LineParser {
       if (!already) this.writer.event(this.turnId, event);
       if (event.kind === 'session') this.sessionId = event.session_id;
       else if (event.kind === 'usage') this.usage = addUsage(this.usage, event.usage);
+      else if (event.kind === 'error' && event.message.trim() !== '') this.lastError = event.message.trim();
     }
   }
 }
@@ -179,6 +188,39 @@ export function addUsage(sum: TurnUsage | undefined, add: TurnUsage): TurnUsage 
     if (typeof n === 'number' && Number.isFinite(n)) out[key] = (out[key] ?? 0) + n;
   }
   return out;
+}
+
+/** The prefix of the sentences the turn's own wrapper prints on stderr (common.ts). */
+const WRAPPER_PREFIX = 'paddock: ';
+/** A wrapper sentence is kept up to this many characters. */
+const MAX_REASON = 1000;
+
+/** Keeps the last wrapper sentence of a turn's stderr (invariant 7), whatever the chunks. */
+export class WrapperSentence {
+  private carry = '';
+  last: string | undefined;
+
+  push(chunk: Buffer): void {
+    const lines = (this.carry + chunk.toString('utf8')).split('\n');
+    this.carry = (lines.pop() ?? '').slice(0, MAX_REASON + WRAPPER_PREFIX.length);
+    for (const line of lines) this.line(line);
+  }
+
+  end(): void {
+    this.line(this.carry);
+    this.carry = '';
+  }
+
+  private line(line: string): void {
+    if (line.startsWith(WRAPPER_PREFIX))
+      this.last = line.slice(WRAPPER_PREFIX.length).trim().slice(0, MAX_REASON) || this.last;
+  }
+}
+
+/** A failed turn's error (invariant 7): why in words, then the exit code. */
+export function failureReason(exitCode: number | null, why: string | undefined): string {
+  const code = `the runtime exited with code ${exitCode}`;
+  return why ? `${why} (${code})` : code;
 }
 
 export interface TurnIo {
@@ -198,6 +240,7 @@ export interface TurnIo {
 function turnSink(
   io: TurnIo,
   parser: LineParser,
+  said: WrapperSentence,
   wrap: (sink: OutputSink) => OutputSink,
   persisted: () => number,
 ): OutputSink {
@@ -211,7 +254,10 @@ function turnSink(
       kept.stdout(chunk);
       parser.push(chunk, stored);
     },
-    stderr: kept.stderr,
+    stderr: (chunk) => {
+      kept.stderr(chunk);
+      said.push(chunk);
+    },
   };
 }
 
@@ -292,7 +338,8 @@ async function follow(
       io.onSession(sessionId);
     }
   };
-  const handle = await open(turnSink(io, parser, wrap, persisted), onControl);
+  const said = new WrapperSentence();
+  const handle = await open(turnSink(io, parser, said, wrap, persisted), onControl);
   if (sessionId === undefined && handle.sessionId !== undefined) {
     sessionId = handle.sessionId;
     io.onSession(sessionId);
@@ -312,6 +359,7 @@ async function follow(
     // line without a newline follows that line's bytes.
     io.writer.flush().catch(() => {});
     parser.end();
+    said.end();
     const reported = {
       ...(parser.sessionId ? { sessionId: parser.sessionId } : {}),
       ...(parser.usage ? { usage: parser.usage } : {}),
@@ -339,7 +387,12 @@ async function follow(
     }
     if (interrupted) return { status: 'interrupted', exitCode, error: 'interrupted', ...reported };
     if (exitCode === 0) return { status: 'succeeded', exitCode, error: null, ...reported };
-    return { status: 'failed', exitCode, error: `the runtime exited with code ${exitCode}`, ...reported };
+    return {
+      status: 'failed',
+      exitCode,
+      error: failureReason(exitCode, said.last ?? parser.lastError),
+      ...reported,
+    };
   })();
 
   let ended = false;

@@ -4,6 +4,10 @@
 // sub-conversations it started, and the follow-up prompt.
 // The conversation row and its turns are re-read when a stage event arrives (and every few
 // seconds while work is under way), so statuses follow the log.
+// One word per state (issue 37): while the sandbox provisions the header says "provisioning" and
+// nothing else names a status of its own; a failure's reason is said once, in the banner; an
+// ended conversation's feed is not "live"; an agent whose provider has no key is warned about
+// before its turns fail.
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { ApiError, api } from '../../api/client';
 import { useApi } from '../../api/use-api';
@@ -14,6 +18,7 @@ import { StatusBadge } from '../../ui/StatusBadge';
 import { relativeTime } from '../../ui/time';
 import { LogModel } from './log-model';
 import { PromptBox } from './PromptBox';
+import { Reason, shownAbove } from './Reason';
 import { type StreamState, useConversationStream } from './stream';
 import { Terminal } from './Terminal';
 import { Timeline } from './Timeline';
@@ -22,6 +27,12 @@ import { Turns } from './Turns';
 import { useModelVersion } from './use-model';
 
 const ACTIVE = new Set(['pending', 'running']);
+
+const PROVIDER_LABELS: Record<string, string> = {
+  anthropic: 'Anthropic',
+  openai: 'OpenAI',
+  gemini: 'Gemini',
+};
 
 const STREAM_NOTICE: Partial<Record<StreamState, { tone: string; text: string }>> = {
   reconnecting: { tone: 'warn', text: 'Connection to the live log lost; reconnecting…' },
@@ -82,6 +93,18 @@ export default function ConversationPage() {
     (signal) =>
       agentId ? api.get('/api/agents/{id}', { path: { id: agentId }, signal }) : Promise.resolve(null),
     [agentId],
+  );
+  const vaultId = conversation.data?.vault_id ?? null;
+  const credential = useApi(
+    (signal) =>
+      agentId
+        ? api.get('/api/agents/{id}/credential', {
+            path: { id: agentId },
+            query: vaultId ? { vault_id: vaultId } : {},
+            signal,
+          })
+        : Promise.resolve(null),
+    [agentId, vaultId],
   );
   // biome-ignore lint/correctness/useExhaustiveDependencies: one model per conversation
   const model = useMemo(() => new LogModel(), [id]);
@@ -171,12 +194,17 @@ export default function ConversationPage() {
   }
   const notice = STREAM_NOTICE[streamState];
   const terminal = c.status === 'terminated' || c.status === 'failed';
+  const provisioning = c.status === 'pending';
+  // A feed that stays open on an ended conversation has nothing more to bring: not "live".
+  const feed = terminal && streamState === 'live' ? 'ended' : streamState;
+  const keyless =
+    !terminal && credential.data?.provider && credential.data.source === null ? credential.data : null;
 
   return (
     <section className="page conv-page">
       <div className="page-header">
         <h1>{c.title || 'Untitled conversation'}</h1>
-        <StatusBadge status={c.status} />
+        <StatusBadge status={c.status} {...(provisioning ? { label: 'provisioning' } : {})} />
         <div className="conv-actions">
           <button
             type="button"
@@ -213,10 +241,14 @@ export default function ConversationPage() {
         <div>
           <dt>Sandbox</dt>
           <dd>
-            {c.sandbox ? (
+            {c.sandbox && provisioning ? (
+              <span className="muted">being set up (see Stages)</span>
+            ) : c.sandbox ? (
               <>
                 <StatusBadge status={c.sandbox.status} /> <LifetimeLeft sandbox={c.sandbox} />
-                {c.sandbox.reason && <span className="muted"> {c.sandbox.reason}</span>}
+                {c.sandbox.reason && !shownAbove(c.sandbox.reason, c.failure_reason) && (
+                  <span className="muted"> {c.sandbox.reason}</span>
+                )}
               </>
             ) : (
               'none'
@@ -244,7 +276,19 @@ export default function ConversationPage() {
       </dl>
       {c.failure_reason && (
         <div className="notice notice-error" role="alert">
-          {c.failure_reason}
+          This conversation failed: <Reason text={c.failure_reason} />{' '}
+          {shownTab !== 'raw' && (
+            <button type="button" className="btn btn-small" onClick={() => setTab('raw')}>
+              Show the raw output
+            </button>
+          )}
+        </div>
+      )}
+      {keyless && (
+        <div className="notice notice-warn" role="note">
+          No {PROVIDER_LABELS[keyless.provider ?? ''] ?? keyless.provider} key for this agent: its turns fail
+          at once. Set one on <Link href="/account">the Account page</Link>, or a secret {keyless.key_var} in
+          the agent's environment or this conversation's vault.
         </div>
       )}
       <ErrorNotice error={actionError} />
@@ -286,8 +330,8 @@ export default function ConversationPage() {
                 Raw output
               </button>
             </div>
-            <span className={`live-dot live-${streamState}`} role="status">
-              {streamState === 'live' ? 'live' : streamState.replace('_', ' ')}
+            <span className={`live-dot live-${feed}`} role="status">
+              {feed.replace('_', ' ')}
             </span>
           </div>
           <div
@@ -308,13 +352,14 @@ export default function ConversationPage() {
           <div id="panel-raw" role="tabpanel" aria-labelledby="tab-raw" hidden={shownTab !== 'raw'}>
             <Terminal model={model} turnLabel={turnLabel} />
           </div>
-          <PromptBox conversationId={c.id} status={c.status} failure={c.failure_reason} onSent={refresh} />
+          {/* The banner above says why it failed: the prompt box only says what to do. */}
+          <PromptBox conversationId={c.id} status={c.status} failure={null} onSent={refresh} />
         </div>
         <aside className="conv-side" aria-label="Stages and turns">
           <h2>Stages</h2>
-          <Timeline model={model} turnSeq={turnSeq} />
+          <Timeline model={model} turnSeq={turnSeq} failure={c.failure_reason} />
           <h2>Turns</h2>
-          <Turns turns={turnList} />
+          <Turns turns={turnList} provisioning={provisioning} failure={c.failure_reason} />
           {children.data && children.data.length > 0 && (
             <>
               <h2>Sub-conversations</h2>

@@ -1,9 +1,11 @@
-// The stage timeline: provision … turn, each with its state and duration; a stage still
-// running shows its elapsed time.
+// The stage timeline: provision … turn, each with its state, duration and message (why a failed
+// stage failed, unless the failure banner above says it already); a stage still running shows its
+// elapsed time.
 import { useEffect, useState } from 'react';
 import { StatusBadge } from '../../ui/StatusBadge';
 import { duration } from '../../ui/time';
 import type { LogModel, StageEntry } from './log-model';
+import { Reason, shownAbove } from './Reason';
 import { useModelVersion } from './use-model';
 
 const LABELS: Record<string, string> = {
@@ -34,9 +36,12 @@ function useNow(active: boolean): number {
 export function Timeline({
   model,
   turnSeq,
+  failure = null,
 }: {
   model: LogModel;
   turnSeq: (id: string) => number | undefined;
+  /** The conversation's failure reason, shown above the log already. */
+  failure?: string | null;
 }) {
   useModelVersion(model);
   const stages = model.stages;
@@ -60,7 +65,11 @@ export function Timeline({
                 ? duration(Math.max(0, now - Date.parse(s.startedAt)))
                 : ''}
           </span>
-          {s.message && <span className="tl-message">{s.message}</span>}
+          {s.message && !shownAbove(s.message, failure) && (
+            <span className="tl-message">
+              <Reason text={s.message} />
+            </span>
+          )}
         </li>
       ))}
     </ol>

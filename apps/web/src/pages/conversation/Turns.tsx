@@ -1,7 +1,10 @@
-// Turns with their status, duration and the token usage the runtime reported.
+// Turns with their status, duration, the token usage the runtime reported and why a failed one
+// failed, beside its status. While the conversation provisions, a waiting turn says what it
+// waits for instead of a status word of its own.
 import type { ApiData } from '../../api/client';
 import { StatusBadge } from '../../ui/StatusBadge';
 import { duration } from '../../ui/time';
+import { Reason, shownAbove } from './Reason';
 
 export type Turn = ApiData<'/api/conversations/{id}/turns'>['data'][number];
 
@@ -20,7 +23,17 @@ export function usageText(usage: Record<string, number> | null): string | null {
   return parts.length ? parts.join(' · ') : null;
 }
 
-export function Turns({ turns }: { turns: readonly Turn[] }) {
+export function Turns({
+  turns,
+  provisioning = false,
+  failure = null,
+}: {
+  turns: readonly Turn[];
+  /** The conversation is provisioning its sandbox: a queued turn waits for it. */
+  provisioning?: boolean;
+  /** The conversation's failure reason, shown above the log already. */
+  failure?: string | null;
+}) {
   if (turns.length === 0) return <p className="muted">No turns yet.</p>;
   const total: Record<string, number> = {};
   for (const t of turns) for (const [k, v] of Object.entries(t.usage ?? {})) total[k] = (total[k] ?? 0) + v;
@@ -35,7 +48,11 @@ export function Turns({ turns }: { turns: readonly Turn[] }) {
             <li key={t.id} className="turn">
               <div className="turn-head">
                 <span className="turn-seq">#{t.seq}</span>
-                <StatusBadge status={t.status} />
+                {provisioning && t.status === 'queued' ? (
+                  <span className="muted">waits for the sandbox</span>
+                ) : (
+                  <StatusBadge status={t.status} />
+                )}
                 {ms !== null && <span className="muted">{duration(ms)}</span>}
                 {t.exit_code !== null && t.exit_code !== 0 && (
                   <span className="muted">exit {t.exit_code}</span>
@@ -46,7 +63,11 @@ export function Turns({ turns }: { turns: readonly Turn[] }) {
                 <pre>{t.prompt}</pre>
               </details>
               {usage && <p className="turn-usage">{usage}</p>}
-              {t.error && <p className="turn-error">{t.error}</p>}
+              {t.error && !shownAbove(t.error, failure) && (
+                <p className="turn-error">
+                  <Reason text={t.error} />
+                </p>
+              )}
             </li>
           );
         })}

@@ -57,6 +57,8 @@ export interface TranscriptItem {
   turnId: string | null;
   kind: string;
   event: AgentEvent['event'];
+  /** When the event was stored (a tool call still running counts from it). */
+  at: string;
   /** Consecutive text events of one turn are joined into one item. */
   text?: string;
 }
@@ -207,6 +209,15 @@ export class LogModel {
     // A line the runtime's adapter could not read is in the raw output already.
     if (kind === 'raw') return;
     const last = this.transcript.at(-1);
+    // A runtime names its session at a turn's start and again at its end: once per turn is enough.
+    if (
+      kind === 'session' &&
+      this.transcript.some(
+        (i) =>
+          i.kind === 'session' && i.turnId === e.turn_id && i.event['session_id'] === e.event['session_id'],
+      )
+    )
+      return;
     const text = typeof e.event['text'] === 'string' ? (e.event['text'] as string) : undefined;
     if (kind === 'text' && last?.kind === 'text' && last.turnId === e.turn_id && text !== undefined) {
       last.text = (last.text ?? '') + text;
@@ -217,6 +228,7 @@ export class LogModel {
       turnId: e.turn_id,
       kind,
       event: e.event,
+      at: e.created_at,
       ...(text !== undefined ? { text } : {}),
     });
   }

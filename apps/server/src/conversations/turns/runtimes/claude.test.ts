@@ -177,7 +177,13 @@ describe('claude adapter: reading stream-json', () => {
       ],
       // The provider answering 401: the CLI's own error message, once.
       [{ kind: 'session', session_id: S2 }],
-      [{ kind: 'error', message: 'Invalid API key · Fix external API key' }],
+      [
+        {
+          kind: 'error',
+          message:
+            "Invalid API key · Fix external API key: the provider refused the Anthropic credential; replace it with `paddock credentials set anthropic` or on the console's Account page, or fix the ANTHROPIC_API_KEY secret that sets it",
+        },
+      ],
       [
         { kind: 'session', session_id: S2 },
         { kind: 'usage', usage: { input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cost_usd: 0 } },
@@ -233,6 +239,49 @@ describe('claude adapter: reading stream-json', () => {
     ]);
     // Other system lines (hooks, compaction notices) say nothing.
     assert.deepEqual(claudeAdapter.parseLine('{"type":"system","subtype":"compact_boundary"}'), []);
+  });
+
+  it('a "Failed to authenticate" on the egress proxy\'s 403 reads as a network refusal, not a key problem', () => {
+    // Captured from claude 2.1.330 with ANTHROPIC_BASE_URL on a listener giving sandboxd's 403.
+    const refused = (reason: string) =>
+      JSON.stringify({
+        type: 'assistant',
+        message: {
+          id: 'e47afff7-fd93-4976-b76c-5caa6cc333f5',
+          model: '<synthetic>',
+          role: 'assistant',
+          type: 'message',
+          content: [{ type: 'text', text: `Failed to authenticate. API Error: 403 ${reason}` }],
+        },
+        error: 'authentication_failed',
+      });
+    const [denied] = claudeAdapter.parseLine(
+      refused('egress to api.anthropic.com is denied by the sandbox network policy'),
+    );
+    assert.equal(denied?.kind, 'error');
+    const message = denied?.kind === 'error' ? denied.message : '';
+    assert.match(message, /^the sandbox network policy refused the model API's host, so no key was checked/);
+    assert.match(message, /networking_config\.allowed_hosts/);
+    assert.doesNotMatch(message, /credentials set|Account page/);
+    const [private_] = claudeAdapter.parseLine(
+      refused('egress to api.anthropic.com is refused: not a public address'),
+    );
+    assert.match(private_?.kind === 'error' ? private_.message : '', /SANDBOXD_EGRESS_ALLOW_CIDRS/);
+  });
+
+  it('a refused key says where to replace it', () => {
+    const line = JSON.stringify({
+      type: 'assistant',
+      message: { content: [{ type: 'text', text: 'Invalid API key · Fix external API key' }] },
+      error: 'authentication_failed',
+    });
+    assert.deepEqual(claudeAdapter.parseLine(line), [
+      {
+        kind: 'error',
+        message:
+          "Invalid API key · Fix external API key: the provider refused the Anthropic credential; replace it with `paddock credentials set anthropic` or on the console's Account page, or fix the ANTHROPIC_API_KEY secret that sets it",
+      },
+    ]);
   });
 
   it('a result with an error subtype is an error event (max turns, execution errors)', () => {

@@ -17,9 +17,13 @@
 // failed model request, up to minutes in all) → error, one per attempt, so a person watching sees
 // why nothing happens; assistant text → text, tool_use →
 // tool_call; user tool_result → tool_result; an assistant message flagged `error` (the CLI's own
-// "Not logged in", API errors) → error; result → session and usage (this turn's: `usage` is per
+// "Not logged in", API errors) → error, with the next step for the two a person cannot read
+// alone: "Failed to authenticate" on the egress proxy's 403 is a network refusal (the key was
+// never checked; sandboxd's wording, @paddock/sandbox-client/egress-refusals), any other
+// authentication failure a refused credential; result → session and usage (this turn's: `usage` is per
 // invocation, cost from model_usage_since_last_result since total_cost_usd is the session's), and
 // error for the error subtypes. Lines of another type, or not JSON, → raw.
+import { EGRESS_DENIED, EGRESS_NOT_PUBLIC } from '@paddock/sandbox-client/egress-refusals';
 import type { RuntimeAdapter, TurnEvent } from '../../contracts.ts';
 import {
   defined,
@@ -141,7 +145,7 @@ function assistantEvents(event: Json): TurnEvent[] {
       .map((b) => (typeof b['text'] === 'string' ? b['text'] : ''))
       .join('')
       .trim();
-    return [{ kind: 'error', message: text || event['error'] }];
+    return [{ kind: 'error', message: assistantError(event['error'], text || event['error']) }];
   }
   const out: TurnEvent[] = [];
   for (const block of parts) {
@@ -156,6 +160,21 @@ function assistantEvents(event: Json): TurnEvent[] {
       });
   }
   return out;
+}
+
+/**
+ * The CLI's message for an assistant error, with the next step where its words mislead: the
+ * proxy's refusal reads "Failed to authenticate. API Error: 403 egress to … is denied by the
+ * sandbox network policy" (captured from claude 2.1.330 against sandboxd's answer).
+ */
+function assistantError(kind: string, text: string): string {
+  if (EGRESS_DENIED.test(text))
+    return `the sandbox network policy refused the model API's host, so no key was checked (Claude Code says: ${text}): add that host to the environment's networking_config.allowed_hosts, or set networking_type to unrestricted`;
+  if (EGRESS_NOT_PUBLIC.test(text))
+    return `sandboxd refused the model API's host: it resolves to a private or loopback address, so no key was checked (Claude Code says: ${text}): the operator opens a private range with SANDBOXD_EGRESS_ALLOW_CIDRS (docs/sandboxd.md)`;
+  if (kind === 'authentication_failed')
+    return `${text}: the provider refused the Anthropic credential; replace it with \`paddock credentials set anthropic\` or on the console's Account page, or fix the ANTHROPIC_API_KEY secret that sets it`;
+  return text;
 }
 
 /** A tool result's content: a string, or text blocks (images and other blocks are named). */

@@ -69,7 +69,7 @@ describe('gemini adapter: the command', () => {
     );
   });
 
-  it('settings.json (mode 600): API-key auth, MCP servers with their substituted env, telemetry, statistics and auto-update off', async () => {
+  it('settings.json (mode 600): API-key auth, MCP servers with their substituted env, telemetry, statistics, auto-update and terminal warnings off', async () => {
     const secret = 'ghp_mcpSecretValue0123456789';
     const cmd = build({
       mcpServers: { gh: { command: 'npx', args: ['-y', 'gh-mcp'], env: { GITHUB_TOKEN: secret } } },
@@ -79,6 +79,8 @@ describe('gemini adapter: the command', () => {
     assert.deepEqual(JSON.parse(box.read(GEMINI_SETTINGS_PATH)), {
       security: { auth: { selectedType: 'gemini-api-key' } },
       general: { disableAutoUpdate: true, disableUpdateNag: true },
+      // Else the CLI prints "Warning: 256-color support not detected. …" on every turn's stderr.
+      ui: { showCompatibilityWarnings: false },
       privacy: { usageStatisticsEnabled: false },
       telemetry: { enabled: false },
       mcpServers: { gh: { command: 'npx', args: ['-y', 'gh-mcp'], env: { GITHUB_TOKEN: secret } } },

@@ -5,8 +5,10 @@
 //   file the whole prompt: no argument limit, no shell parsing); images are `@path` references.
 // - ~/.gemini/settings.json (mode 600, rewritten every turn): API-key auth, the agent's MCP
 //   servers (`${VAR}` already substituted, so secrets stay out of argv), usage statistics,
-//   telemetry and auto-update off. GEMINI_CLI_TRUST_WORKSPACE trusts the working directory,
-//   GEMINI_CLI_NO_RELAUNCH keeps it one process; --approval-mode yolo: no permission prompts.
+//   telemetry, auto-update and terminal-compatibility warnings off. GEMINI_CLI_TRUST_WORKSPACE
+//   trusts the working directory, GEMINI_CLI_NO_RELAUNCH keeps it one process; --approval-mode
+//   yolo: no permission prompts (the CLI says so on stderr, "YOLO mode is enabled", whatever the
+//   settings).
 // - The system prompt is the global context file ~/.gemini/GEMINI.md, which the CLI appends to
 //   its own system instruction (GEMINI_SYSTEM_MD would replace the instruction, tools and all).
 // - No login, ever: without GEMINI_API_KEY the wrapper fails the turn before the CLI starts.
@@ -56,6 +58,9 @@ export const geminiAdapter: RuntimeAdapter = {
     const settings = {
       security: { auth: { selectedType: 'gemini-api-key' } },
       general: { disableAutoUpdate: true, disableUpdateNag: true },
+      // No terminal-compatibility warnings ("256-color support not detected") on stderr: no
+      // terminal runs a headless turn, and the warning read as the agent's output.
+      ui: { showCompatibilityWarnings: false },
       privacy: { usageStatisticsEnabled: false },
       telemetry: { enabled: false },
       mcpServers: mcpServersJson(mcpServers),
