@@ -9,6 +9,7 @@ import { useApi } from '../../api/use-api';
 import { navigate, useParams } from '../../app/router';
 import { ErrorNotice } from '../../ui/ErrorNotice';
 import { Field } from '../../ui/Field';
+import { KeylessNotice, keyless } from '../../ui/KeylessNotice';
 import { ConfigNav } from './ConfigNav';
 import {
   errorsUnder,
@@ -130,6 +131,24 @@ export default function AgentFormPage() {
   const mismatch = modelMismatch(draft.runtime, draft.model.trim());
   const environments = useApi((signal) => api.get('/api/environments', { signal }).then((r) => r.data), []);
   const vaults = useApi((signal) => api.get('/api/vaults', { signal }).then((r) => r.data), []);
+  // Where its turns would get their provider key (without a vault: a conversation may start
+  // with none); asked once the model is one the runtime runs.
+  const model = draft.model.trim();
+  const credential = useApi(
+    (signal) =>
+      model && !mismatch
+        ? api.get('/api/account/inference-credentials/check', {
+            query: {
+              runtime: draft.runtime,
+              model,
+              ...(draft.environmentId ? { environment_id: draft.environmentId } : {}),
+            },
+            signal,
+          })
+        : Promise.resolve(null),
+    [draft.runtime, model, mismatch, draft.environmentId],
+  );
+  const missingKey = keyless(credential.data);
 
   useEffect(() => {
     if (!id) return;
@@ -316,6 +335,7 @@ export default function AgentFormPage() {
             ))}
             <FieldMessages messages={errorsUnder(errors, 'vault_ids')} />
           </fieldset>
+          {missingKey && <KeylessNotice missing={missingKey} where="the vault a conversation starts with" />}
         </Section>
         <Suspense fallback={<p className="loading">Loading editor…</p>}>
           <CodeEditor

@@ -14,6 +14,7 @@ import { useApi } from '../../api/use-api';
 import { Link, navigate, useParams } from '../../app/router';
 import { Dialog } from '../../ui/Dialog';
 import { ErrorNotice } from '../../ui/ErrorNotice';
+import { KeylessNotice, keyless } from '../../ui/KeylessNotice';
 import { StatusBadge } from '../../ui/StatusBadge';
 import { relativeTime } from '../../ui/time';
 import { LogModel } from './log-model';
@@ -27,12 +28,6 @@ import { Turns } from './Turns';
 import { useModelVersion } from './use-model';
 
 const ACTIVE = new Set(['pending', 'running']);
-
-const PROVIDER_LABELS: Record<string, string> = {
-  anthropic: 'Anthropic',
-  openai: 'OpenAI',
-  gemini: 'Gemini',
-};
 
 const STREAM_NOTICE: Partial<Record<StreamState, { tone: string; text: string }>> = {
   reconnecting: { tone: 'warn', text: 'Connection to the live log lost; reconnecting…' },
@@ -197,8 +192,7 @@ export default function ConversationPage() {
   const provisioning = c.status === 'pending';
   // A feed that stays open on an ended conversation has nothing more to bring: not "live".
   const feed = terminal && streamState === 'live' ? 'ended' : streamState;
-  const keyless =
-    !terminal && credential.data?.provider && credential.data.source === null ? credential.data : null;
+  const missingKey = terminal ? null : keyless(credential.data);
 
   return (
     <section className="page conv-page">
@@ -284,13 +278,7 @@ export default function ConversationPage() {
           )}
         </div>
       )}
-      {keyless && (
-        <div className="notice notice-warn" role="note">
-          No {PROVIDER_LABELS[keyless.provider ?? ''] ?? keyless.provider} key for this agent: its turns fail
-          at once. Set one on <Link href="/account">the Account page</Link>, or a secret {keyless.key_var} in
-          the agent's environment or this conversation's vault.
-        </div>
-      )}
+      {missingKey && <KeylessNotice missing={missingKey} where="this conversation's vault" />}
       <ErrorNotice error={actionError} />
       {notice && (
         <div className={`notice notice-${notice.tone}`} role="status" data-stream={streamState}>

@@ -4,13 +4,16 @@
 // What must hold (apps/web/test/new-conversation.browser.test.ts): the prompt has the focus
 // when the dialog opens; the agent is the one this browser last started a conversation with,
 // or the only one; with several and none remembered, nothing is chosen for the person (a
-// wrong agent would run their prompt) and starting waits for a choice.
+// wrong agent would run their prompt) and starting waits for a choice. An agent whose turns
+// would have no provider key (with the chosen vault) is said before it starts.
 import { type FormEvent, useEffect, useId, useMemo, useRef, useState } from 'react';
 import { ApiError, api } from '../../api/client';
 import { type Agent, useAgents, useVaults } from '../../api/resources';
+import { useApi } from '../../api/use-api';
 import { navigate } from '../../app/router';
 import { Dialog } from '../../ui/Dialog';
 import { ErrorNotice } from '../../ui/ErrorNotice';
+import { KeylessNotice, keyless } from '../../ui/KeylessNotice';
 import { ImagePicker, type PickedImage } from './ImagePicker';
 
 const LAST_AGENT_KEY = 'paddock.lastAgent';
@@ -68,6 +71,19 @@ export default function NewConversationDialog({ onClose }: { onClose: () => void
     [vaults.data, agent],
   );
   const fieldErrors = error instanceof ApiError ? error.body.errors : undefined;
+  const chosenVault = vaultId && allowed.some((v) => v.id === vaultId) ? vaultId : '';
+  const credential = useApi(
+    (signal) =>
+      agent
+        ? api.get('/api/agents/{id}/credential', {
+            path: { id: agent.id },
+            query: chosenVault ? { vault_id: chosenVault } : {},
+            signal,
+          })
+        : Promise.resolve(null),
+    [agent?.id, chosenVault],
+  );
+  const missingKey = keyless(credential.data);
 
   const submit = async (event?: FormEvent) => {
     event?.preventDefault();
@@ -82,7 +98,7 @@ export default function NewConversationDialog({ onClose }: { onClose: () => void
       const created = await api.post('/api/conversations', {
         body: {
           agent_id: agent.id,
-          ...(vaultId && allowed.some((v) => v.id === vaultId) ? { vault_id: vaultId } : {}),
+          ...(chosenVault ? { vault_id: chosenVault } : {}),
           prompt,
           ...(images.length ? { images: images.map(({ media_type, data }) => ({ media_type, data })) } : {}),
         },
@@ -192,6 +208,7 @@ export default function NewConversationDialog({ onClose }: { onClose: () => void
             </p>
           </div>
           <ImagePicker images={images} onChange={setImages} errors={fieldErrors?.['images']} />
+          {missingKey && <KeylessNotice missing={missingKey} where="the vault you choose" />}
           <div className="dialog-actions">
             <button type="button" className="btn" onClick={onClose}>
               Cancel
