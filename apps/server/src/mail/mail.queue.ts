@@ -17,7 +17,8 @@ export type AccountMailKind =
   | 'email_taken_notice'
   | 'password_changed'
   | 'suspended'
-  | 'unsuspended';
+  | 'unsuspended'
+  | 'account_deleted';
 
 /**
  * A job names the notification and the user, never a secret: tokens are minted by the job
@@ -40,7 +41,10 @@ export interface AccountMailJob {
   requestedAt?: string;
   /** password_changed: what changed it. */
   via?: 'reset' | 'change' | 'admin';
-  /** email_change_notice: the old address, which is no longer on the account once confirmed. */
+  /**
+   * email_change_notice: the old address, which is no longer on the account once confirmed.
+   * account_deleted: the deleted account's address (the account is gone; the job has no user).
+   */
   to?: string;
   /** 1-based send attempt; set by the retry path. */
   attempt?: number;

@@ -10,7 +10,8 @@ export type MailTemplate =
   | { kind: 'email_taken_notice' }
   | { kind: 'password_changed'; via: 'reset' | 'change' | 'admin'; keys: MailApiKey[] }
   | { kind: 'suspended' }
-  | { kind: 'unsuspended' };
+  | { kind: 'unsuspended' }
+  | { kind: 'account_deleted' };
 
 export interface MailApiKey {
   name: string;
@@ -143,6 +144,15 @@ function body(t: MailTemplate, ctx: RenderContext): Body {
       return {
         subject: 'Your Paddock account has been reinstated',
         paragraphs: ['Your Paddock account is active again. You can sign in as before.'],
+      };
+    case 'account_deleted':
+      return {
+        subject: 'Your Paddock account has been deleted',
+        paragraphs: [
+          'Your Paddock account and everything in it have been deleted: its conversations and their sandboxes, environments, vaults and their secrets, agents, API keys, sessions and inference credentials.',
+          'The data cannot be recovered. You can register again with this address at any time; the new account starts empty.',
+          'If you did not ask for this, contact support.',
+        ],
       };
   }
 }
