@@ -8,6 +8,7 @@ import { Field } from '../../ui/Field';
 import { relativeTime } from '../../ui/time';
 import { errorsUnder, fieldErrorsOf, Section } from '../config/editors';
 import { AccountNav } from './AccountNav';
+import { DeleteAccount } from './DeleteAccount';
 
 export default function AccountPage() {
   return (
@@ -19,6 +20,7 @@ export default function AccountPage() {
       <div className="stack">
         <ApiKeys />
         <InferenceCredentials />
+        <DeleteAccount />
       </div>
     </section>
   );
