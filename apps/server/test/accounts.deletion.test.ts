@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
+import { v7 as uuidv7 } from 'uuid';
 import { TENANT_ROWS_WITHOUT_CASCADE } from '../src/accounts/account-deletion.repo.ts';
 import { hashPassword } from '../src/accounts/password.ts';
 import type { Db } from '../src/db/database.ts';
@@ -177,8 +178,43 @@ describe('account deletion (DELETE /api/account)', () => {
     });
   });
 
+  it('deleted while its sandbox provisions: the sandbox does not outlive the account', async () => {
+    const user = await h.user();
+    const agent = await h.agent(user);
+    const conv = await h.start(user, { agent_id: agent, prompt: 'echo late; sleep 120' });
+    const { name } = await h.deps.db
+      .selectFrom('sandboxes')
+      .select('name')
+      .where('conversation_id', '=', conv.id)
+      .executeTakeFirstOrThrow();
+    const res = await h.api(user, 'DELETE', '/api/account', { confirm_email: user.email });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    // Long enough for a provisioning that was under way to have created the sandbox.
+    await new Promise((r) => setTimeout(r, 8000));
+    await waitUntil(async () => !(await h.backendSandboxes()).includes(name), 30_000);
+    const left = await rowsMentioning(h.deps.db, user.id);
+    assert.equal(left.length, 1, left.join('\n'));
+  });
+
   it('an account without a password confirms with its email alone; a deleted one cannot delete again', async () => {
     const user = await h.user();
+    // A sandbox's conversation key acts for the account but may not delete it.
+    const convId = uuidv7();
+    await h.deps.db
+      .insertInto('conversations')
+      .values({ id: convId, tenant_id: user.id, status: 'idle', source: 'api', title: 'a conversation' })
+      .execute();
+    const sandboxKey = await h.deps.apiKeys.mintConversationKey(user.id, convId);
+    const byKey = await h.api(
+      null,
+      'DELETE',
+      '/api/account',
+      { confirm_email: user.email },
+      {
+        authorization: `Bearer ${sandboxKey.key}`,
+      },
+    );
+    assert.equal(byKey.status, 403, JSON.stringify(byKey.body));
     const missing = await h.api(user, 'DELETE', '/api/account', {});
     assert.equal(missing.status, 422);
     const unknownField = await h.api(user, 'DELETE', '/api/account', {
