@@ -178,6 +178,31 @@ describe('account deletion (DELETE /api/account)', () => {
     });
   });
 
+  it('deleted on another replica than the owner: the owner stops and the sandbox goes', async () => {
+    const user = await h.user();
+    const agent = await h.agent(user);
+    const conv = await h.start(user, { agent_id: agent, prompt: 'echo owned; sleep 120' });
+    await waitUntil(async () => (await h.stdout(conv.id)).includes('owned'), 60_000);
+    assert.equal(h.deps.ownership.holds(conv.id), true, 'the first instance owns the running turn');
+    const { name } = await h.deps.db
+      .selectFrom('sandboxes')
+      .select('name')
+      .where('conversation_id', '=', conv.id)
+      .where('status', '=', 'ready')
+      .executeTakeFirstOrThrow();
+    const second = await h.secondInstance();
+    try {
+      const res = await second.api(user, 'DELETE', '/api/account', { confirm_email: user.email });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      await waitUntil(async () => !h.deps.ownership.holds(conv.id), 20_000);
+      await waitUntil(async () => !(await h.backendSandboxes()).includes(name), 30_000);
+      const left = await rowsMentioning(h.deps.db, user.id);
+      assert.equal(left.length, 1, left.join('\n'));
+    } finally {
+      await second.close();
+    }
+  });
+
   it('deleted while its sandbox provisions: the sandbox does not outlive the account', async () => {
     const user = await h.user();
     const agent = await h.agent(user);

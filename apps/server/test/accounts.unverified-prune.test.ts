@@ -1,11 +1,13 @@
-// Issue 38, deliverables 4 and 8: the unverified-account pruner, driven with a chosen `now`
-// (src/accounts/unverified-prune.job.ts), and the deletion notice, which goes to a verified
-// address only and leaves the address nowhere once sent.
+// Issue 38, deliverables 4, 5 and 8: the unverified-account pruner, driven with a chosen `now`
+// (src/accounts/unverified-prune.job.ts); the deletion hooks (where billing cancellation
+// joins); and the deletion notice, which goes to a verified address only and leaves the
+// address nowhere once sent.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
+import { createAccountDeletion } from '../src/accounts/account-deletion.ts';
 import { unverifiedPruneJob } from '../src/accounts/unverified-prune.job.ts';
 import type { Deps } from '../src/deps.ts';
 import { SCHEDULED_JOBS } from '../src/jobs/schedule.ts';
@@ -154,6 +156,38 @@ describe('the unverified-account pruner', () => {
     const young = await unverifiedUser(new Date(BOUND.getTime() + 1));
     assert.equal(await t.deps.accountDeletion.deleteUnverified(young.id, BOUND), false);
     assert.equal(await exists(young.id), true);
+  });
+});
+
+describe('deletion hooks', () => {
+  it('run before the rows go, for an account that qualifies only; a failing one deletes nothing', async () => {
+    const calls: string[] = [];
+    let fail = true;
+    const deletion = createAccountDeletion({
+      db: t.deps.db,
+      audit: t.deps.audit,
+      mailQueue: t.deps.mailQueue,
+      principals: t.deps.principals,
+      conversations: t.deps.conversations,
+      hooks: [
+        {
+          name: 'billing',
+          async beforeDelete(userId) {
+            calls.push(userId);
+            if (fail) throw new Error('the payment processor is down');
+          },
+        },
+      ],
+    });
+    const old = await unverifiedUser(new Date(BOUND.getTime() - DAY_MS));
+    await assert.rejects(deletion.deleteUnverified(old.id, BOUND), /payment processor is down/);
+    assert.equal(await exists(old.id), true, 'a failing hook stops the deletion before anything goes');
+    const young = await unverifiedUser(new Date(BOUND.getTime() + DAY_MS));
+    assert.equal(await deletion.deleteUnverified(young.id, BOUND), false);
+    assert.deepEqual(calls, [old.id], 'no hook runs for an account that does not qualify');
+    fail = false;
+    assert.equal(await deletion.deleteUnverified(old.id, BOUND), true);
+    assert.equal(await exists(old.id), false);
   });
 });
 

@@ -16,7 +16,8 @@
 // - The deletion notice goes to a verified address only (a never-verified one may not be the
 //   person's), enqueued in the transaction with the address in the job, the only place the
 //   address outlives the account, until the mail job runs.
-// - Hooks run before the transaction, so a failing one (billing cancellation) deletes nothing.
+// - Hooks run before the transaction, and only for an account that exists and qualifies, so a
+//   failing one (billing cancellation) deletes nothing.
 import type { AuditEntry, AuditService } from '../audit/audit.service.ts';
 import type { Principal, PrincipalCache } from '../auth/principal.ts';
 import type { ConversationsService } from '../conversations/api/conversations.service.ts';
@@ -90,6 +91,9 @@ export function createAccountDeletion(deps: AccountDeletionDeps): AccountDeletio
 
   /** The one deletion path. Null when the account is gone or no longer qualifies. */
   async function erase(userId: string, order: Order): Promise<true | null> {
+    // Checked before the hooks too, so no hook acts for an account that is not deleted.
+    const before = await findUserById(db, userId);
+    if (!before || (order.stillQualifies && !order.stillQualifies(before))) return null;
     for (const hook of deps.hooks) await hook.beforeDelete(userId);
     const done = await db.transaction().execute(async (trx) => {
       const user = await lockUser(trx, userId);
