@@ -221,6 +221,32 @@ describe('account deletion (DELETE /api/account)', () => {
     assert.equal(left.length, 1, left.join('\n'));
   });
 
+  it('a write racing the deletion is refused with 401, never a 500', async () => {
+    const user = await h.user();
+    // What the deletion's transaction does (account-deletion.ts): lock the users row, delete.
+    const client = await h.database.handle.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query('SELECT id FROM users WHERE id = $1 FOR UPDATE', [user.id]);
+      const racing = h.api(user, 'POST', '/api/environments', { name: 'racing-the-deletion' });
+      // The request's first insert (the tenant key) waits on the locked row: its foreign key check.
+      await waitUntil(async () => {
+        const { rows } = await h.database.handle.pool.query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity
+            WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+        );
+        return rows[0].n > 0;
+      }, 10_000);
+      await client.query('DELETE FROM users WHERE id = $1', [user.id]);
+      await client.query('COMMIT');
+      const res = await racing;
+      assert.equal(res.status, 401, JSON.stringify(res.body));
+      assert.equal(res.body.error, 'unauthorized');
+    } finally {
+      client.release();
+    }
+  });
+
   it('an account without a password confirms with its email alone; a deleted one cannot delete again', async () => {
     const user = await h.user();
     // A sandbox's conversation key acts for the account but may not delete it.

@@ -38,3 +38,17 @@ export async function deleteTenantRows(db: Db, userId: string): Promise<void> {
   }
   await db.deleteFrom('users').where('id', '=', userId).execute();
 }
+
+/**
+ * PostgreSQL's foreign key violation by a row naming an account that no longer exists: a
+ * write that waited on the deletion's lock of the users row and lost. The account is gone, as
+ * are its credentials: the caller is answered as unauthenticated, never with a 500.
+ */
+export function referencesDeletedAccount(err: unknown): boolean {
+  const e = err as { code?: unknown; detail?: unknown } | null;
+  return (
+    e?.code === '23503' &&
+    typeof e.detail === 'string' &&
+    e.detail.endsWith(' is not present in table "users".')
+  );
+}

@@ -4,7 +4,9 @@
 // - Everything of the tenant goes in one transaction that first locks the users row: every
 //   tenant table references users (directly or through a parent) ON DELETE CASCADE, or is
 //   listed in TENANT_ROWS_WITHOUT_CASCADE (account-deletion.repo.ts), and a row that references
-//   the locked users row cannot be inserted meanwhile, so none appears after the delete.
+//   the locked users row cannot be inserted meanwhile, so none appears after the delete. A
+//   write that waited on the lock fails its foreign key check and is answered 401
+//   (referencesDeletedAccount, http/app.ts), never 500.
 // - That includes the tenant's wrapped data key (tenant_keys): no copy of the tenant's
 //   ciphertexts outside the deleted rows can be opened with the master key any more.
 // - Every live sandbox's destroy is queued in that transaction (sandbox_destroys, a name
