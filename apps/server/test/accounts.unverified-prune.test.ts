@@ -218,4 +218,43 @@ describe('the deletion notice', () => {
       await jobs.stop();
     }
   });
+
+  it('is retried while the mail server is down and arrives once it is back', async () => {
+    const down = await createSmtpCapture({ start: false });
+    const app = await buildTestApp({
+      env: {
+        EMAIL_DELIVERY: '',
+        SMTP_HOST: '127.0.0.1',
+        SMTP_PORT: String(down.port),
+        MAIL_RETRY_BASE_MS: '200',
+        MAIL_MAX_ATTEMPTS: '50',
+      },
+    });
+    const jobs = await startJobs(app);
+    try {
+      const admin = await createVerifiedUser(app.deps.db, { isAdmin: true });
+      const target = await createVerifiedUser(app.deps.db);
+      const res = await app.app.inject({
+        method: 'DELETE',
+        url: `/api/admin/users/${target.id}`,
+        headers: admin.auth,
+      });
+      assert.equal(res.statusCode, 200, res.body);
+      const deadline = Date.now() + 10_000;
+      while (!app.logs.some((l) => l.includes('will retry') && l.includes('"kind":"account_deleted"'))) {
+        assert.ok(Date.now() < deadline, 'the notice should have been retried');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      await down.start();
+      await down.waitFor(target.email, /account has been deleted/, 15_000);
+      assert.ok(
+        app.logs.every((l) => !l.includes(target.email)),
+        'no log line carries the address',
+      );
+    } finally {
+      await jobs.stop();
+      await app.close();
+      await down.stop();
+    }
+  });
 });
