@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { Command, CommanderError, Option } from 'commander';
 import { stringify } from 'yaml';
+import { registerAccountCommands } from './account.ts';
 import { type ApiClient, createClient } from './client.ts';
 import {
   type Env,
@@ -251,6 +252,7 @@ export async function main(argv: string[], env: Env, io: Io): Promise<number> {
   registerCredentialCommands(program, ctx);
   registerUsageCommand(program, ctx);
   registerExportCommand(program, ctx);
+  registerAccountCommands(program, ctx);
 
   const keys = program.command('keys').description('list, create and revoke API keys');
   keys

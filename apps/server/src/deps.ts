@@ -8,6 +8,7 @@ import {
   type AccountExportsService,
   createAccountExportsService,
 } from './account-exports/account-exports.service.ts';
+import { type AccountDeletion, createAccountDeletion } from './accounts/account-deletion.ts';
 import { createAccountMailTask } from './accounts/accounts.notifications.ts';
 import { type AccountsService, createAccountsService } from './accounts/accounts.service.ts';
 import { type AdminService, createAdminService } from './admin/admin.service.ts';
@@ -84,6 +85,8 @@ export interface Deps {
   health: HealthService;
   audit: AuditService;
   accounts: AccountsService;
+  /** The one deletion path of an account (the person's, an admin's, the unverified pruner's). */
+  accountDeletion: AccountDeletion;
   apiKeys: ApiKeysService;
   sessions: SessionsService;
   mailer: Mailer;
@@ -212,9 +215,19 @@ export function createDeps(input: CreateDepsInput): Deps {
     environments,
     log: conversationLog,
   });
+  const accountDeletion = createAccountDeletion({
+    db,
+    audit,
+    mailQueue: accountsDeps.mailQueue,
+    principals,
+    conversations: conversationDeps.conversations,
+    // Billing cancellation joins here when billing lands (AccountDeletionHook).
+    hooks: [],
+  });
   return {
     ...conversationDeps,
     ...input,
+    accountDeletion,
     db,
     health: createHealthService(input.database),
     audit,

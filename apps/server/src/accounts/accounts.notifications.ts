@@ -17,6 +17,8 @@
 // - An email-change link requested before the account's last password reset or change, or
 //   for a suspended account, is never minted (credentials_changed_at): a reset ends a
 //   takeover in progress.
+// - The deletion notice (account_deleted) has no account left to look up or re-check: the job
+//   carries the address, enqueued by the deletion's transaction (account-deletion.ts).
 import type { Task } from 'graphile-worker';
 import { z } from 'zod';
 import { findExport } from '../account-exports/account-exports.repo.ts';
@@ -55,6 +57,7 @@ const Payload = z.object({
     'suspended',
     'unsuspended',
     'export_ready',
+    'account_deleted',
   ]),
   userId: z.string().optional(),
   email: z.string().optional(),
@@ -91,6 +94,49 @@ export function createAccountMailTask(deps: {
   const log = deps.logger.child({ component: 'mail' });
   const ctx = { publicUrl: deps.config.publicUrl, supportEmail: deps.config.mail.supportEmail };
 
+  /**
+   * The deletion notice: the account is gone, so the job carries its address (`to`) and there
+   * is no user to re-check. Retried like any mail; nothing logs the address.
+   */
+  const sendDeletionNotice = async (job: AccountMailJob): Promise<void> => {
+    if (!job.to) return;
+    const attempt = job.attempt ?? 1;
+    try {
+      await deps.mailer.send({ to: job.to, ...renderMail({ kind: 'account_deleted' }, ctx) });
+      log.info(
+        { kind: job.kind, attempt },
+        deps.mailer.kind === 'printed' ? 'account mail printed' : 'account mail sent',
+      );
+    } catch (err) {
+      await retryOrGiveUp(job, attempt, err, {});
+    }
+  };
+
+  /** A failed send: re-enqueued with the backoff, or dropped after the last attempt. */
+  const retryOrGiveUp = async (
+    job: AccountMailJob,
+    attempt: number,
+    err: unknown,
+    fields: { userId?: string },
+  ): Promise<void> => {
+    const reason = err instanceof Error ? err.message : String(err);
+    const { baseMs, maxAttempts } = deps.config.mail.retry;
+    if (attempt >= maxAttempts) {
+      log.error({ kind: job.kind, ...fields, attempt, reason }, 'account mail failed: giving up');
+      return;
+    }
+    const delay = retryDelayMs(baseMs, attempt);
+    await deps.mailQueue.enqueue(
+      deps.db,
+      { ...job, attempt: attempt + 1 },
+      { runAt: new Date(Date.now() + delay) },
+    );
+    log.warn(
+      { kind: job.kind, ...fields, attempt, retryInMs: delay, reason },
+      'account mail failed: will retry',
+    );
+  };
+
   return async (rawPayload) => {
     const parsed = Payload.safeParse(rawPayload);
     if (!parsed.success) {
@@ -98,6 +144,10 @@ export function createAccountMailTask(deps: {
       return;
     }
     const job: AccountMailJob = parsed.data;
+    if (job.kind === 'account_deleted') {
+      await sendDeletionNotice(job);
+      return;
+    }
     const user = job.userId
       ? await findUserById(deps.db, job.userId)
       : job.email
@@ -220,22 +270,7 @@ export function createAccountMailTask(deps: {
     } catch (err) {
       if (tokenId) await deleteEmailToken(deps.db, user.id, tokenId);
       if (claimedWelcome) await releaseWelcome(deps.db, user.id);
-      const reason = err instanceof Error ? err.message : String(err);
-      const { baseMs, maxAttempts } = deps.config.mail.retry;
-      if (attempt >= maxAttempts) {
-        log.error({ kind: job.kind, userId: user.id, attempt, reason }, 'account mail failed: giving up');
-        return;
-      }
-      const delay = retryDelayMs(baseMs, attempt);
-      await deps.mailQueue.enqueue(
-        deps.db,
-        { ...job, attempt: attempt + 1 },
-        { runAt: new Date(Date.now() + delay) },
-      );
-      log.warn(
-        { kind: job.kind, userId: user.id, attempt, retryInMs: delay, reason },
-        'account mail failed: will retry',
-      );
+      await retryOrGiveUp(job, attempt, err, { userId: user.id });
     }
   };
 }

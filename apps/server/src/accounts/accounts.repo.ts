@@ -38,6 +38,16 @@ export async function findUserById(db: Db, userId: string): Promise<UserRow | un
   return await db.selectFrom('users').select(USER_COLUMNS).where('id', '=', userId).executeTakeFirst();
 }
 
+/** The user, its row locked until the transaction ends (account deletion). */
+export async function lockUser(db: Db, userId: string): Promise<UserRow | undefined> {
+  return await db
+    .selectFrom('users')
+    .select(USER_COLUMNS)
+    .where('id', '=', userId)
+    .forUpdate()
+    .executeTakeFirst();
+}
+
 /** Inserts a user; returns undefined when the email is already taken (case-insensitively). */
 export async function insertUser(
   db: Db,

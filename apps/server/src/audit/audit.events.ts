@@ -10,6 +10,8 @@ export const AUDIT_EVENT_TYPES: Set<string> = new Set([
   'user.password_changed',
   'user.password_reset_requested',
   'user.password_reset',
+  // The one record an account's deletion keeps (accounts/account-deletion.ts): how, and counts.
+  'user.deleted',
   'auth.login.succeeded',
   'auth.login.failed',
   'auth.logout',
@@ -23,6 +25,7 @@ export const AUDIT_EVENT_TYPES: Set<string> = new Set([
   'admin.user.unsuspended',
   'admin.user.password_reset_sent',
   'admin.user.password_set',
+  'admin.user.deleted',
   'admin.users.listed',
   'admin.audit.read',
   'admin.user.read',

@@ -277,6 +277,21 @@ describe('configuration', () => {
     refuses({ MAIL_PER_RECIPIENT_PER_HOUR: '-1' }, 'MAIL_PER_RECIPIENT_PER_HOUR');
   });
 
+  it('parses the unverified-account pruner settings: UNVERIFIED_PRUNE_EXEMPT holds email addresses only', () => {
+    assert.deepEqual(parseConfig({}).config.unverifiedPrune, { afterDays: 30, exempt: [] });
+    assert.deepEqual(
+      parseConfig({
+        UNVERIFIED_PRUNE_AFTER_DAYS: '0',
+        UNVERIFIED_PRUNE_EXEMPT: ' Ops@Example.com, ,qa@example.org ',
+      }).config.unverifiedPrune,
+      { afterDays: 0, exempt: ['ops@example.com', 'qa@example.org'] },
+    );
+    assert.deepEqual(parseConfig({ UNVERIFIED_PRUNE_EXEMPT: '  ' }).config.unverifiedPrune.exempt, []);
+    // A typo would leave the account it was meant to protect to the pruner: refused at boot.
+    refuses({ UNVERIFIED_PRUNE_EXEMPT: 'ops@example.com,opsexample.com' }, 'UNVERIFIED_PRUNE_EXEMPT');
+    refuses({ UNVERIFIED_PRUNE_AFTER_DAYS: '-1' }, 'UNVERIFIED_PRUNE_AFTER_DAYS');
+  });
+
   it('reports every problem at once', () => {
     const problems = problemsOf({ PORT: 'x', SANDBOX_MAX_LIFETIME_HOURS: 'abc', FIRST_USER_ADMIN: 'y' });
     assert.equal(problems.length, 3);

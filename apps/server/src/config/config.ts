@@ -411,6 +411,13 @@ export function parseConfig(env: Env): ParseResult {
     problems.push('GITHUB_CLIENT_SECRET: required when GITHUB_CLIENT_ID is set');
   }
 
+  // UNVERIFIED_PRUNE_EXEMPT: addresses, compared case-insensitively. A typo here would let the
+  // pruner delete the account it was meant to protect, so a non-address refuses to boot.
+  const unverifiedPruneExempt = list('UNVERIFIED_PRUNE_EXEMPT').map((e) => e.toLowerCase());
+  if (unverifiedPruneExempt.some((e) => !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(e))) {
+    problems.push('UNVERIFIED_PRUNE_EXEMPT: must be a comma-separated list of email addresses');
+  }
+
   // Registration.
   const allowedEmailDomains = list('REGISTRATION_ALLOWED_EMAIL_DOMAINS').map((d) =>
     d.toLowerCase().replace(/^@/, ''),
@@ -563,7 +570,7 @@ export function parseConfig(env: Env): ParseResult {
     logOutputBudgetMb: nonNegInt('LOG_OUTPUT_BUDGET_MB', 50),
     unverifiedPrune: {
       afterDays: nonNegInt('UNVERIFIED_PRUNE_AFTER_DAYS', 30),
-      exempt: list('UNVERIFIED_PRUNE_EXEMPT').map((e) => e.toLowerCase()),
+      exempt: unverifiedPruneExempt,
     },
     legal,
     ...(dsn ? { errorTrackingDsn: dsn.toString() } : {}),

@@ -17,6 +17,7 @@ import {
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
+import { referencesDeletedAccount } from '../accounts/account-deletion.repo.ts';
 import { authPlugin } from '../auth/auth.plugin.ts';
 import { createConsoleHandler } from '../console/console.ts';
 import { isDatabaseUnavailable } from '../db/database.ts';
@@ -272,6 +273,9 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
         .code(503)
         .header('retry-after', '1')
         .send({ error: 'service_unavailable', message: 'the database is unavailable; retry shortly' });
+    }
+    if (referencesDeletedAccount(error)) {
+      return reply.code(401).send({ error: 'unauthorized', message: 'missing or invalid credentials' });
     }
     request.log.error({ err: error }, 'unhandled error');
     // A 5xx never echoes internals.

@@ -1,6 +1,7 @@
 // Every route module of the service, registered in one place.
 import type { FastifyInstance } from 'fastify';
 import { accountExportsRoutes } from '../account-exports/account-exports.routes.ts';
+import { accountDeletionRoutes } from '../accounts/account-deletion.routes.ts';
 import { accountsRoutes } from '../accounts/accounts.routes.ts';
 import { adminRoutes } from '../accounts/admin.routes.ts';
 import { adminViewsRoutes } from '../admin/admin.routes.ts';
@@ -29,6 +30,7 @@ export async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<
   await app.register(inferenceCredentialsRoutes(deps));
   await app.register(oauthRoutes(deps));
   await app.register(adminRoutes(deps));
+  await app.register(accountDeletionRoutes(deps));
   await app.register(adminViewsRoutes(deps));
   await app.register(auditRoutes(deps));
   await app.register(usageRoutes(deps));

@@ -18,7 +18,8 @@ export type AccountMailKind =
   | 'password_changed'
   | 'suspended'
   | 'unsuspended'
-  | 'export_ready';
+  | 'export_ready'
+  | 'account_deleted';
 
 /**
  * A job names the notification and the user, never a secret: tokens are minted by the job
@@ -41,7 +42,10 @@ export interface AccountMailJob {
   requestedAt?: string;
   /** password_changed: what changed it. */
   via?: 'reset' | 'change' | 'admin';
-  /** email_change_notice: the old address, which is no longer on the account once confirmed. */
+  /**
+   * email_change_notice: the old address, which is no longer on the account once confirmed.
+   * account_deleted: the deleted account's address (the account is gone; the job has no user).
+   */
   to?: string;
   /** export_ready: the export that is ready (re-checked at send time). */
   exportId?: string;

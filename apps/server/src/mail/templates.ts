@@ -11,7 +11,8 @@ export type MailTemplate =
   | { kind: 'password_changed'; via: 'reset' | 'change' | 'admin'; keys: MailApiKey[] }
   | { kind: 'suspended' }
   | { kind: 'unsuspended' }
-  | { kind: 'export_ready'; sizeBytes: number; expiresAt: Date };
+  | { kind: 'export_ready'; sizeBytes: number; expiresAt: Date }
+  | { kind: 'account_deleted' };
 
 export interface MailApiKey {
   name: string;
@@ -166,6 +167,15 @@ function body(t: MailTemplate, ctx: RenderContext): Body {
           'If you did not ask for it, change your password and revoke your API keys now: someone else signed in as you.',
         ],
         action: { label: 'Open the Account page', url: link(ctx.publicUrl, '/account') },
+      };
+    case 'account_deleted':
+      return {
+        subject: 'Your Paddock account has been deleted',
+        paragraphs: [
+          'Your Paddock account and everything in it have been deleted: its conversations and their sandboxes, environments, vaults and their secrets, agents, API keys, sessions and inference credentials.',
+          'The data cannot be recovered. You can register again with this address at any time; the new account starts empty.',
+          'If you did not ask for this, contact support.',
+        ],
       };
   }
 }

@@ -25,6 +25,7 @@ const MESSAGES: Record<string, { text: string; tone: 'ok' | 'error' }> = {
   account_unavailable: { text: 'This account cannot sign in. Contact support.', tone: 'error' },
   conflict: { text: 'That account was just created elsewhere. Try signing in again.', tone: 'error' },
   signed_out: { text: 'You are signed out.', tone: 'ok' },
+  account_deleted: { text: 'Your account and everything in it have been deleted.', tone: 'ok' },
   password_reset: { text: 'Password changed. Sign in with your new password.', tone: 'ok' },
   registered: { text: 'Account created. You can sign in now.', tone: 'ok' },
 };

@@ -421,6 +421,32 @@ export async function deleteConversation(db: Db, tenantId: string, id: string): 
   return row?.deleted ? row.names : null;
 }
 
+/**
+ * Account deletion (accounts/account-deletion.ts), inside its transaction with the account's
+ * users row locked, so no sandbox row of the tenant can appear until it commits: queues the
+ * destroy of every live sandbox of the tenant in one statement, as deleteConversation does for
+ * one conversation, and returns their names and the tenant's conversations (whose owners are
+ * told once the rows are gone).
+ */
+export async function queueTenantDestroys(
+  db: Db,
+  tenantId: string,
+): Promise<{ names: string[]; conversationIds: string[] }> {
+  const { rows } = await sql<{ names: string[]; conversation_ids: string[] }>`
+    WITH live AS (
+      SELECT name FROM sandboxes
+       WHERE tenant_id = ${tenantId} AND status IN (${sql.join(LIVE_SANDBOX_STATUSES)})
+    ), owed AS (
+      INSERT INTO sandbox_destroys (name, tenant_id, next_at)
+      SELECT name, ${tenantId}, now() + interval '1 minute' FROM live
+      ON CONFLICT (name) DO NOTHING
+    )
+    SELECT ARRAY(SELECT name FROM live) AS names,
+           ARRAY(SELECT id FROM conversations WHERE tenant_id = ${tenantId}) AS conversation_ids`.execute(db);
+  const row = rows[0];
+  return { names: row?.names ?? [], conversationIds: row?.conversation_ids ?? [] };
+}
+
 export async function markRead(db: Db, tenantId: string, id: string): Promise<void> {
   await db
     .updateTable('conversations')

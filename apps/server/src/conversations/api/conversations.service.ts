@@ -47,6 +47,7 @@ import {
   listConversations,
   listTurns,
   lockConversation,
+  queueTenantDestroys,
   queueWarmTurn,
   setConversationStatus,
   type TurnRow,
@@ -102,6 +103,24 @@ export interface ConversationsService {
   interrupt(tenantId: string, id: string): Promise<TurnView>;
   terminate(tenantId: string, id: string): Promise<ConversationView>;
   remove(tenantId: string, id: string): Promise<void>;
+  /**
+   * Account deletion, inside its transaction (the users row locked): queues the destroy of
+   * every live sandbox of the tenant, committed with the deletion, so a process that dies
+   * before finishTenantRemoval leaves the destroys owed, not forgotten.
+   */
+  prepareTenantRemoval(trx: Db, tenantId: string): Promise<TenantRemoval>;
+  /**
+   * Once the deletion committed: tells every conversation's owner (it stops and destroys, as
+   * for a conversation's delete) and destroys the sandboxes here too; a destroy the backend
+   * does not confirm stays queued and the lifecycle clock retries it.
+   */
+  finishTenantRemoval(tenantId: string, removal: TenantRemoval): Promise<void>;
+}
+
+/** What an account's deletion leaves the conversation engine to do once committed. */
+export interface TenantRemoval {
+  conversationIds: string[];
+  sandboxNames: string[];
 }
 
 /** `paddock-<first 8 hex of the tenant id>-<8 random hex>`. */
@@ -465,6 +484,17 @@ export function createConversationsService(deps: {
       // nobody owns. Destroy is idempotent (404 counts as success). The destroys were queued with
       // the delete: one the backend does not confirm is retried by the lifecycle clock.
       await engine.destroySandboxes(tenantId, names);
+    },
+
+    async prepareTenantRemoval(trx, tenantId) {
+      const { names, conversationIds } = await queueTenantDestroys(trx, tenantId);
+      return { conversationIds, sandboxNames: names };
+    },
+
+    async finishTenantRemoval(tenantId, removal) {
+      for (const conversationId of removal.conversationIds)
+        kick({ type: 'delete', tenantId, conversationId });
+      await engine.destroySandboxes(tenantId, removal.sandboxNames);
     },
   };
 }

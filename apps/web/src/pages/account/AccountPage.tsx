@@ -9,6 +9,7 @@ import { relativeTime } from '../../ui/time';
 import { errorsUnder, fieldErrorsOf, Section } from '../config/editors';
 import { AccountNav } from './AccountNav';
 import { DataExport } from './DataExport';
+import { DeleteAccount } from './DeleteAccount';
 import UsageBlock from './UsageBlock';
 
 export default function AccountPage() {
@@ -23,6 +24,7 @@ export default function AccountPage() {
         <InferenceCredentials />
         <UsageBlock />
         <DataExport />
+        <DeleteAccount />
       </div>
     </section>
   );
