@@ -3,6 +3,7 @@
 // with exit 2. Names only; tenant-scoped (another tenant's agent or vault is a missing one).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { v7 as uuidv7 } from 'uuid';
 import { buildTestApp, type TestApp } from './helpers/app.ts';
 import { createVerifiedUser, type TestUser } from './helpers/factories.ts';
 
@@ -80,11 +81,22 @@ describe("an agent's provider key, before a conversation", () => {
       key_var: 'OPENAI_API_KEY',
       source: null,
     });
-    const other = await created(user, '/api/agents', {
-      name: 'opencode-agent',
-      model: 'openrouter/some-model',
-      runtime: 'opencode',
-    });
+    // An opencode agent of a provider Paddock has no credential for: refused on write since the
+    // model rule (agents.models.ts), so one stored before it.
+    const other = uuidv7();
+    await t.deps.db
+      .insertInto('agents')
+      .values({
+        id: other,
+        tenant_id: user.id,
+        name: 'opencode-agent',
+        model: 'openrouter/some-model',
+        runtime: 'opencode',
+        skills: '[]',
+        mcp_servers: '{}',
+        metadata: '{}',
+      })
+      .execute();
     assert.deepEqual((await check(user, other)).body, { provider: null, key_var: null, source: null });
   });
 

@@ -103,10 +103,11 @@ describe('the origin /llms.txt, /skill and the OpenAPI document name (issue 37, 
         servers: { url: string }[];
       };
       assert.deepEqual(doc.servers, [{ url: 'http://127.0.0.1:4777' }]);
-      // A Host that is not this server's (or carries markup) is never echoed: the stand-in.
+      // A Host that is not this server's (or carries markup) is never echoed: the stand-in,
+      // the origin the server prints (PUBLIC_URL's default).
       for (const host of ['evil.example', '127.0.0.1:4777"><script>', 'localhost:9999']) {
         const body = await at('/llms.txt', host);
-        assert.match(body, /^Base URL: http:\/\/localhost:4777\./m, host);
+        assert.match(body, /^Base URL: http:\/\/127\.0\.0\.1:4777\./m, host);
         assert.ok(!body.includes('evil') && !body.includes('<script>') && !body.includes('9999'), host);
       }
     } finally {
