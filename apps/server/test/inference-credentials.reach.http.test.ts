@@ -68,8 +68,12 @@ describe('a gateway base URL no sandbox can reach', () => {
       await refusal(user, 'http://[::1]:8080'),
       /SANDBOXD_SERVICE_ROUTES=gateway\.internal=\[::1\]:8080/,
     );
-    // The address of a declared route, written as an address, is not the route: routes go by name.
-    assert.match(await refusal(user, 'http://127.0.0.1:4555'), /it is this machine/);
+    // The address of a declared route, written as an address, is not the route (routes go by
+    // name): refused, naming the route to use instead.
+    assert.equal(
+      await refusal(user, 'http://127.0.0.1:4555'),
+      'no sandbox can reach 127.0.0.1 directly; the operator routes gateway.internal to it: use http://gateway.internal:4555',
+    );
   });
 
   it('a private address outside the opened ranges is refused, naming SANDBOXD_EGRESS_ALLOW_CIDRS', async () => {
@@ -81,7 +85,11 @@ describe('a gateway base URL no sandbox can reach', () => {
     );
     assert.match(lan, /SANDBOXD_EGRESS_ALLOW_CIDRS \(e\.g\. 192\.168\.1\.20\/32\)/);
     assert.match(lan, /SANDBOXD_SERVICE_ROUTES=gateway\.internal=192\.168\.1\.20:11434/);
-    assert.match(await refusal(user, 'https://10.20.0.7:8000'), /SANDBOXD_EGRESS_ALLOW_CIDRS/);
+    assert.match(await refusal(user, 'https://10.20.0.7:8001'), /SANDBOXD_EGRESS_ALLOW_CIDRS/);
+    assert.match(
+      await refusal(user, 'https://10.20.0.7:8000'),
+      /the operator routes lan-gw\.internal to it: use https:\/\/lan-gw\.internal:8000$/,
+    );
     assert.match(await refusal(user, 'http://[fd12::7]:4000'), /fd12::7\/128/);
   });
 

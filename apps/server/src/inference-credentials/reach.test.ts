@@ -42,6 +42,20 @@ describe('gateway reach of a name', () => {
     assert.equal(await r.problem('http://nowhere.test:8000'), null);
   });
 
+  it('names the service route the operator declared for the address, instead of asking for one', async () => {
+    const r = createGatewayReach(
+      { serviceRoutes: [{ name: 'gateway.internal', ip: '127.0.0.1', port: 4555 }], egressAllowCidrs: [] },
+      { sandboxdOnThisHost: false, resolve: async () => [] },
+    );
+    assert.equal(
+      await r.problem('http://127.0.0.1:4555/v1'),
+      'no sandbox can reach 127.0.0.1 directly; the operator routes gateway.internal to it: use http://gateway.internal:4555/v1',
+    );
+    // Another port of the same address has no route: the operator is asked for one.
+    assert.match((await r.problem('http://127.0.0.1:4556')) ?? '', /declares a service route/);
+    assert.equal(await r.problem('http://gateway.internal:4555/v1'), null);
+  });
+
   it("counts this host's own addresses as loopback when sandboxd runs here", async () => {
     const own = Object.values(networkInterfaces())
       .flatMap((list) => list ?? [])

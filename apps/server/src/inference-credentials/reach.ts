@@ -84,6 +84,12 @@ export function createGatewayReach(reach: SandboxReach, options: GatewayReachOpt
       const reason = (['private', 'this machine', 'never'] as const).find((r) => refusals.includes(r));
       const ip = addresses[refusals.indexOf(reason ?? 'never')] ?? host;
       const named = isIP(host) ? host : `${host} (${ip})`;
+      // The operator already routes a name to this address and port: that name is the answer.
+      const declared = reach.serviceRoutes.find(
+        (r) => r.ip.toLowerCase() === ip.toLowerCase() && r.port === port,
+      );
+      if (declared)
+        return `no sandbox can reach ${named} directly; the operator routes ${declared.name} to it: use ${url.protocol}//${declared.name}:${port}${url.pathname === '/' ? '' : url.pathname}`;
       const routeExample = `SANDBOXD_SERVICE_ROUTES=gateway.internal=${isIP(ip) === 6 ? `[${ip}]` : ip}:${port}`;
       const useRoute = `and the base URL names it: ${url.protocol}//gateway.internal:${port}${url.pathname === '/' ? '' : url.pathname}`;
       if (reason === 'private')
