@@ -593,7 +593,7 @@ describe('npm start refuses a malformed SANDBOXD_SERVICE_ROUTES', () => {
 
 describe('release tasks run beside npm start (issue 37, finding 4)', () => {
   it('promote-admin, with only the data directory npm start uses, promotes an account on its embedded database', async () => {
-    const { port, dataDir, output } = await startStack({ embedded: true });
+    const { port, dataDir, output, top } = await startStack({ embedded: true });
     const base = `http://127.0.0.1:${port}`;
     const email = `first-${Date.now()}@example.com`;
     const password = 'a long enough passphrase 37';
@@ -637,5 +637,12 @@ describe('release tasks run beside npm start (issue 37, finding 4)', () => {
     const me = await fetch(`${base}/api/auth/me`, { headers: { authorization: `Bearer ${key}` } });
     assert.equal(me.status, 200);
     assert.equal(((await me.json()) as { is_admin: boolean }).is_admin, true);
+
+    // Stopped as a person stops it: the server's own sessions end before its database stops,
+    // so no "terminating connection" warning is printed on the way out.
+    const exited = new Promise<void>((r) => top.once('exit', () => r()));
+    process.kill(top.pid ?? 0, 'SIGHUP');
+    await exited;
+    assert.doesNotMatch(output(), /terminating connection due to administrator command/);
   });
 });

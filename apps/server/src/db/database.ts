@@ -52,10 +52,22 @@ class PreparingClient extends pg.Client {
   }
 }
 
+/** How long close() waits for the pool's connections to have ended. */
+const CLOSE_WAIT_MS = 2000;
+
 export function openDatabase(options: pg.PoolConfig & { connectionString: string }): DatabaseHandle {
   const pool = new pg.Pool({ ...options, Client: PreparingClient });
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on('error', () => {});
+  // pool.end() resolves once it has asked every client to end, not once their connections have
+  // closed: close() waits for those too, so a database stopped right after (the embedded one at
+  // shutdown) never terminates a session of ours ("terminating connection due to administrator
+  // command" warnings on every Ctrl-C).
+  const open = new Set<pg.Client>();
+  pool.on('connect', (client) => {
+    open.add(client);
+    client.once('end', () => open.delete(client));
+  });
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   return {
     db,
@@ -63,6 +75,15 @@ export function openDatabase(options: pg.PoolConfig & { connectionString: string
     url: options.connectionString,
     close: async () => {
       await db.destroy();
+      const ended = [...open].map((client) => new Promise<void>((r) => client.once('end', () => r())));
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.all(ended),
+        new Promise<void>((r) => {
+          timer = setTimeout(r, CLOSE_WAIT_MS);
+        }),
+      ]);
+      clearTimeout(timer);
     },
   };
 }
