@@ -515,13 +515,17 @@ describe("npm start keeps the operator's service routes", () => {
     };
     const KEY = 'sk-ant-local-gateway-key-Zr8Kp2';
     // The server reads the list npm start gave sandboxd: the gateway's own address is refused,
-    // naming the route to declare; the declared name is accepted.
+    // naming the declared route to use instead; that name is accepted.
     const direct = await api('PUT', '/api/account/inference-credentials/anthropic', {
       api_key: KEY,
       base_url: fake.url,
     });
     assert.equal(direct.status, 422, JSON.stringify(direct.body));
-    assert.match(JSON.stringify(direct.body), /SANDBOXD_SERVICE_ROUTES=gateway\.internal=127\.0\.0\.1:/);
+    // The operator routes a name to that address and port: the refusal names the URL to use.
+    assert.match(
+      JSON.stringify(direct.body),
+      new RegExp(`the operator routes inference\\.test to it: use ${fake.sandboxUrl.replaceAll('.', '\\.')}`),
+    );
     const set = await api('PUT', '/api/account/inference-credentials/anthropic', {
       api_key: KEY,
       base_url: fake.sandboxUrl,
