@@ -10,6 +10,7 @@ import { after, before, it } from 'node:test';
 import { startTestSandboxd, type TestSandboxd } from '../../sandboxd/test/harness.ts';
 import { DEFAULT_TICK_MS } from '../src/conversations/engine/lifecycle.ts';
 import { freePort } from '../src/db/embedded.ts';
+import { storedText } from './helpers/conversation-rows.ts';
 import { createTestDatabase, type TestDatabase } from './helpers/database.ts';
 import { createVerifiedUser, type TestUser } from './helpers/factories.ts';
 import { scriptedServerProcess } from './helpers/scripted-server.ts';
@@ -37,16 +38,7 @@ async function api(url: string, method: string, path: string, body?: unknown) {
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
-async function storedStdout(id: string): Promise<string> {
-  const rows = await database.handle.db
-    .selectFrom('log_events')
-    .select('data')
-    .where('conversation_id', '=', id)
-    .where('stream', '=', 'stdout')
-    .orderBy('id')
-    .execute();
-  return rows.map((r) => r.data?.toString('utf8') ?? '').join('');
-}
+const storedStdout = (id: string) => storedText(database.handle.db, id, 'stdout');
 
 async function epochOf(id: string): Promise<bigint> {
   const row = await database.handle.db

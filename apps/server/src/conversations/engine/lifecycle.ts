@@ -21,7 +21,7 @@ import { sql } from 'kysely';
 import type { Db } from '../../db/database.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { ConversationServer } from './conversation-server.ts';
-import { LOCK_NAMESPACE } from './owner.ts';
+import { HELD_LOCK_KEYS, LOCK_NAMESPACE } from './owner.ts';
 
 export interface LifecycleOptions {
   tickMs: number;
@@ -113,19 +113,13 @@ export function createLifecycleClock(deps: {
   const sweepOrphans = async () => {
     const owned = new Set(deps.servers().map((s) => s.lease.conversationId));
     const rows = await db
-      .with('held', (qb) =>
-        // Every conversation lock granted in this database (owner.ts invariant 1): the 64-bit
-        // key is split over classid (high half) and objid (low half).
-        qb
-          .selectFrom(sql<{ classid: number; objid: number }>`pg_locks`.as('l'))
-          .select(sql<string>`(l.classid::int8 << 32) | l.objid::int8`.as('k'))
-          .where(sql<boolean>`l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-            AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`),
-      )
       .selectFrom('conversations as c')
       .select(['c.id', 'c.tenant_id'])
       .where('c.status', 'not in', ['failed'])
-      .where(sql<boolean>`hashtextextended(${LOCK_NAMESPACE} || c.id::text, 0) NOT IN (SELECT k FROM held)`)
+      // Only conversations whose lock nobody holds (owner.ts invariant 1), read in this statement.
+      .where(
+        sql<boolean>`hashtextextended(${LOCK_NAMESPACE} || c.id::text, 0) NOT IN (${sql.raw(HELD_LOCK_KEYS)})`,
+      )
       .where((eb) =>
         eb.or([
           eb.exists(

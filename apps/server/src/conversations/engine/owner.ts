@@ -35,6 +35,16 @@ import type { ConversationStatus } from '../conversations.tables.ts';
 
 export const LOCK_NAMESPACE = 'paddock:conversation:';
 
+/**
+ * The keys of every session advisory lock granted in this database, as the bigint
+ * hashtextextended(...) gave pg_try_advisory_lock (pg_locks splits it over classid, the high
+ * half, and objid, the low half): `hashtextextended(key, 0) IN (HELD_LOCK_KEYS)` asks whether
+ * anyone holds `key` without taking it (isOwned; the orphan probe, lifecycle.ts).
+ */
+export const HELD_LOCK_KEYS = `SELECT (classid::int8 << 32) | objid::int8 FROM pg_locks
+  WHERE locktype = 'advisory' AND granted AND objsubid = 1
+    AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`;
+
 export interface Ownership extends OwnershipProbe {
   /** Opens the dedicated connection (idempotent). */
   open(): Promise<void>;
@@ -277,13 +287,7 @@ export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Log
 
     async isOwned(conversationId) {
       const res = await deps.pool.query<{ owned: boolean }>(
-        `SELECT EXISTS (
-           SELECT 1 FROM pg_locks, (SELECT hashtextextended($1, 0) AS k) key
-            WHERE locktype = 'advisory' AND granted AND objsubid = 1
-              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-              AND classid = ((key.k >> 32) & 4294967295)::oid
-              AND objid = (key.k & 4294967295)::oid
-         ) AS owned`,
+        `SELECT hashtextextended($1, 0) IN (${HELD_LOCK_KEYS}) AS owned`,
         [LOCK_NAMESPACE + conversationId],
       );
       return res.rows[0]?.owned === true;
