@@ -457,7 +457,7 @@ export function createConversationsService(deps: {
       if (await isProvisioning(tenantId, id, conv.status)) throw provisioning();
       const turn = await findRunningTurn(db, tenantId, id);
       if (!turn) throw new AppError('no_turn_running', 'no turn is running');
-      kick({ type: 'interrupt', tenantId, conversationId: id });
+      kick({ type: 'interrupt', tenantId, conversationId: id, turnId: turn.id });
       return turnView(turn);
     },
 

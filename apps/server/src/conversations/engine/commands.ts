@@ -21,6 +21,8 @@ export interface Command {
   type: 'prompt' | 'interrupt' | 'terminate' | 'delete';
   tenantId: string;
   conversationId: string;
+  /** interrupt: the turn the request saw queued or running (a late command stops no other). */
+  turnId?: string;
 }
 
 export interface CommandHandler {
@@ -45,7 +47,12 @@ function parse(payload: string): Command | null {
       typeof c.tenantId === 'string' &&
       typeof c.conversationId === 'string'
     )
-      return { type: c.type, tenantId: c.tenantId, conversationId: c.conversationId };
+      return {
+        type: c.type,
+        tenantId: c.tenantId,
+        conversationId: c.conversationId,
+        ...(typeof c.turnId === 'string' ? { turnId: c.turnId } : {}),
+      };
   } catch {
     // Not ours: ignored.
   }

@@ -98,10 +98,14 @@ type Live = Round['live'];
 type Turn = NonNullable<Round['turn']>;
 type Conversation = Round['conv'];
 
+/** interruptPending's value for an interrupt command that names no turn. */
+const ANY_TURN = '*';
+
 export interface ConversationServer {
   readonly lease: OwnerLease;
   kick(): void;
-  interrupt(): Promise<void>;
+  /** `turnId`: the turn the request saw queued or running; omitted, whichever turn is next. */
+  interrupt(turnId?: string): Promise<void>;
   terminate(): Promise<void>;
   remove(): Promise<void>;
   /** Lifecycle: destroys an idle warm sandbox (idle timeout, max lifetime). */
@@ -157,8 +161,15 @@ export function createConversationServer(
   let stopped = false;
   let provisioning = false;
   let abort = new AbortController();
-  /** An interrupt that arrived before the turn's process was running (or re-joined). */
-  let interruptPending = false;
+  /**
+   * The turn an interrupt arrived for before its process was running (or re-joined); ANY_TURN
+   * when the command named none. An interrupt for a turn that has ended is dropped: a command
+   * delivered late never stops the next prompt's turn.
+   */
+  let interruptPending: string | null = null;
+  /** The turn whose process `run` is. */
+  let runTurnId: string | null = null;
+  const interruptFor = (turnId: string) => interruptPending === ANY_TURN || interruptPending === turnId;
   /** A turn ended since the runtime's session state was last saved: the adapter whose paths to save. */
   let unsaved: ReturnType<RuntimeRegistry> | null = null;
   /** The session save in progress: a command cancels it (invariant 5). */
@@ -505,6 +516,8 @@ export function createConversationServer(
     early: Promise<AgentSnapshot> | null,
     newMark: string | null = null,
   ) => {
+    // Before `run` is set, whichever way: an interrupt finds the turn it names.
+    runTurnId = turn.id;
     let agent: AgentSnapshot;
     try {
       agent = await (early ?? gatedAgent(conv));
@@ -540,8 +553,8 @@ export function createConversationServer(
         return;
       }
     } else {
-      if (interruptPending) {
-        interruptPending = false;
+      if (interruptPending !== null && interruptFor(turn.id)) {
+        interruptPending = null;
         await failTurnEarly(turn, 'interrupted before it started', 'interrupted');
         return;
       }
@@ -609,16 +622,17 @@ export function createConversationServer(
       }
       await startedRow;
     }
-    if (interruptPending) {
-      interruptPending = false;
+    if (interruptPending !== null && interruptFor(turn.id)) {
+      interruptPending = null;
       void interruptRun(run).catch((err: unknown) => log.warn({ err: reasonOf(err) }, 'interrupt failed'));
     }
     const result = await run.done;
     run = null;
+    runTurnId = null;
     await finishTurn(turn, result, startedAt, adapter);
     // An interrupt taken after the process exited, while the end committed, was for this turn:
     // spent here, never carried over to the next prompt's turn.
-    interruptPending = false;
+    interruptPending = null;
   };
 
   /** The agent of the last turn that started (at first the lease's): the next one reads it (and its gates) early. */
@@ -731,12 +745,13 @@ export function createConversationServer(
     kick,
     busy: () => provisioning || run !== null,
 
-    async interrupt() {
+    async interrupt(turnId) {
       if (run) {
-        await interruptRun(run);
+        // A command for a turn that has ended meanwhile (delivered late) stops nothing.
+        if (turnId === undefined || turnId === runTurnId) await interruptRun(run);
         return;
       }
-      interruptPending = true;
+      interruptPending = turnId ?? ANY_TURN;
       kick();
     },
 

@@ -74,7 +74,7 @@ export function createEngine(
         server.kick();
         return;
       case 'interrupt':
-        await server.interrupt();
+        await server.interrupt(command.turnId);
         return;
       case 'terminate':
         await server.terminate();
