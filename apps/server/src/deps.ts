@@ -372,6 +372,7 @@ function createConversationDeps(
     pool: database.pool,
     node: `${hostname()}:${process.pid}`,
     logger,
+    leaseSeconds: config.ownerLeaseSeconds,
   });
   const lifecycle = {
     tickMs: DEFAULT_TICK_MS,

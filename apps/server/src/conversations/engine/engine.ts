@@ -12,6 +12,8 @@
 //    owned or adopted, and every query of a tick would fail and log.
 // 3. The boot sweep runs once per cluster at start-up (a cluster-wide advisory lock), adopting
 //    conversations left by a process that died (test: the kill -9 test).
+// 2a. Every probe of the lifecycle clock first fences the nodes whose owner lease expired
+//    (owner.ts invariant 7) and publishes `owner_lost` for their live conversations.
 // 4. A delete tells the conversation's log viewers at once, in every process, also when no
 //    server owns the conversation (an idle one). Test (conversations.stream-abort.test.ts): "a
 //    viewer of a deleted idle conversation gets `end` at once, on another instance too".
@@ -148,6 +150,14 @@ export function createEngine(
     servers: () => [...servers.values()],
     paused: () => listening !== null && !ownership.connected(),
     adopt,
+    // Owner leases (owner.ts invariant 7): a hung owner's viewers, in every process, hear at
+    // once that nobody owns its live conversations (stream.routes.ts invariant 3), before the
+    // adoption that follows in the same probe.
+    fenceExpired: () =>
+      ownership.fenceExpired((fenced) => {
+        for (const node of fenced)
+          for (const c of node.conversations) deps.feed.publish(c.conversationId, { type: 'owner_lost' });
+      }),
     retryDestroys: () => deps.destroys.retryDue(),
   });
   // Back after a loss: adopt the conversations that were stopped (their turns kept running in
