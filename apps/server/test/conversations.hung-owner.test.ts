@@ -112,7 +112,7 @@ after(async () => {
   await withAdmin((c) => c.query(`DROP ROLE IF EXISTS ${role}`));
 });
 
-it('a SIGSTOPped owner is replaced within its lease; a viewer sees owner_lost; woken, it writes nothing and stops its servers', async () => {
+it('a SIGSTOPped owner is replaced within its lease; a viewer sees owner_lost; woken, it writes nothing and stops its servers', async (t) => {
   const agent = await api(urlA, 'POST', '/api/agents', {
     name: 'numbered',
     model: 'anthropic/claude-sonnet-4-5',
@@ -152,6 +152,7 @@ it('a SIGSTOPped owner is replaced within its lease; a viewer sees owner_lost; w
   // The bound (docs/operations.md): the lease plus one probe interval, and the adoption itself.
   const bound = LEASE_SECONDS * 1000 + ORPHAN_PROBE_MS + 3000;
   assert.ok(takeoverMs < bound, `taken over after ${takeoverMs} ms (bound ${bound} ms)`);
+  t.diagnostic(`taken over ${takeoverMs} ms after SIGSTOP (lease ${LEASE_SECONDS} s)`);
   assert.ok(
     !(await storedStdout(id)).includes(`line ${LINES}\n`),
     'the turn was still running at the takeover',
