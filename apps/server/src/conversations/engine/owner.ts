@@ -156,9 +156,12 @@ const TERMINATE_SQL = `SELECT pg_terminate_backend(pid, 5000) AS ended FROM pg_s
  * Invariant 7: a held lock counts as no owner when its holder is a registered node whose lease
  * expired (a lock held by a connection that is no node, as in tests, still counts).
  */
-export const LEASE_EXPIRED_HOLDER = `EXISTS (SELECT 1 FROM owner_nodes n
+const LEASE_EXPIRED_HOLDER = `EXISTS (SELECT 1 FROM owner_nodes n
   WHERE n.backend_pid = l.pid AND n.lease_until < now()
     AND n.backend_start = (SELECT a.backend_start FROM pg_stat_activity a WHERE a.pid = l.pid))`;
+
+/** Invariant 7: how long a stopping process waits for its lease row's removal. */
+const CLOSE_DELETE_TIMEOUT_MS = 2000;
 
 /** Invariant 3a: the first retry after a failed re-open, and the longest wait between two. */
 const RECONNECT_FIRST_DELAY_MS = 100;
@@ -256,8 +259,14 @@ export function createOwnership(deps: {
     let renewed: boolean;
     try {
       renewed = (await query<{ ok: number }>(c, RENEW_SQL, [deps.node, leaseSeconds])).rowCount === 1;
-    } catch {
-      return; // the connection's own error handler deals with a dropped connection
+    } catch (err) {
+      // A dropped connection is its own error handler's to report; anything else is news.
+      if (client === c && !closing)
+        deps.logger.warn(
+          { err: err instanceof Error ? err.message : String(err) },
+          'renewing the conversation ownership lease failed',
+        );
+      return;
     }
     if (renewed || client !== c || closing) return;
     deps.logger.error(
@@ -461,12 +470,23 @@ export function createOwnership(deps: {
       if (fenced.length === 0) return fenced;
       beforeTerminate?.(fenced);
       for (const row of res.rows) {
-        const ended = await deps.pool.query<{ ended: boolean }>(TERMINATE_SQL, [
-          row.backend_pid,
-          row.backend_start,
-        ]);
         const live = fenced.find((f) => f.node === row.node)?.conversations.length ?? 0;
-        const hung = ended.rows[0]?.ended === true;
+        let hung: boolean;
+        try {
+          const ended = await deps.pool.query<{ ended: boolean }>(TERMINATE_SQL, [
+            row.backend_pid,
+            row.backend_start,
+          ]);
+          hung = ended.rows[0]?.ended === true;
+        } catch (err) {
+          // Another database role's backend (permission denied): its epochs are bumped already,
+          // and its next renewal, once it wakes, finds its row gone and frees the locks itself.
+          deps.logger.warn(
+            { node: row.node, conversations: live, err: err instanceof Error ? err.message : String(err) },
+            'fenced a conversation owner whose lease expired, but could not end its ownership connection: its conversations are adopted once it lets go',
+          );
+          continue;
+        }
         // A node that died (kill -9) left its row: removing it is routine. A hung one is news.
         deps.logger[hung || live > 0 ? 'warn' : 'info'](
           { node: row.node, conversations: live, ownershipConnectionEnded: hung },
@@ -488,11 +508,20 @@ export function createOwnership(deps: {
       const c = client ?? (opening ? await opening.catch(() => null) : null);
       client = null;
       opening = null;
-      // A clean stop leaves no lease behind for another replica to fence.
-      if (c)
-        await query(c, 'DELETE FROM owner_nodes WHERE node = $1 AND backend_pid = pg_backend_pid()', [
-          deps.node,
-        ]).catch(() => {});
+      // A clean stop leaves no lease behind for another replica to fence; a database that does
+      // not answer does not hold the stop up (the lease then runs out by itself).
+      if (c) {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([
+          query(c, 'DELETE FROM owner_nodes WHERE node = $1 AND backend_pid = pg_backend_pid()', [
+            deps.node,
+          ]).catch(() => {}),
+          new Promise((r) => {
+            timer = setTimeout(r, CLOSE_DELETE_TIMEOUT_MS);
+          }),
+        ]);
+        clearTimeout(timer);
+      }
       await c?.end().catch(() => {});
     },
   };
