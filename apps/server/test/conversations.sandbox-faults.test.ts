@@ -98,7 +98,10 @@ describe('transient backend faults on the provisioning path', () => {
       'env file: 3 attempts',
     );
     const [afterTimeout, afterDrop] = gaps(writes) as [number, number];
-    assert.ok(afterTimeout >= TIMEOUT_MS + BASE_DELAY_MS / 2, `the deadline, then the backoff: ${afterTimeout} ms`);
+    assert.ok(
+      afterTimeout >= TIMEOUT_MS + BASE_DELAY_MS / 2,
+      `the deadline, then the backoff: ${afterTimeout} ms`,
+    );
     assert.ok(afterDrop >= BASE_DELAY_MS, `the backoff doubled after the second failure: ${afterDrop} ms`);
 
     // One sandbox for the conversation: the retries adopted, never made another.
@@ -106,6 +109,69 @@ describe('transient backend faults on the provisioning path', () => {
       (await h.backendSandboxes()).filter((n) => n === name),
       [name],
     );
+  });
+});
+
+describe('transient backend faults on the provisioning path, with an environment', () => {
+  it('502 then 500 on the network policy, 502 on the setup exec upgrade: retried, the backoff doubles, setup ran once', async () => {
+    const environment = await h.environment(user, {
+      networking_type: 'limited',
+      networking_config: { allowed_hosts: ['example.com'] },
+      setup_script: 'echo setup-ran >> /home/sandbox/setup-runs\n',
+    });
+    const withEnv = await h.agent(user, { environment_id: environment });
+    const policy = { method: 'POST', path: /^\/v1\/sandboxes\/[^/]+\/policy\/network$/ };
+    const isSetup = (r: SeenRequest) => r.upgrade && r.query.getAll('cmd').includes('paddock-setup');
+    const since = performance.now();
+    proxy.fault({ ...policy, nth: [1] }, { kind: 'status', status: 502 });
+    proxy.fault({ ...policy, nth: [2] }, { kind: 'status', status: 500 });
+    proxy.fault({ where: isSetup, nth: [1] }, { kind: 'status', status: 502 });
+
+    const conv = await h.start(user, { agent_id: withEnv, prompt: 'cat /home/sandbox/setup-runs' });
+    const idle = await h.waitFor(user, conv.id, (c) => c.status === 'idle' || c.status === 'failed', 60_000);
+    assert.equal(idle.status, 'idle', `provisioning succeeded: ${idle.failure_reason}`);
+    const name = idle.sandbox?.name;
+    assert.ok(name);
+    assert.equal(await h.stdout(conv.id), 'setup-ran\n', 'the setup script ran exactly once');
+
+    const policies = seenSince(since, ofSandbox(name, 'POST', '/policy/network'));
+    assert.deepEqual(
+      policies.map((r) => r.fault),
+      ['status', 'status', null],
+    );
+    // Each wait is drawn between half and all of its exponential step: 250 ms, then 500 ms.
+    const [first, second] = gaps(policies) as [number, number];
+    assert.ok(first >= BASE_DELAY_MS / 2, `first backoff ${first} ms`);
+    assert.ok(second >= BASE_DELAY_MS, `second backoff ${second} ms (doubled)`);
+    const setups = seenSince(since, { where: isSetup });
+    assert.deepEqual(
+      setups.map((r) => r.fault),
+      ['status', null],
+      'the refused upgrade was tried again; the command started once',
+    );
+  });
+
+  it('the create answer lost once: the retry adopts the sandbox the backend made, no second one', async () => {
+    const since = performance.now();
+    proxy.fault({ ...CREATE, nth: [1] }, { kind: 'drop-response' });
+    const conv = await h.start(user, { agent_id: agent, prompt: 'echo adopted' });
+    const idle = await h.waitFor(user, conv.id, (c) => c.status === 'idle' || c.status === 'failed', 60_000);
+    assert.equal(idle.status, 'idle', `provisioning succeeded: ${idle.failure_reason}`);
+    const name = idle.sandbox?.name;
+    assert.ok(name);
+    assert.equal(await h.stdout(conv.id), 'adopted\n');
+    assert.deepEqual(
+      seenSince(since, CREATE).map((r) => r.fault),
+      ['drop-response', null],
+      'the second attempt met the existing sandbox (409) and adopted it',
+    );
+    assert.equal(
+      seenSince(since, ofSandbox(name, 'GET')).filter((r) => !r.upgrade).length,
+      1,
+      'one GET: the adoption',
+    );
+    assert.equal((await sandboxRows(conv.id)).length, 1);
+    assert.equal((await h.backendSandboxes()).filter((n) => n === name).length, 1);
   });
 });
 
@@ -131,7 +197,12 @@ async function queuedDestroy(name: string) {
  */
 async function failedProvisioning(prompt = 'echo never') {
   const conv = await h.start(user, { agent_id: agent, prompt });
-  const failed = await h.waitFor(user, conv.id, (c) => c.status !== 'pending' && c.status !== 'running', 60_000);
+  const failed = await h.waitFor(
+    user,
+    conv.id,
+    (c) => c.status !== 'pending' && c.status !== 'running',
+    60_000,
+  );
   assert.equal(failed.status, 'failed', 'provisioning failed the conversation');
   assert.ok(failed.failure_reason, 'with a reason');
   const name = failed.sandbox?.name;
@@ -174,7 +245,11 @@ describe('a fault that outlasts the retries', () => {
     const creates = seenSince(since, CREATE);
     assert.equal(creates.length, 3, 'exactly 3 attempts');
     for (const gap of gaps(creates)) assert.ok(gap >= 1000, `retry_after_seconds waited: ${gap} ms`);
-    assert.equal(seenSince(since, { path: new RegExp(`^${sandboxPath(name)}/`) }).length, 0, 'nothing else was tried');
+    assert.equal(
+      seenSince(since, { path: new RegExp(`^${sandboxPath(name)}/`) }).length,
+      0,
+      'nothing else was tried',
+    );
   });
 
   it('every create answer lost after the backend made the sandbox: 3 attempts, the sandbox destroyed (no orphan)', async () => {
@@ -184,7 +259,10 @@ describe('a fault that outlasts the retries', () => {
     assert.equal(seenSince(since, CREATE).length, 3, 'exactly 3 attempts');
     assert.match(conv.failure_reason ?? '', /create sandbox failed/, conv.failure_reason ?? '');
     // The first attempt reached the backend, which made the sandbox: only a destroy by name removes it.
-    assert.ok(seenSince(since, ofSandbox(name, 'DELETE')).some((r) => r.fault === null), 'destroyed by name');
+    assert.ok(
+      seenSince(since, ofSandbox(name, 'DELETE')).some((r) => r.fault === null),
+      'destroyed by name',
+    );
   });
 
   it('a hung env file write every time: 3 deadlines, then the reason says the backend did not answer', async () => {
@@ -193,7 +271,8 @@ describe('a fault that outlasts the retries', () => {
     const { conv, name } = await failedProvisioning();
     const writes = seenSince(since, ofSandbox(name, 'PUT', '/fs/write'));
     assert.equal(writes.length, 3, 'exactly 3 attempts');
-    for (const gap of gaps(writes)) assert.ok(gap >= TIMEOUT_MS, `each attempt waited its deadline: ${gap} ms`);
+    for (const gap of gaps(writes))
+      assert.ok(gap >= TIMEOUT_MS, `each attempt waited its deadline: ${gap} ms`);
     assert.match(conv.failure_reason ?? '', /did not answer in time/, conv.failure_reason ?? '');
   });
 });
@@ -225,17 +304,53 @@ describe('failures that are not retried', () => {
     assert.equal(seenSince(since, { where: isTurn }).length, 1, 'one attempt');
   });
 
+  it('the setup exec upgrade answer lost (the command may have started): not run again', async () => {
+    // The backend got the upgrade and started the script; the client cannot know it did. Retrying
+    // would run the setup script a second time (regression: it did, and the first run was killed
+    // half-way by the dropped socket).
+    const environment = await h.environment(user, {
+      setup_script: 'echo setup-ran >> /home/sandbox/setup-runs\n',
+    });
+    const withEnv = await h.agent(user, { environment_id: environment });
+    const isSetup = (r: SeenRequest) => r.upgrade && r.query.getAll('cmd').includes('paddock-setup');
+    const since = performance.now();
+    proxy.fault({ where: isSetup, nth: [1] }, { kind: 'drop-response' });
+    agent = withEnv;
+    const { conv } = await failedProvisioning();
+    assert.equal(
+      seenSince(since, { where: isSetup }).length,
+      1,
+      'one upgrade: the script was not started again',
+    );
+    assert.match(
+      conv.failure_reason ?? '',
+      /setup stage failed: .*exec \(stream\) failed/,
+      conv.failure_reason ?? '',
+    );
+  });
+
   it('403 on create (a 4xx other than 429) fails fast: one attempt', async () => {
     const since = performance.now();
-    proxy.fault(CREATE, { kind: 'status', status: 403, body: { error: 'forbidden', message: 'token refused' } });
+    proxy.fault(CREATE, {
+      kind: 'status',
+      status: 403,
+      body: { error: 'forbidden', message: 'token refused' },
+    });
     const { conv } = await failedProvisioning();
     assert.equal(seenSince(since, CREATE).length, 1, 'one attempt, no retry');
-    assert.match(conv.failure_reason ?? '', /create sandbox answered 403 forbidden/, conv.failure_reason ?? '');
+    assert.match(
+      conv.failure_reason ?? '',
+      /create sandbox answered 403 forbidden/,
+      conv.failure_reason ?? '',
+    );
   });
 
   it('400 on the env file write fails fast: one attempt, the created sandbox destroyed', async () => {
     const since = performance.now();
-    proxy.fault({ method: 'PUT', path: /\/fs\/write$/ }, { kind: 'status', status: 400, body: { error: 'bad_path' } });
+    proxy.fault(
+      { method: 'PUT', path: /\/fs\/write$/ },
+      { kind: 'status', status: 400, body: { error: 'bad_path' } },
+    );
     const { conv, name } = await failedProvisioning();
     assert.equal(seenSince(since, ofSandbox(name, 'PUT', '/fs/write')).length, 1, 'one attempt, no retry');
     assert.match(conv.failure_reason ?? '', /answered 400 bad_path/, conv.failure_reason ?? '');
@@ -245,7 +360,12 @@ describe('failures that are not retried', () => {
 describe('a destroy the backend answers 5xx', () => {
   it('is queued, retried by the lifecycle clock, and the sandbox is finally gone', async () => {
     const conv = await h.start(user, { agent_id: agent, prompt: 'echo hi' });
-    const idle = await h.waitFor(user, conv.id, (c) => c.status === 'idle' && c.sandbox?.status === 'ready', 60_000);
+    const idle = await h.waitFor(
+      user,
+      conv.id,
+      (c) => c.status === 'idle' && c.sandbox?.status === 'ready',
+      60_000,
+    );
     const name = idle.sandbox?.name;
     assert.ok(name);
     const since = performance.now();

@@ -187,7 +187,12 @@ export async function startSandboxFaultProxy(target: string): Promise<SandboxFau
         return;
       }
       case 'hang':
-        if (fault.forward) forward(req, (upstreamRes) => upstreamRes.resume(), () => {});
+        if (fault.forward)
+          forward(
+            req,
+            (upstreamRes) => upstreamRes.resume(),
+            () => {},
+          );
         else req.resume();
         return;
       case 'drop-request':
@@ -211,7 +216,9 @@ export async function startSandboxFaultProxy(target: string): Promise<SandboxFau
             delete headers['transfer-encoding'];
             res.writeHead(status, headers);
             res.flushHeaders();
-            upstreamRes.once('data', (chunk: Buffer) => res.write(chunk.subarray(0, Math.min(8, chunk.length))));
+            upstreamRes.once('data', (chunk: Buffer) =>
+              res.write(chunk.subarray(0, Math.min(8, chunk.length))),
+            );
             setTimeout(() => req.socket.destroy(), 20);
           },
           fail,
@@ -255,7 +262,8 @@ export async function startSandboxFaultProxy(target: string): Promise<SandboxFau
     up.on('close', () => socket.destroy());
     up.once('connect', () => {
       const lines = [`${req.method} ${req.url} HTTP/1.1`];
-      for (let i = 0; i < req.rawHeaders.length; i += 2) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+      for (let i = 0; i < req.rawHeaders.length; i += 2)
+        lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
       up.write(`${lines.join('\r\n')}\r\n\r\n`);
       if (head.length > 0) up.write(head);
       if (fault?.kind === 'hang') {
