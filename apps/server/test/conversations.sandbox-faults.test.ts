@@ -6,9 +6,12 @@
 //   with a growing, jittered backoff; a 429's retry_after_seconds is waited.
 // - A fault that outlasts the 3 attempts fails the provisioning with a clear reason after exactly 3,
 //   and the sandbox is destroyed: none is left on the backend, even one the backend created while
-//   its answer was lost.
+//   its answer was lost, or one a retry made after the conversation was deleted.
+// - A command is never started twice: a command's exec upgrade whose answer was lost is not retried.
 // - Calls off the provisioning path (the turn's exec) are tried once; another 4xx fails at once.
 // - A destroy the backend answers 5xx is queued and retried until the sandbox is gone.
+// Waits are asserted by their lower bounds only (the jitter draws each between half and all of its
+// step); nothing here bounds how long a call may take.
 import assert from 'node:assert/strict';
 import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
 import { sql } from 'kysely';
@@ -21,8 +24,8 @@ import {
   startSandboxFaultProxy,
 } from './helpers/sandbox-fault-proxy.ts';
 
-/** The server's REST deadline: small, so that a hung call ends soon. */
-const TIMEOUT_MS = 1500;
+/** The server's REST deadline: small, so that a hung call ends soon (not so small that a slow machine trips it). */
+const TIMEOUT_MS = 2500;
 /** The client's retry policy (packages/sandbox-client/src/retry.ts): 250 ms before the 2nd attempt, doubling. */
 const BASE_DELAY_MS = 250;
 
@@ -277,6 +280,29 @@ describe('a fault that outlasts the retries', () => {
   });
 });
 
+describe('a conversation deleted while its provisioning waits out a fault', () => {
+  it('the sandbox the retried create made afterwards is destroyed, nothing owed', async () => {
+    const since = performance.now();
+    proxy.fault({ ...CREATE, nth: [1] }, { kind: 'rate-limit', retryAfterSeconds: 2 });
+    const conv = await h.start(user, { agent_id: agent, prompt: 'echo never' });
+    await waitUntil(async () => seenSince(since, CREATE).length === 1);
+    const name = (await h.get(user, conv.id)).sandbox?.name;
+    assert.ok(name);
+    // Deleted during the 2 s wait: the delete's destroy finds nothing yet (404 counts as done)...
+    assert.equal((await h.api(user, 'DELETE', `/api/conversations/${conv.id}`)).status, 204);
+    // ...then the retry creates the sandbox; the cancelled provisioning must destroy it.
+    await waitUntil(async () => seenSince(since, CREATE).length === 2, 20_000);
+    await waitUntil(
+      async () =>
+        seenSince(since, ofSandbox(name, 'DELETE')).length >= 2 &&
+        !(await h.backendSandboxes()).includes(name),
+      20_000,
+    );
+    assert.equal(await queuedDestroy(name), undefined, 'no destroy left owed');
+    assert.equal(seenSince(since, CREATE).length, 2, 'no further create');
+  });
+});
+
 describe('failures that are not retried', () => {
   it('the turn exec (not the provisioning path) answered 503: tried once, the turn fails', async () => {
     const marker = `turn-${Math.random().toString(36).slice(2)}`;
@@ -286,10 +312,12 @@ describe('failures that are not retried', () => {
     const conv = await h.start(user, { agent_id: agent, prompt: `echo ${marker}` });
     const turn = await h.waitForTurn(user, conv.id, 1, 60_000);
     assert.equal(turn.status, 'failed');
+    assert.match(turn.error ?? '', /could not be started in the sandbox/);
     assert.equal(seenSince(since, { where: isTurn }).length, 1, 'one attempt');
     assert.equal(await h.stdout(conv.id), '', 'the turn never ran');
     // The provisioning before it was not disturbed: the sandbox is still there, ready.
     const after = await h.get(user, conv.id);
+    assert.equal(after.status, 'idle', 'the conversation takes the next prompt');
     assert.equal(after.sandbox?.status, 'ready');
   });
 
