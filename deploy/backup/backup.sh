@@ -6,7 +6,8 @@
 #   DATABASE_URL             postgres://user:password@host:port/db?sslmode=...   (required)
 #   BACKUP_DIR               where dumps go (default /backups)
 #   BACKUP_INTERVAL_SECONDS  seconds between dumps (default 86400, one a day)
-#   BACKUP_RETENTION_DAYS    dumps older than this many days are deleted (default 14)
+#   BACKUP_RETENTION_DAYS    dumps older than this many days are deleted (default 14; 0 keeps
+#                            the newest dump only)
 #
 #   backup.sh          dump now, then every interval until SIGTERM/SIGINT
 #   backup.sh --once   dump once, prune, exit (0 on success)
@@ -31,31 +32,35 @@ for arg in "$@"; do
   case "$arg" in
     --once) once=1 ;;
     -h | --help)
-      sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *) die "unknown argument \"$arg\" (usage: backup.sh [--once])" ;;
   esac
 done
 
-# A positive whole number of at most 9 digits, or the default when blank.
-positive() { # NAME VALUE DEFAULT
-  if [ -z "$2" ]; then
+# A whole number (decimal, at most 9 digits) of at least MIN, or DEFAULT when blank; surrounding
+# blanks are ignored, as the server does.
+number() { # VALUE MIN DEFAULT
+  v=$(printf '%s' "$1" | tr -d ' \t')
+  if [ -z "$v" ]; then
     printf '%s' "$3"
     return 0
   fi
-  case "$2" in
-    *[!0-9]* | 0 | 0*) return 1 ;;
+  case "$v" in
+    *[!0-9]*) return 1 ;;
   esac
-  [ "${#2}" -le 9 ] || return 1
-  printf '%s' "$2"
+  v=$(printf '%s' "$v" | sed 's/^0*//')
+  v=${v:-0}
+  [ "${#v}" -le 9 ] && [ "$v" -ge "$2" ] || return 1
+  printf '%s' "$v"
 }
 
 BACKUP_DIR=${BACKUP_DIR:-/backups}
-interval=$(positive BACKUP_INTERVAL_SECONDS "${BACKUP_INTERVAL_SECONDS:-}" 86400) ||
+interval=$(number "${BACKUP_INTERVAL_SECONDS:-}" 1 86400) ||
   die "BACKUP_INTERVAL_SECONDS: must be a whole number of seconds, at least 1 (got \"${BACKUP_INTERVAL_SECONDS}\")"
-retention=$(positive BACKUP_RETENTION_DAYS "${BACKUP_RETENTION_DAYS:-}" 14) ||
-  die "BACKUP_RETENTION_DAYS: must be a whole number of days, at least 1 (got \"${BACKUP_RETENTION_DAYS}\")"
+retention=$(number "${BACKUP_RETENTION_DAYS:-}" 0 14) ||
+  die "BACKUP_RETENTION_DAYS: must be a whole number of days, 0 or more (got \"${BACKUP_RETENTION_DAYS}\")"
 
 url=${DATABASE_URL:-}
 [ -n "$url" ] || die "DATABASE_URL: required (postgres://user:password@host:port/database)"
@@ -146,8 +151,15 @@ backup() {
   seconds=$(($(date +%s) - started))
   # Older than the retention: modified more than retention*1440 minutes ago. Partial files left
   # by a killed run go after a day. Never the dump just written.
-  pruned=$(find "$BACKUP_DIR" -maxdepth 1 -type f -name 'paddock-*.dump' ! -name "$name" \
-    -mmin +$((retention * 1440)) -print -exec rm -f {} + | wc -l | tr -d ' ')
+  # BACKUP_RETENTION_DAYS=0 keeps the newest dump only.
+  if [ "$retention" -eq 0 ]; then
+    age=""
+  else
+    age="-mmin +$((retention * 1440))"
+  fi
+  # shellcheck disable=SC2086 # $age is zero or two words
+  pruned=$(find "$BACKUP_DIR" -maxdepth 1 -type f -name 'paddock-*.dump' ! -name "$name" $age \
+    -print -exec rm -f {} + | wc -l | tr -d ' ')
   find "$BACKUP_DIR" -maxdepth 1 -type f -name '.paddock-*.dump.partial*' -mmin +1440 -exec rm -f {} + 2>/dev/null || true
   log "wrote $BACKUP_DIR/$name ($bytes bytes in ${seconds}s) from $safe_url; pruned $pruned dump(s) older than $retention day(s)"
 }

@@ -5,7 +5,7 @@
 // scripts/restore-drill.sh into a fresh embedded PostgreSQL and checked through the public API of
 // the real server it starts. The same dump with a wrong master key fails the drill, naming why.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -148,7 +148,8 @@ describe('backup.sh', () => {
     const env = { ...baseEnv(), DATABASE_URL: h.database.url, BACKUP_DIR: join(dir, 'refused') };
     for (const [name, value] of [
       ['BACKUP_RETENTION_DAYS', 'two'],
-      ['BACKUP_RETENTION_DAYS', '0'],
+      ['BACKUP_RETENTION_DAYS', '-1'],
+      ['BACKUP_INTERVAL_SECONDS', '0'],
       ['BACKUP_INTERVAL_SECONDS', '-5'],
       ['BACKUP_INTERVAL_SECONDS', '1.5'],
       ['DATABASE_URL', 'mysql://x@y/z'],
@@ -166,6 +167,41 @@ describe('backup.sh', () => {
     assert.match(failed.stderr, /FAILED dump of postgres(ql)?:\/\/[^:]+@/);
     assert.ok(!`${failed.stdout}${failed.stderr}`.includes('wrong-Pa55word'));
     assert.deepEqual(readdirSync(join(dir, 'refused')), []);
+  });
+  it('as a service: dumps at once and then every interval, BACKUP_RETENTION_DAYS=0 keeps the newest only, SIGTERM stops it', async () => {
+    const looped = join(dir, 'looped');
+    const child = spawn(BACKUP, [], {
+      env: {
+        ...baseEnv(),
+        DATABASE_URL: h.database.url,
+        BACKUP_DIR: looped,
+        BACKUP_INTERVAL_SECONDS: '1',
+        BACKUP_RETENTION_DAYS: '0',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+    });
+    child.stderr.on('data', (d) => {
+      out += d;
+    });
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    try {
+      const deadline = Date.now() + 60_000;
+      while ((out.match(/backup: wrote /g) ?? []).length < 3 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 100));
+      assert.ok((out.match(/backup: wrote /g) ?? []).length >= 3, out);
+      child.kill('SIGTERM');
+      assert.equal(await exited, 0, out);
+    } finally {
+      child.kill('SIGKILL');
+    }
+    assert.match(out, /backup: every 1s into .*, keeping 0 day\(s\)/);
+    assert.match(out, /pruned [1-9]\d* dump\(s\) older than 0 day\(s\)/);
+    assert.match(out, /backup: stopping/);
+    assert.equal(dumps(looped).length, 1, readdirSync(looped).join(' '));
   });
 });
 
