@@ -129,7 +129,7 @@ build() {
   local tag_args=()
   local t
   for t in "${tags[@]}"; do tag_args+=(-t "$repo/$name:$t"); done
-  echo "build-images: building $repo/$name (${tags[*]}) from ${base:-the Containerfile's default base}" >&2
+  echo "build-images: building $repo/$name (${tags[*]}) from ${base:-the default base}" >&2
   "$ENGINE" build "${build_flags[@]}" "${base_args[@]}" "$@" \
     --build-arg "SERVICE_IMAGE_TAG=${tags[0]}" \
     --label "org.opencontainers.image.version=$version" \
