@@ -185,7 +185,7 @@ describe('deploy/k8s with podman kube play', { skip: missing || false }, () => {
     // The Containerfile's promises: non-root server with a health check.
     const inspect = JSON.parse(await podman(['image', 'inspect', imageMap['paddock-server']]))[0];
     assert.equal(inspect.Config.User, '10001:10001');
-    assert.match(JSON.stringify(inspect.Config.Healthcheck ?? inspect.HealthCheck ?? null), /\/health/);
+    assert.match(JSON.stringify(inspect.Healthcheck ?? inspect.Config?.Healthcheck ?? null), /\/health/);
 
     // 2. Render and play: PostgreSQL, sandboxd, the server.
     const password = randomBytes(18).toString('base64url');
