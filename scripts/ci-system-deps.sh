@@ -35,6 +35,8 @@ have mmdebstrap || need+=(mmdebstrap)
 have podman-compose || need+=(podman-compose)
 have newuidmap || need+=(uidmap)
 have slirp4netns || need+=(slirp4netns)
+# kube play builds its pause image from catatonit
+have catatonit || need+=(catatonit)
 if [ ${#need[@]} -eq 0 ]; then
   echo "system packages: all present"
   exit 0

@@ -83,7 +83,12 @@ function renderWorkload(workload: Doc, input: RenderInput): Doc[] {
   spec.volumes ??= [];
   for (const claim of workload.spec.volumeClaimTemplates ?? []) {
     const claimName = `${input.claimPrefix}-${name}-${claim.metadata.name}`;
-    out.push({ apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name: claimName }, spec: claim.spec });
+    out.push({
+      apiVersion: 'v1',
+      kind: 'PersistentVolumeClaim',
+      metadata: { name: claimName },
+      spec: claim.spec,
+    });
     spec.volumes.push({ name: claim.metadata.name, persistentVolumeClaim: { claimName } });
   }
   spec.hostAliases = Object.entries(ADDRESSES).map(([host, ip]) => ({ ip, hostnames: [host] }));
@@ -101,7 +106,11 @@ function renderWorkload(workload: Doc, input: RenderInput): Doc[] {
     const server = spec.containers[0];
     server.command = ['node', 'apps/server/test/fixtures/serve-scripted.ts'];
     server.args = [];
-    server.volumeMounts.push({ name: 'fixtures', mountPath: '/app/apps/server/test/fixtures', readOnly: true });
+    server.volumeMounts.push({
+      name: 'fixtures',
+      mountPath: '/app/apps/server/test/fixtures',
+      readOnly: true,
+    });
     spec.volumes.push({
       name: 'fixtures',
       hostPath: { path: join(ROOT, 'apps/server/test/fixtures'), type: 'Directory' },
