@@ -181,8 +181,15 @@ for (const n of replicaCounts) {
     await Promise.all(replicas.map((r) => r.start()));
     const adoptS = await untilAllOwned('adoption');
     const adoption = await counts();
-    console.error(`${n} replicas: all ${count} owned ${adoptS.toFixed(1)} s after the start; owners ${JSON.stringify([...(await ownersByNode()).values()])}`);
-    figure(`${n} replicas, adoption: conversation lock attempts`, 'calls', adoption.conversationLocks, `≈ ${count}`);
+    console.error(
+      `${n} replicas: all ${count} owned ${adoptS.toFixed(1)} s after the start; owners ${JSON.stringify([...(await ownersByNode()).values()])}`,
+    );
+    figure(
+      `${n} replicas, adoption: conversation lock attempts`,
+      'calls',
+      adoption.conversationLocks,
+      `≈ ${count}`,
+    );
     figure(`${n} replicas, adoption: pg_try_advisory_lock (all)`, 'calls', adoption.allTryLocks);
     figure(`${n} replicas, adoption: NOTIFYs`, 'calls', adoption.notifies);
 
@@ -193,9 +200,15 @@ for (const n of replicaCounts) {
     const perMinute = (v: number) => (v * 60) / seconds;
     const stillOwned = await owned();
     console.error(`${n} replicas, steady ${seconds} s (${stillOwned}/${count} owned at its end):`);
-    for (const d of steady.detail) console.error(`  ${String(d.calls).padStart(6)}  ${d.query.slice(0, 120)}`);
+    for (const d of steady.detail)
+      console.error(`  ${String(d.calls).padStart(6)}  ${d.query.slice(0, 120)}`);
     if (stillOwned !== count) throw new Error(`only ${stillOwned} of ${count} owned after the steady window`);
-    figure(`${n} replicas, steady: conversation lock attempts`, '/min', perMinute(steady.conversationLocks), '0');
+    figure(
+      `${n} replicas, steady: conversation lock attempts`,
+      '/min',
+      perMinute(steady.conversationLocks),
+      '0',
+    );
     figure(`${n} replicas, steady: pg_try_advisory_lock (all)`, '/min', perMinute(steady.allTryLocks));
     figure(`${n} replicas, steady: NOTIFYs`, '/min', perMinute(steady.notifies), '0');
     figure(`${n} replicas, steady: orphan probes`, '/min', perMinute(steady.probes), `${n * 30} + ticks`);
@@ -210,8 +223,15 @@ for (const n of replicaCounts) {
     await victim.stop('SIGKILL');
     const takeS = await untilAllOwned('takeover', topNode);
     const takeover = await counts();
-    console.error(`${n} replicas: ${orphaned} orphaned by kill -9, all owned again after ${takeS.toFixed(1)} s; owners ${JSON.stringify([...(await ownersByNode()).values()])}`);
-    figure(`${n} replicas, takeover of ${orphaned}: conversation lock attempts`, 'calls', takeover.conversationLocks, `≈ ${orphaned} × ${n - 1}`);
+    console.error(
+      `${n} replicas: ${orphaned} orphaned by kill -9, all owned again after ${takeS.toFixed(1)} s; owners ${JSON.stringify([...(await ownersByNode()).values()])}`,
+    );
+    figure(
+      `${n} replicas, takeover of ${orphaned}: conversation lock attempts`,
+      'calls',
+      takeover.conversationLocks,
+      `≈ ${orphaned} × ${n - 1}`,
+    );
     figure(`${n} replicas, takeover of ${orphaned}: NOTIFYs`, 'calls', takeover.notifies);
     figure(`${n} replicas, takeover of ${orphaned}: time to all owned`, 's', takeS, '≤ 5 s');
   } finally {

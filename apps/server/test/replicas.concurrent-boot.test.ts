@@ -75,9 +75,9 @@ after(async () => {
 });
 
 it('two replicas booting together on an empty database: migrations once, both serve, one boot sweep', async () => {
-  const before = await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'`.execute(
-    handle.db,
-  );
+  const before = await sql<{
+    n: number;
+  }>`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'`.execute(handle.db);
   assert.equal(before.rows[0]?.n, 0, 'the database starts empty');
 
   // Spawned in the same tick: both race for the migration lock.
@@ -86,7 +86,9 @@ it('two replicas booting together on an empty database: migrations once, both se
   // Every migration applied exactly once (the table's primary key would refuse a second row, so
   // the proof is the log: one replica applied them all, the other none).
   const expected = (await loadMigrations()).map((m) => m.name);
-  const applied = await sql<{ name: string }>`SELECT name FROM paddock_migrations ORDER BY name`.execute(handle.db);
+  const applied = await sql<{ name: string }>`SELECT name FROM paddock_migrations ORDER BY name`.execute(
+    handle.db,
+  );
   assert.deepEqual(
     applied.rows.map((r) => r.name),
     expected,

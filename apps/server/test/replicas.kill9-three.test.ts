@@ -25,7 +25,7 @@ const SECRET = `s3cr3t-${randomBytes(8).toString('hex')}`;
 let sandboxd: TestSandboxd;
 let database: TestDatabase;
 let user: TestUser;
-let envs: NodeJS.ProcessEnv[] = [];
+const envs: NodeJS.ProcessEnv[] = [];
 const replicas = [0, 1, 2].map((i) =>
   scriptedServerProcess(() => envs[i] ?? {}, 60_000, { tickMs: DEFAULT_TICK_MS }),
 );
@@ -117,7 +117,9 @@ it('kill -9 of the owner three times during one turn: taken over each time, the 
   const takeovers: number[] = [];
   for (let kill = 0; kill < KILLS; kill++) {
     // The turn is printing, through the current owner.
-    await until(`line ${progress} stored`, async () => ((await linesStored(id)) >= progress ? true : undefined));
+    await until(`line ${progress} stored`, async () =>
+      (await linesStored(id)) >= progress ? true : undefined,
+    );
     const owner = await ownerOf(id);
     const victim = replicas.findIndex((r) => `${hostname()}:${r.pid()}` === owner.node);
     assert.ok(victim >= 0, `the owner ${owner.node} is one of the replicas`);

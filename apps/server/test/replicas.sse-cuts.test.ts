@@ -197,7 +197,8 @@ function parseFrames(text: string): SseMessage[] {
       const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
       if (field === 'event') message.event = value;
       else if (field === 'id') message.id = value;
-      else if (field === 'data') message.data = message.data === undefined ? value : `${message.data}\n${value}`;
+      else if (field === 'data')
+        message.data = message.data === undefined ? value : `${message.data}\n${value}`;
       else continue;
       fields++;
     }
