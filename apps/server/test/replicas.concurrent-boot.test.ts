@@ -1,17 +1,19 @@
 // Issue 39, deliverable 5: two replicas (the real `serve` boot with the scripted runtime, each its
-// own process) started at the same moment on an EMPTY database: the migrations run once, by one
-// of them (the other waits on the migration lock, then finds nothing to do), both boot and serve,
+// own process) started at the same moment on an EMPTY database (the test holds the migration
+// lock until both wait for it, then lets go): the migrations run once, by one of them (the other
+// gets the lock next and finds nothing to do), both boot and serve,
 // and the boot sweep runs once for the cluster: exactly one process logs it (engine.ts,
 // invariant 3).
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, it } from 'node:test';
 import { sql } from 'kysely';
+import pg from 'pg';
 import { startTestSandboxd, type TestSandboxd } from '../../sandboxd/test/harness.ts';
 import { DEFAULT_TICK_MS } from '../src/conversations/engine/lifecycle.ts';
 import { type DatabaseHandle, openDatabase } from '../src/db/database.ts';
 import { freePort } from '../src/db/embedded.ts';
-import { loadMigrations } from '../src/db/migrate.ts';
+import { loadMigrations, MIGRATION_LOCK_KEY } from '../src/db/migrate.ts';
 import { withAdmin } from './helpers/database.ts';
 import { scriptedServerProcess } from './helpers/scripted-server.ts';
 
@@ -19,6 +21,7 @@ const BOOT_SWEEP = 'boot sweep: adopting the conversations of processes that die
 
 let sandboxd: TestSandboxd;
 let name = '';
+let dbUrl = '';
 let handle: DatabaseHandle;
 const logs: [string, string] = ['', ''];
 let envs: NodeJS.ProcessEnv[] = [];
@@ -46,7 +49,8 @@ before(async () => {
   await withAdmin((c) => c.query(`CREATE DATABASE ${name} TEMPLATE template0`));
   const url = new URL(process.env['PADDOCK_TEST_PG_ADMIN_URL'] ?? '');
   url.pathname = `/${name}`;
-  handle = openDatabase({ connectionString: url.toString(), max: 2 });
+  dbUrl = url.toString();
+  handle = openDatabase({ connectionString: dbUrl, max: 2 });
   const common = {
     PATH: process.env['PATH'],
     TMPDIR: process.env['TMPDIR'],
@@ -80,8 +84,31 @@ it('two replicas booting together on an empty database: migrations once, both se
   }>`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'`.execute(handle.db);
   assert.equal(before.rows[0]?.n, 0, 'the database starts empty');
 
-  // Spawned in the same tick: both race for the migration lock.
-  const urls = await Promise.all(replicas.map((r) => r.start()));
+  // The test holds the migration lock while both start, until both wait for it: then they
+  // race for it from the same moment, whatever their start-up times.
+  const holder = new pg.Client({ connectionString: dbUrl });
+  await holder.connect();
+  let urls: string[];
+  try {
+    await holder.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY.toString()]);
+    const starting = Promise.all(replicas.map((r) => r.start()));
+    starting.catch(() => {}); // awaited below
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const waiting = await holder.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_locks
+          WHERE locktype = 'advisory' AND NOT granted
+            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+      );
+      if (waiting.rows[0]?.n === 2) break;
+      assert.ok(Date.now() < deadline, 'both replicas wait for the migration lock');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await holder.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY.toString()]);
+    urls = await starting;
+  } finally {
+    await holder.end();
+  }
 
   // Every migration applied exactly once (the table's primary key would refuse a second row, so
   // the proof is the log: one replica applied them all, the other none).
