@@ -82,7 +82,7 @@ after(async () => {
   await database.drop();
 });
 
-it('an SSE client cut 20 times mid-stream, resuming alternately on A and B, gets every event once, in order', async () => {
+it('an SSE client cut 20 times mid-stream, resuming alternately on A and B, gets every event once, in order', async (t) => {
   const agent = await api(urls[0]!, 'POST', '/api/agents', {
     name: 'numbered',
     model: 'anthropic/claude-sonnet-4-5',
@@ -155,6 +155,9 @@ it('an SSE client cut 20 times mid-stream, resuming alternately on A and B, gets
   assert.equal(rest.messages.at(-1)?.event, 'end');
   take(rest.messages.filter((m) => m.event !== 'end'));
 
+  t.diagnostic(
+    `${cutsWhileRunning} cuts while the turn ran, ${cutsInsideFrame} inside a frame, ${got.length} events`,
+  );
   assert.ok(cutsWhileRunning >= CUTS / 2, `only ${cutsWhileRunning} cuts came while the turn ran`);
   assert.ok(cutsInsideFrame >= CUTS / 2, `only ${cutsInsideFrame} cuts fell inside a frame`);
   // Exactly once, in order: the ids the client got are the stored rows' ids of its streams
