@@ -27,6 +27,10 @@ have rg || need+=(ripgrep)
 have chromium || need+=(chromium)
 # fonts so screenshots and layout measure real glyphs on a minimal machine
 [ -d /usr/share/fonts/truetype/dejavu ] || need+=(fonts-dejavu-core)
+# promtool checks deploy/prometheus/alerts.yml, and a real Prometheus scrapes a real server in
+# apps/server/test/metrics.prometheus.test.ts (Debian's postinst only starts a service under systemd)
+have promtool || need+=(prometheus)
+have prometheus || need+=(prometheus)
 if [ ${#need[@]} -eq 0 ]; then
   echo "system packages: all present"
   exit 0
