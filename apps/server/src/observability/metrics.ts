@@ -20,10 +20,10 @@ export interface Metrics {
   reaperActions: Counter<'action'>;
   /** One provisioning stage's duration, by stage and its end (`done`, `failed`, `interrupted`). */
   provisioningStageDuration: Histogram<'stage' | 'outcome'>;
-  /** From a turn's spawn request to its first output byte, by runtime. */
+  /** From the owner starting a turn to its first output byte, by runtime. */
   turnFirstOutput: Histogram<'runtime'>;
   turnsStarted: Counter<'runtime'>;
-  /** Turns whose process ran and ended, by runtime and outcome (`succeeded`, `failed`, `interrupted`). */
+  /** Turns that ended on this process, by runtime and outcome (`succeeded`, `failed`, `interrupted`). */
   turnsFinished: Counter<'runtime' | 'outcome'>;
   /** Output and turn-event bytes stored in conversation logs. */
   logBytes: Counter;
@@ -118,14 +118,14 @@ export function createMetrics(): Metrics {
   });
   const provisioningStageDuration = new Histogram({
     name: 'paddock_provisioning_stage_duration_seconds',
-    help: 'Duration of one provisioning stage, by stage and outcome (done, failed, interrupted)',
+    help: 'Duration of one provisioning stage (conversations and environment checkpoint builds), by stage and outcome (done, failed, interrupted)',
     labelNames: ['stage', 'outcome'] as const,
     buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600],
     registers: [registry],
   });
   const turnFirstOutput = new Histogram({
     name: 'paddock_turn_first_output_seconds',
-    help: "Time from a turn's spawn request to its first output byte, by runtime",
+    help: "Time from the owner starting a turn to the turn's first output byte, by runtime",
     labelNames: ['runtime'] as const,
     buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
     registers: [registry],
@@ -138,7 +138,7 @@ export function createMetrics(): Metrics {
   });
   const turnsFinished = new Counter({
     name: 'paddock_turns_finished_total',
-    help: 'Turns whose process ran and ended, by runtime and outcome (succeeded, failed, interrupted)',
+    help: 'Turns that ended on this process, by runtime and outcome (succeeded, failed, interrupted)',
     labelNames: ['runtime', 'outcome'] as const,
     registers: [registry],
   });
