@@ -37,6 +37,10 @@ have newuidmap || need+=(uidmap)
 have slirp4netns || need+=(slirp4netns)
 # kube play builds its pause image from catatonit
 have catatonit || need+=(catatonit)
+# promtool checks deploy/prometheus/alerts.yml, and a real Prometheus scrapes a real server in
+# apps/server/test/metrics.prometheus.test.ts (Debian's postinst only starts a service under systemd)
+have promtool || need+=(prometheus)
+have prometheus || need+=(prometheus)
 if [ ${#need[@]} -eq 0 ]; then
   echo "system packages: all present"
   exit 0

@@ -65,6 +65,7 @@ import { createGatewayReach, sandboxdOnThisHost } from './inference-credentials/
 import type { TaskList } from './jobs/worker.ts';
 import { ACCOUNT_MAIL_TASK, createMailQueue, type MailQueue } from './mail/mail.queue.ts';
 import { createMailer, type Mailer } from './mail/mailer.ts';
+import { readLiveCounts } from './observability/live-counts.ts';
 import type { Logger } from './observability/logger.ts';
 import type { Metrics } from './observability/metrics.ts';
 import { createSecretsService, type SecretsService } from './secrets/secrets.service.ts';
@@ -180,6 +181,8 @@ export function createHealthService(database: DatabaseHandle): HealthService {
 
 export function createDeps(input: CreateDepsInput): Deps {
   const db = input.database.db;
+  const health = createHealthService(input.database);
+  input.metrics.setScrapeSources({ live: () => readLiveCounts(db), ready: () => health.databaseOk() });
   const audit = createAuditService({ db, logger: input.logger, metrics: input.metrics });
   const { masterSecretsKey, masterSecretsKeyPrevious } = input.config;
   // loadConfig always resolves a master key (production requires one; development keeps one
@@ -229,7 +232,7 @@ export function createDeps(input: CreateDepsInput): Deps {
     ...input,
     accountDeletion,
     db,
-    health: createHealthService(input.database),
+    health,
     audit,
     secrets,
     inferenceCredentials,
@@ -276,6 +279,7 @@ function createConversationLogDeps(
     feed,
     logger: input.logger,
     outputBudgetMb: input.config.logOutputBudgetMb,
+    metrics: input.metrics,
   });
   return {
     feed,
@@ -352,6 +356,7 @@ function createConversationDeps(
     destroys,
     logger,
     packagePlanner: packageCommands,
+    metrics: input.metrics,
     ...(options.gitEnv ? { gitEnv: options.gitEnv } : {}),
   });
   const environmentCheckpoints = createEnvironmentCheckpoints({
@@ -396,6 +401,7 @@ function createConversationDeps(
     revokeCallbackKeys: (conversationId) => apiKeys.revokeConversationKeys(conversationId),
     newSandboxName: sandboxName,
     lifecycle,
+    metrics: input.metrics,
   });
   const sandboxKey = createSandboxKeyRule({ db });
   const conversations = createConversationsService({

@@ -37,6 +37,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { Db } from '../../db/database.ts';
 import { AppError } from '../../http/errors.ts';
 import type { Logger } from '../../observability/logger.ts';
+import type { Metrics } from '../../observability/metrics.ts';
 import {
   type AgentSnapshot,
   type Feed,
@@ -91,6 +92,7 @@ export interface ServerDeps {
   revokeCallbackKeys(conversationId: string): Promise<unknown>;
   newSandboxName(tenantId: string): string;
   logger: Logger;
+  metrics: Pick<Metrics, 'turnsStarted' | 'turnsFinished' | 'turnFirstOutput' | 'ownerTakeovers'>;
 }
 
 type Round = Awaited<ReturnType<typeof ownerRound>>;
@@ -380,6 +382,7 @@ export function createConversationServer(
     adapter: ReturnType<RuntimeRegistry>,
   ) => {
     if (result.status === 'detached') return;
+    deps.metrics.turnsFinished.inc({ runtime: adapter.runtime, outcome: result.status });
     await writer.flush();
     await ownerEndTurn(db, lease, turn.id, {
       status: result.status,
@@ -598,11 +601,16 @@ export function createConversationServer(
             }),
           ),
         );
-        run = await startTurn(io, {
-          argv: command.argv,
-          env: { ...provisioned?.env, ...command.env },
-          cwd: command.cwd,
-        });
+        run = await startTurn(
+          io,
+          { argv: command.argv, env: { ...provisioned?.env, ...command.env }, cwd: command.cwd },
+          () =>
+            deps.metrics.turnFirstOutput.observe(
+              { runtime: adapter.runtime },
+              (Date.now() - startedAt) / 1000,
+            ),
+        );
+        deps.metrics.turnsStarted.inc({ runtime: adapter.runtime });
       } catch {
         // A spawn that never starts: the turn fails, the conversation goes idle. When the
         // sandbox itself is gone, its row ends so that the next prompt provisions a new one.

@@ -144,7 +144,9 @@ export function createEngine(
   // orphan probe runs every few seconds on every process).
   const adopt = async (tenantId: string, conversationId: string) => {
     await listen();
-    await bus.adopt({ type: 'prompt', tenantId, conversationId });
+    const held = ownership.holds(conversationId);
+    if ((await bus.adopt({ type: 'prompt', tenantId, conversationId })) && !held)
+      deps.metrics.ownerTakeovers.inc();
   };
 
   const clock = createLifecycleClock({
