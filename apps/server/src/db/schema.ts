@@ -4,6 +4,7 @@ import type { AccountExportsTables } from '../account-exports/account-exports.ta
 import type { AccountsTables } from '../accounts/accounts.tables.ts';
 import type { AgentsTables } from '../agents/agents.tables.ts';
 import type { AuditTables } from '../audit/audit.tables.ts';
+import type { BillingTables } from '../billing/billing.tables.ts';
 import type { ConversationsTables } from '../conversations/conversations.tables.ts';
 import type { EnvironmentsTables } from '../environments/environments.tables.ts';
 import type { InferenceCredentialsTables } from '../inference-credentials/inference-credentials.tables.ts';
@@ -26,6 +27,7 @@ export interface Database
     ConversationsTables,
     InferenceCredentialsTables,
     UsageTables,
-    AccountExportsTables {
+    AccountExportsTables,
+    BillingTables {
   paddock_migrations: PaddockMigrationsTable;
 }
