@@ -39,7 +39,7 @@ export async function up(db: Kysely<any>): Promise<void> {
       id text PRIMARY KEY,
       type text NOT NULL,
       subscription_id text,
-      user_id uuid REFERENCES users(id) ON DELETE SET NULL,
+      user_id uuid REFERENCES users(id) ON DELETE CASCADE,
       created_at timestamptz NOT NULL,
       received_at timestamptz NOT NULL DEFAULT now(),
       applied_at timestamptz,
