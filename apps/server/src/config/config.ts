@@ -497,7 +497,13 @@ export function parseConfig(env: Env): ParseResult {
 
   const intervalRaw = str('BACKUP_INTERVAL_SECONDS');
   const otel = url('OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']);
-  const dsn = url('ERROR_TRACKING_DSN', ['http:', 'https:']);
+  const dsnUrl = url('ERROR_TRACKING_DSN', ['http:', 'https:']);
+  // A Sentry DSN: <scheme>://<public key>@<host>[/<path>]/<project id>.
+  const dsnProject = dsnUrl?.pathname.replace(/\/+$/, '').split('/').pop() ?? '';
+  const dsn = dsnUrl && dsnUrl.username !== '' && /^[\w-]+$/.test(dsnProject) ? dsnUrl : undefined;
+  if (dsnUrl && !dsn) {
+    problems.push('ERROR_TRACKING_DSN: must be a DSN of the form https://<public key>@<host>/<project id>');
+  }
 
   const logLevel = str('LOG_LEVEL') ?? (nodeEnv === 'test' ? 'silent' : 'info');
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
