@@ -17,7 +17,7 @@
 // modules as they load, which for this ES-module server needs a loader hook registered before
 // anything is imported (and loads it always); a hand-made span around Fastify's hooks, pg's
 // Client.query and the sandbox client's methods costs less, loads nothing when off, and names
-// the operations as Paddock knows them (`sandbox create`, `provision clone`).
+// the operations as Paddock knows them (`sandbox create`, `provisioning clone`).
 import type { Attributes, Context, Span, SpanKind, Tracer } from '@opentelemetry/api';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
@@ -142,11 +142,15 @@ export function withSpan<T>(
   });
 }
 
-/** Runs `work` with the conversation's id in the context: every span started inside carries it. */
+/**
+ * Runs `work` with the conversation's id in the context: every span started inside carries it.
+ * A new root: a conversation's work outlives the request that kicked it, so its provisioning
+ * and turns are traces of their own, not minutes-long children of a 202.
+ */
 export function withConversation<T>(conversationId: string, work: () => Promise<T>): Promise<T> {
   const state = active;
   if (state === null) return work();
-  const ctx = state.api.context.active().setValue(state.conversationKey, conversationId);
+  const ctx = state.api.ROOT_CONTEXT.setValue(state.conversationKey, conversationId);
   return state.api.context.with(ctx, work);
 }
 

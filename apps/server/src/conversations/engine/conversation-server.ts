@@ -256,7 +256,7 @@ export function createConversationServer(
     try {
       const agent = await (early ?? gatedAgent(conv));
       const input = provisionInput(row, conv, agent);
-      provisioned = await withSpan('provision', { 'paddock.sandbox.name': row.name }, () =>
+      provisioned = await withSpan('provisioning', { 'paddock.sandbox.name': row.name }, () =>
         deps.provisioner.provision(input),
       );
       current = { id: row.id, name: row.name };

@@ -1,7 +1,7 @@
 // One provisioning stage as the log shows it: `started`, then `done` | `failed` | `interrupted`
 // with its duration, written through the stage's sink (the conversation's LogWriter, or an
 // environment checkpoint build's stream); any failure leaves it as a ProvisionError naming the
-// stage. Each stage's work is a span `provision <stage>` when tracing is on (tracing.ts). Used by
+// stage. Each stage's work is a span `provisioning <stage>` when tracing is on (tracing.ts). Used by
 // the provisioner's stages (provisioner.ts) and the runtime stage (runtime-probe.ts).
 import { performance } from 'node:perf_hooks';
 import { SandboxTimeoutError } from '@paddock/sandbox-client';
@@ -29,7 +29,7 @@ export async function runStage<T>(
   try {
     if (signal?.aborted) throw new ProvisionError(stage, 'provisioning was cancelled');
     // A span per stage (tracing.ts; nothing when tracing is off), the conversation's id from its context.
-    const result = await withSpan(`provision ${stage}`, { 'paddock.stage': stage }, work);
+    const result = await withSpan(`provisioning ${stage}`, { 'paddock.stage': stage }, work);
     await startedRow;
     if (signal?.aborted) throw new ProvisionError(stage, 'provisioning was cancelled');
     // Queued, not awaited: the next step need not wait for this row's commit (the sink keeps the
