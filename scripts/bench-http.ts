@@ -4,6 +4,9 @@
 //   baseline  — bare Fastify doing what an authenticated read must do at minimum: one
 //               API-key lookup by SHA-256 and one primary-key SELECT
 //   paddock   — GET /api/environments/:id with a bearer key (auth, tenant scoping, schema)
+//   paddock_traced — the same with trace export on (OTEL_EXPORTER_OTLP_ENDPOINT at a loopback
+//               OTLP receiver in another process): the request span and its query spans,
+//               exported in batches. Measured after the others, since tracing is per process.
 // Load comes from autocannon in a separate process (50 connections). Goal
 // (docs/performance.md): paddock ≥ 70% of baseline, p99 ≤ 20 ms.
 import { spawn } from 'node:child_process';
@@ -11,6 +14,8 @@ import { join, resolve } from 'node:path';
 import Fastify from 'fastify';
 import { hashApiKey } from '../apps/server/src/auth/api-key.ts';
 import { openDatabase } from '../apps/server/src/db/database.ts';
+import { startTracing } from '../apps/server/src/observability/tracing.ts';
+import { VERSION } from '../apps/server/src/version.ts';
 import { createVerifiedUser } from '../apps/server/test/helpers/factories.ts';
 import { appOnDatabase, startScratchPostgres } from '../apps/server/test/helpers/scratch.ts';
 
@@ -59,6 +64,16 @@ async function load(url: string, headers: Record<string, string>): Promise<Run> 
   };
 }
 
+/** A loopback OTLP receiver in a process of its own (it drains and answers `{}`): a collector's stand-in. */
+async function startReceiver(): Promise<{ url: string; stop(): void }> {
+  const code = `const s=require('node:http').createServer((q,r)=>{q.resume();q.on('end',()=>{r.writeHead(200,{'content-type':'application/json'});r.end('{}')})});s.listen(0,'127.0.0.1',()=>console.log(s.address().port))`;
+  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const port = await new Promise<string>((resolve) =>
+    child.stdout.once('data', (d) => resolve(String(d).trim())),
+  );
+  return { url: `http://127.0.0.1:${port}`, stop: () => child.kill() };
+}
+
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)] ?? 0;
@@ -103,7 +118,12 @@ export async function benchHttp(): Promise<Record<string, unknown>> {
     await bare.listen({ port: 0, host: '127.0.0.1' });
     const bareUrl = `http://127.0.0.1:${(bare.server.address() as { port: number }).port}`;
 
-    const runs: Record<'hello' | 'baseline' | 'paddock', Run[]> = { hello: [], baseline: [], paddock: [] };
+    const runs: Record<'hello' | 'baseline' | 'paddock' | 'paddock_traced', Run[]> = {
+      hello: [],
+      baseline: [],
+      paddock: [],
+      paddock_traced: [],
+    };
     for (let round = 0; round < ROUNDS; round++) {
       runs.hello.push(await load(`${bareUrl}/hello`, {}));
       runs.baseline.push(await load(`${bareUrl}/baseline/${envId}`, user.auth));
@@ -112,6 +132,22 @@ export async function benchHttp(): Promise<Record<string, unknown>> {
     await close();
     await bare.close();
     await basePool.end();
+
+    // Trace export on: the same app, built after tracing started (as startServer does).
+    const receiver = await startReceiver();
+    const tracing = await startTracing({ endpoint: receiver.url, version: VERSION });
+    try {
+      const traced = await appOnDatabase(pg.url, { RATE_LIMIT_MAX: '100000000' });
+      await traced.app.listen({ port: 0, host: '127.0.0.1' });
+      const tracedUrl = `http://127.0.0.1:${(traced.app.server.address() as { port: number }).port}`;
+      for (let round = 0; round < ROUNDS; round++) {
+        runs.paddock_traced.push(await load(`${tracedUrl}/api/environments/${envId}`, user.auth));
+      }
+      await traced.close();
+    } finally {
+      await tracing.stop();
+      receiver.stop();
+    }
 
     const summary = Object.fromEntries(
       Object.entries(runs).map(([name, rs]) => [
@@ -125,12 +161,14 @@ export async function benchHttp(): Promise<Record<string, unknown>> {
       ]),
     ) as Record<string, { rps: number; p50_ms: number; p99_ms: number; errors: number }>;
     const ratio = summary['paddock']!.rps / summary['baseline']!.rps;
+    const tracedRatio = summary['paddock_traced']!.rps / summary['paddock']!.rps;
     return {
       connections: CONNECTIONS,
       duration_s: DURATION_S,
       rounds: ROUNDS,
       ...summary,
       paddock_vs_baseline: Number(ratio.toFixed(3)),
+      traced_vs_paddock: Number(tracedRatio.toFixed(3)),
       goal: 'paddock >= 0.70 x baseline, p99 <= 20 ms',
       goal_met: ratio >= 0.7 && summary['paddock']!.p99_ms <= 20,
     };
