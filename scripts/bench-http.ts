@@ -7,6 +7,7 @@
 //   paddock_traced — the same with trace export on (OTEL_EXPORTER_OTLP_ENDPOINT at a loopback
 //               OTLP receiver in another process): the request span and its query spans,
 //               exported in batches. Measured after the others, since tracing is per process.
+//               BENCH_TRACE_RATIO=0.1: keep one trace in ten (parentbased_traceidratio).
 // Load comes from autocannon in a separate process (50 connections). Goal
 // (docs/performance.md): paddock ≥ 70% of baseline, p99 ≤ 20 ms.
 import { spawn } from 'node:child_process';
@@ -23,6 +24,7 @@ const ROOT = resolve(import.meta.dirname, '..');
 const DURATION_S = Number(process.env['BENCH_DURATION_S'] ?? 5);
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 3);
 const CONNECTIONS = 50;
+const TRACE_RATIO = Number(process.env['BENCH_TRACE_RATIO'] ?? 1);
 
 interface Run {
   rps: number;
@@ -135,7 +137,11 @@ export async function benchHttp(): Promise<Record<string, unknown>> {
 
     // Trace export on: the same app, built after tracing started (as startServer does).
     const receiver = await startReceiver();
-    const tracing = await startTracing({ endpoint: receiver.url, version: VERSION });
+    const tracing = await startTracing({
+      endpoint: receiver.url,
+      version: VERSION,
+      sampler: { parentBased: true, ratio: TRACE_RATIO },
+    });
     try {
       const traced = await appOnDatabase(pg.url, { RATE_LIMIT_MAX: '100000000' });
       await traced.app.listen({ port: 0, host: '127.0.0.1' });
@@ -168,6 +174,7 @@ export async function benchHttp(): Promise<Record<string, unknown>> {
       rounds: ROUNDS,
       ...summary,
       paddock_vs_baseline: Number(ratio.toFixed(3)),
+      trace_ratio: TRACE_RATIO,
       traced_vs_paddock: Number(tracedRatio.toFixed(3)),
       goal: 'paddock >= 0.70 x baseline, p99 <= 20 ms',
       goal_met: ratio >= 0.7 && summary['paddock']!.p99_ms <= 20,

@@ -70,7 +70,11 @@ export function configSecrets(config: Config): string[] {
  */
 export async function startTelemetry(config: Config, logger: Logger): Promise<Telemetry> {
   const tracing = config.otelExporterOtlpEndpoint
-    ? await startTracing({ endpoint: config.otelExporterOtlpEndpoint, version: VERSION })
+    ? await startTracing({
+        endpoint: config.otelExporterOtlpEndpoint,
+        version: VERSION,
+        sampler: config.tracesSampler,
+      })
     : null;
   if (tracing) logger.info('trace export is on (OTEL_EXPORTER_OTLP_ENDPOINT)');
   let errorReports: ErrorReportsHandle | null = null;

@@ -52,7 +52,12 @@ export function tracesUrl(endpoint: string): string {
  * Loads the OpenTelemetry SDK, installs it as the global tracer provider with an
  * AsyncLocalStorage context, and patches pg so queries become spans. Once per process.
  */
-export async function startTracing(options: { endpoint: string; version: string }): Promise<TracingHandle> {
+export async function startTracing(options: {
+  endpoint: string;
+  version: string;
+  /** Which traces are kept (config.tracesSampler); default: every one. */
+  sampler?: { parentBased: boolean; ratio: number };
+}): Promise<TracingHandle> {
   if (active) throw new Error('tracing is already started in this process');
   const [api, sdk, hooks, exporterModule, resources, pgModule] = await Promise.all([
     import('@opentelemetry/api'),
@@ -69,8 +74,16 @@ export async function startTracing(options: { endpoint: string; version: string 
     .resourceFromAttributes({ 'service.name': 'paddock-server', 'service.version': options.version })
     .merge(resources.detectResources({ detectors: [resources.envDetector] }));
   const exporter = new exporterModule.OTLPTraceExporter({ url: tracesUrl(options.endpoint) });
+  const { parentBased = true, ratio = 1 } = options.sampler ?? {};
+  const root =
+    ratio >= 1
+      ? new sdk.AlwaysOnSampler()
+      : ratio <= 0
+        ? new sdk.AlwaysOffSampler()
+        : new sdk.TraceIdRatioBasedSampler(ratio);
   const provider = new sdk.TracerProvider({
     resource,
+    sampler: parentBased ? new sdk.ParentBasedSampler({ root }) : root,
     spanLimits: { attributeValueLengthLimit: 4096 },
     spanProcessors: [new sdk.BatchSpanProcessor({ exporter })],
   });
@@ -287,7 +300,8 @@ function patchPg(pg: Pick<typeof import('pg'), 'Client' | 'Pool'>, state: Active
 
   clientProto.query = function tracedQuery(this: unknown, ...args: unknown[]): unknown {
     const ctx = api.context.active();
-    if (api.trace.getSpan(ctx) === undefined) return originalQuery.apply(this, args);
+    // No span, or one the sampler dropped: nothing to be a child of.
+    if (api.trace.getSpan(ctx)?.isRecording() !== true) return originalQuery.apply(this, args);
     const config = args[0] as { text?: unknown; submit?: unknown } | string | undefined;
     const text = typeof config === 'string' ? config : config?.text;
     // A Submittable (cursor, stream) reports through its own events: passed through untraced.
