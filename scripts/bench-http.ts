@@ -6,7 +6,8 @@
 //   paddock   — GET /api/environments/:id with a bearer key (auth, tenant scoping, schema)
 //   paddock_traced — the same with trace export on (OTEL_EXPORTER_OTLP_ENDPOINT at a loopback
 //               OTLP receiver in another process): the request span and its query spans,
-//               exported in batches. Measured after the others, since tracing is per process.
+//               exported in batches. Tracing is per process: it is started for this run of
+//               each round only, with an app built for it, and stopped again.
 //               BENCH_TRACE_RATIO=0.1: keep one trace in ten (parentbased_traceidratio).
 // Load comes from autocannon in a separate process (50 connections). Goal
 // (docs/performance.md): paddock ≥ 70% of baseline, p99 ≤ 20 ms.
@@ -34,14 +35,14 @@ interface Run {
   non2xx: number;
 }
 
-async function load(url: string, headers: Record<string, string>): Promise<Run> {
+async function load(url: string, headers: Record<string, string>, seconds = DURATION_S): Promise<Run> {
   const args = [
     join(ROOT, 'node_modules/autocannon/autocannon.js'),
     '-j',
     '-c',
     String(CONNECTIONS),
     '-d',
-    String(DURATION_S),
+    String(seconds),
     ...Object.entries(headers).flatMap(([k, v]) => ['-H', `${k}=${v}`]),
     url,
   ];
@@ -126,34 +127,43 @@ export async function benchHttp(): Promise<Record<string, unknown>> {
       paddock: [],
       paddock_traced: [],
     };
-    for (let round = 0; round < ROUNDS; round++) {
-      runs.hello.push(await load(`${bareUrl}/hello`, {}));
-      runs.baseline.push(await load(`${bareUrl}/baseline/${envId}`, user.auth));
-      runs.paddock.push(await load(`${appUrl}/api/environments/${envId}`, user.auth));
+    // Trace export on: a second app built after tracing started (as startServer does), measured in
+    // each round right after the untraced one; tracing stops again before the next round.
+    const receiver = await startReceiver();
+    const tracedRun = async (): Promise<Run> => {
+      const tracing = await startTracing({
+        endpoint: receiver.url,
+        version: VERSION,
+        sampler: { parentBased: true, ratio: TRACE_RATIO },
+      });
+      try {
+        const traced = await appOnDatabase(pg.url, { RATE_LIMIT_MAX: '100000000' });
+        try {
+          await traced.app.listen({ port: 0, host: '127.0.0.1' });
+          const tracedUrl = `http://127.0.0.1:${(traced.app.server.address() as { port: number }).port}`;
+          // Warmed up first, as the untraced app is by the rounds before (its pool, its JIT).
+          await load(`${tracedUrl}/api/environments/${envId}`, user.auth, 2);
+          return await load(`${tracedUrl}/api/environments/${envId}`, user.auth);
+        } finally {
+          await traced.close();
+        }
+      } finally {
+        await tracing.stop();
+      }
+    };
+    try {
+      for (let round = 0; round < ROUNDS; round++) {
+        runs.hello.push(await load(`${bareUrl}/hello`, {}));
+        runs.baseline.push(await load(`${bareUrl}/baseline/${envId}`, user.auth));
+        runs.paddock.push(await load(`${appUrl}/api/environments/${envId}`, user.auth));
+        runs.paddock_traced.push(await tracedRun());
+      }
+    } finally {
+      receiver.stop();
     }
     await close();
     await bare.close();
     await basePool.end();
-
-    // Trace export on: the same app, built after tracing started (as startServer does).
-    const receiver = await startReceiver();
-    const tracing = await startTracing({
-      endpoint: receiver.url,
-      version: VERSION,
-      sampler: { parentBased: true, ratio: TRACE_RATIO },
-    });
-    try {
-      const traced = await appOnDatabase(pg.url, { RATE_LIMIT_MAX: '100000000' });
-      await traced.app.listen({ port: 0, host: '127.0.0.1' });
-      const tracedUrl = `http://127.0.0.1:${(traced.app.server.address() as { port: number }).port}`;
-      for (let round = 0; round < ROUNDS; round++) {
-        runs.paddock_traced.push(await load(`${tracedUrl}/api/environments/${envId}`, user.auth));
-      }
-      await traced.close();
-    } finally {
-      await tracing.stop();
-      receiver.stop();
-    }
 
     const summary = Object.fromEntries(
       Object.entries(runs).map(([name, rs]) => [

@@ -73,6 +73,8 @@ before(async () => {
   const turn = await h.waitForTurn(user, conv.id, 1, 60_000);
   assert.equal(turn.status, 'succeeded', turn.error ?? '');
   turnId = turn.id;
+  // A health probe (polled every few seconds by an orchestrator) is not traced.
+  assert.equal((await fetch(`${h.url}/health`)).status, 200);
   await tracing.flush();
   exports = receiver.posts
     .filter((p) => p.path === '/v1/traces')
@@ -107,6 +109,8 @@ describe('traces over OTLP', () => {
     assert.equal(attr(request, 'http.route'), '/api/conversations');
     assert.equal(attr(request, 'http.response.status_code'), 201);
     assert.equal(request.parentSpanId ?? '', '', 'a request span is a root');
+    assert.equal(spans.filter((s) => attr(s, 'url.path') === '/health').length, 0, 'a health probe was traced');
+    assert.ok(spans.some((s) => s.name === 'GET /api/conversations/:id/turns'), 'the polls are traced');
 
     const queries = spans.filter((s) => s.parentSpanId === request.spanId && s.name.startsWith('db '));
     assert.ok(queries.length > 0, 'the request has no query span');

@@ -93,7 +93,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   }).withTypeProvider<ZodTypeProvider>();
   const self: FastifyInstance = app;
   // First of all hooks: the request's span covers the rest (nothing is added when tracing is off).
-  traceRequests(self);
+  traceRequests(self, (request) => isHealthProbe(request.routeOptions.url ?? ''));
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);

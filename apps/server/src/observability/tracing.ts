@@ -178,9 +178,13 @@ interface RequestTrace {
  * Installs the request span hooks: the first onRequest hook starts a SERVER span and runs the
  * rest of the request in its context; preValidation and preHandler enter it again (the body is
  * parsed in the socket's context, not the request's); onResponse names it by its route and ends
- * it. Call before any other hook is added. Off: installs nothing.
+ * it. Call before any other hook is added. Off: installs nothing. `untraced`: requests that get no
+ * span (the health probes, polled every few seconds by the orchestrator).
  */
-export function traceRequests(app: FastifyInstance): void {
+export function traceRequests(
+  app: FastifyInstance,
+  untraced: (request: FastifyRequest) => boolean = () => false,
+): void {
   const state = active;
   if (state === null) return;
   const { api } = state;
@@ -191,6 +195,10 @@ export function traceRequests(app: FastifyInstance): void {
     else done();
   };
   app.addHook('onRequest', (request, _reply, done) => {
+    if (untraced(request)) {
+      done();
+      return;
+    }
     const route = request.routeOptions.url;
     const path = request.url.split('?')[0] ?? '/';
     const span = begin(
