@@ -121,7 +121,14 @@ describe('error reports', () => {
       `the work failed with ${REDACTION_MARKER} for Bearer ${SCRUBBED} on ${SCRUBBED}`,
     );
     assert.equal(event.tags?.['route'], '/api/test-failure');
-    for (const value of [SECRET, user.apiKey, SANDBOX_TOKEN, COOKIE_VALUE, BODY_VALUE, 'query-secret-value']) {
+    for (const value of [
+      SECRET,
+      user.apiKey,
+      SANDBOX_TOKEN,
+      COOKIE_VALUE,
+      BODY_VALUE,
+      'query-secret-value',
+    ]) {
       assert.ok(!raw.includes(value), `the envelope holds ${value}`);
     }
   });

@@ -74,9 +74,17 @@ describe('telemetry off', () => {
       OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
       ERROR_TRACKING_DSN: `http://key@127.0.0.1:${receiver.port}/1`,
     });
-    assert.ok(loaded.some((u) => u.includes('/@opentelemetry/sdk-trace/')), loaded.join('\n'));
-    assert.ok(loaded.some((u) => u.includes('/@sentry/node/')), loaded.join('\n'));
+    assert.ok(
+      loaded.some((u) => u.includes('/@opentelemetry/sdk-trace/')),
+      loaded.join('\n'),
+    );
+    assert.ok(
+      loaded.some((u) => u.includes('/@sentry/node/')),
+      loaded.join('\n'),
+    );
     // The spans of the boot and the requests reached the receiver.
-    assert.ok(receiver.posts.some((p) => p.path === '/v1/traces' && p.body.includes('GET /api/environments')));
+    assert.ok(
+      receiver.posts.some((p) => p.path === '/v1/traces' && p.body.includes('GET /api/environments')),
+    );
   });
 });

@@ -109,8 +109,15 @@ describe('traces over OTLP', () => {
     assert.equal(attr(request, 'http.route'), '/api/conversations');
     assert.equal(attr(request, 'http.response.status_code'), 201);
     assert.equal(request.parentSpanId ?? '', '', 'a request span is a root');
-    assert.equal(spans.filter((s) => attr(s, 'url.path') === '/health').length, 0, 'a health probe was traced');
-    assert.ok(spans.some((s) => s.name === 'GET /api/conversations/:id/turns'), 'the polls are traced');
+    assert.equal(
+      spans.filter((s) => attr(s, 'url.path') === '/health').length,
+      0,
+      'a health probe was traced',
+    );
+    assert.ok(
+      spans.some((s) => s.name === 'GET /api/conversations/:id/turns'),
+      'the polls are traced',
+    );
 
     const queries = spans.filter((s) => s.parentSpanId === request.spanId && s.name.startsWith('db '));
     assert.ok(queries.length > 0, 'the request has no query span');
