@@ -27,6 +27,20 @@ have rg || need+=(ripgrep)
 have chromium || need+=(chromium)
 # fonts so screenshots and layout measure real glyphs on a minimal machine
 [ -d /usr/share/fonts/truetype/dejavu ] || need+=(fonts-dejavu-core)
+# the deploy test (apps/server/test/deploy.kube-play.test.ts): podman with runc (crun refuses hybrid
+# cgroups), mmdebstrap for the self-made base image, podman-compose for deploy/compose.yaml
+have podman || need+=(podman)
+have runc || need+=(runc)
+have mmdebstrap || need+=(mmdebstrap)
+have podman-compose || need+=(podman-compose)
+have newuidmap || need+=(uidmap)
+have slirp4netns || need+=(slirp4netns)
+# kube play builds its pause image from catatonit
+have catatonit || need+=(catatonit)
+# promtool checks deploy/prometheus/alerts.yml, and a real Prometheus scrapes a real server in
+# apps/server/test/metrics.prometheus.test.ts (Debian's postinst only starts a service under systemd)
+have promtool || need+=(prometheus)
+have prometheus || need+=(prometheus)
 if [ ${#need[@]} -eq 0 ]; then
   echo "system packages: all present"
   exit 0

@@ -65,6 +65,7 @@ import { createGatewayReach, sandboxdOnThisHost } from './inference-credentials/
 import type { TaskList } from './jobs/worker.ts';
 import { ACCOUNT_MAIL_TASK, createMailQueue, type MailQueue } from './mail/mail.queue.ts';
 import { createMailer, type Mailer } from './mail/mailer.ts';
+import { readLiveCounts } from './observability/live-counts.ts';
 import type { Logger } from './observability/logger.ts';
 import type { Metrics } from './observability/metrics.ts';
 import { traceSandboxClient } from './observability/tracing.ts';
@@ -181,6 +182,8 @@ export function createHealthService(database: DatabaseHandle): HealthService {
 
 export function createDeps(input: CreateDepsInput): Deps {
   const db = input.database.db;
+  const health = createHealthService(input.database);
+  input.metrics.setScrapeSources({ live: () => readLiveCounts(db), ready: () => health.databaseOk() });
   const audit = createAuditService({ db, logger: input.logger, metrics: input.metrics });
   const { masterSecretsKey, masterSecretsKeyPrevious } = input.config;
   // loadConfig always resolves a master key (production requires one; development keeps one
@@ -230,7 +233,7 @@ export function createDeps(input: CreateDepsInput): Deps {
     ...input,
     accountDeletion,
     db,
-    health: createHealthService(input.database),
+    health,
     audit,
     secrets,
     inferenceCredentials,
@@ -277,6 +280,7 @@ function createConversationLogDeps(
     feed,
     logger: input.logger,
     outputBudgetMb: input.config.logOutputBudgetMb,
+    metrics: input.metrics,
   });
   return {
     feed,
@@ -358,6 +362,7 @@ function createConversationDeps(
     destroys,
     logger,
     packagePlanner: packageCommands,
+    metrics: input.metrics,
     ...(options.gitEnv ? { gitEnv: options.gitEnv } : {}),
   });
   const environmentCheckpoints = createEnvironmentCheckpoints({
@@ -378,6 +383,7 @@ function createConversationDeps(
     pool: database.pool,
     node: `${hostname()}:${process.pid}`,
     logger,
+    leaseSeconds: config.ownerLeaseSeconds,
   });
   const lifecycle = {
     tickMs: DEFAULT_TICK_MS,
@@ -401,6 +407,7 @@ function createConversationDeps(
     revokeCallbackKeys: (conversationId) => apiKeys.revokeConversationKeys(conversationId),
     newSandboxName: sandboxName,
     lifecycle,
+    metrics: input.metrics,
   });
   const sandboxKey = createSandboxKeyRule({ db });
   const conversations = createConversationsService({

@@ -344,6 +344,9 @@ describe('the sandbox reaper', () => {
     assert.equal(view.sandbox?.status, 'ready');
     assert.ok(await h.deps.ownershipProbe.isOwned(owned.id), 'still owned by its server');
     assert.equal(result.acted, 3);
+    // By action, this run's and the earlier one's (the terminal row's sandbox), as the metric counts them.
+    const actions = (await h.deps.metrics.reaperActions.get()).values.map((v) => [v.labels.action, v.value]);
+    assert.deepEqual(Object.fromEntries(actions), { destroyed: 1, freed: 1, expired: 2 });
   });
 
   it('twice is safe: a second run finds nothing more to do', async () => {

@@ -2,7 +2,7 @@ import type { Readable } from 'node:stream';
 import type WebSocket from 'ws';
 import {
   messageOf,
-  type SandboxApiError,
+  SandboxApiError,
   SandboxOperationError,
   SandboxProtocolError,
   SandboxTransportError,
@@ -18,7 +18,7 @@ import {
   sendJson,
 } from './http.ts';
 import { readNdjson } from './ndjson.ts';
-import { defaultRetryPolicy, type RetryPolicy, withRetry } from './retry.ts';
+import { defaultRetryPolicy, isRetryable, type RetryPolicy, withRetry } from './retry.ts';
 import type {
   CreateResult,
   ExecSessionInfo,
@@ -47,7 +47,9 @@ export interface SandboxClientOptions {
  * timeouts and transport errors are retried (3 attempts in all). Only
  * `create` retries unless asked; every other method retries only with
  * `{ retry: true }`. For exec, attach and execStream a retry repeats the
- * upgrade only: a command that started is never run twice.
+ * upgrade only: a command that started is never run twice. So a command's upgrade is
+ * retried only when the backend refused it (5xx, 429) or no connection opened; a drop or a
+ * deadline after the request may have reached the backend fails at once (it may be running).
  */
 export interface CallOptions {
   retry?: boolean;
@@ -375,9 +377,23 @@ export function createSandboxClient(options: SandboxClientOptions): SandboxClien
     path: string,
     query: URLSearchParams,
     handlers: ExecHandlers,
-    connection: { tty: boolean; timeoutMs?: number | undefined; retry?: boolean | undefined },
+    connection: {
+      tty: boolean;
+      timeoutMs?: number | undefined;
+      retry?: boolean | undefined;
+      /** Starts a command (exec), as opposed to joining a running session (attach). */
+      command: boolean;
+    },
   ): Promise<ExecHandle> {
-    return call(operation, connection.retry, async () => {
+    // A command's upgrade is tried again only when the backend surely did not start it: it refused
+    // the upgrade (a 5xx or 429 answer), or no connection ever opened. A drop or a deadline once the
+    // request may have reached the backend is not retried: the command may be running already, and
+    // a retry would run it twice (a setup script, a clone). An attach starts nothing: retried as any call.
+    let connected = false;
+    const retryable = (error: unknown): boolean =>
+      isRetryable(error) && (!connection.command || !connected || error instanceof SandboxApiError);
+    const run = async (): Promise<ExecHandle> => {
+      connected = false;
       let handle: ExecHandle | undefined;
       const attachHandlers = (socket: WebSocket): void => {
         handle = createExecConnection(socket, handlers, {
@@ -387,10 +403,23 @@ export function createSandboxClient(options: SandboxClientOptions): SandboxClien
           logger,
         });
       };
-      await openSocket(target, { operation, path, query, upgradeTimeoutMs }, attachHandlers);
+      await openSocket(
+        target,
+        {
+          operation,
+          path,
+          query,
+          upgradeTimeoutMs,
+          onConnected: () => {
+            connected = true;
+          },
+        },
+        attachHandlers,
+      );
       if (handle === undefined) throw new Error('unreachable: the exec socket opened without handlers');
       return handle;
-    });
+    };
+    return connection.retry ? withRetry(operation, policy, run, logger, retryable) : run();
   }
 
   async function exec(name: string, execOptions: ExecOptions): Promise<ExecResult> {
@@ -405,7 +434,12 @@ export function createSandboxClient(options: SandboxClientOptions): SandboxClien
       `${sandboxPath(name)}/exec`,
       commandQuery(execOptions, stdin !== undefined, false),
       { onStdout: stdout.push, onStderr: stderr.push },
-      { tty: execOptions.tty === true, timeoutMs: execOptions.timeoutMs, retry: execOptions.retry },
+      {
+        tty: execOptions.tty === true,
+        timeoutMs: execOptions.timeoutMs,
+        retry: execOptions.retry,
+        command: true,
+      },
     );
     // Aborted during the upgrade, or later: the socket goes at once (a closing handshake would wait
     // behind the output still in flight), and with it the command.
@@ -464,7 +498,12 @@ export function createSandboxClient(options: SandboxClientOptions): SandboxClien
       `${sandboxPath(name)}/exec`,
       commandQuery(streamOptions, streamOptions.stdin === true, streamOptions.detachable === true),
       streamOptions,
-      { tty: streamOptions.tty === true, timeoutMs: streamOptions.timeoutMs, retry: streamOptions.retry },
+      {
+        tty: streamOptions.tty === true,
+        timeoutMs: streamOptions.timeoutMs,
+        retry: streamOptions.retry,
+        command: true,
+      },
     );
   }
 
@@ -474,7 +513,12 @@ export function createSandboxClient(options: SandboxClientOptions): SandboxClien
       `${sandboxPath(name)}/exec/${encodeURIComponent(sessionId)}`,
       new URLSearchParams(),
       attachOptions,
-      { tty: attachOptions.tty === true, timeoutMs: attachOptions.timeoutMs, retry: attachOptions.retry },
+      {
+        tty: attachOptions.tty === true,
+        timeoutMs: attachOptions.timeoutMs,
+        retry: attachOptions.retry,
+        command: false,
+      },
     );
   }
 

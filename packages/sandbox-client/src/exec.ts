@@ -69,6 +69,11 @@ export interface OpenSocketOptions {
   query: URLSearchParams;
   /** Deadline for the upgrade to complete (spec: 10 s). */
   upgradeTimeoutMs: number;
+  /**
+   * Called once the connection to the backend is open, i.e. the upgrade request may have reached
+   * it: a failure after that may have left the command started on the backend (a lost answer).
+   */
+  onConnected?: () => void;
 }
 
 /**
@@ -89,6 +94,15 @@ export function openSocket(
     const socket = new WebSocket(url, {
       headers: { authorization: `Bearer ${target.token}` },
       perMessageDeflate: false,
+      finishRequest: (request) => {
+        const onConnected = options.onConnected;
+        if (onConnected)
+          request.once('socket', (raw) => {
+            if (raw.connecting) raw.once('connect', onConnected);
+            else onConnected();
+          });
+        request.end();
+      },
     });
     let settled = false;
     const fail = (error: Error): void => {

@@ -8,6 +8,8 @@ import { SandboxApiError, SandboxTimeoutError, SandboxTransportError } from './e
  * the exponential step). Every other failure (another 4xx, a
  * protocol error) is thrown at once. A 429 that names a wait
  * (`retry_after_seconds` in the body or `Retry-After`) waits at least that long.
+ * A caller may narrow what is retried (`retryable`): a command's exec upgrade is not tried
+ * again once it may have reached the backend (client.ts `connect`).
  */
 export interface RetryPolicy {
   /** Attempts in all, first one included. Default 3. */
@@ -42,12 +44,13 @@ export async function withRetry<T>(
   policy: RetryPolicy,
   run: (attempt: number) => Promise<T>,
   logger?: RetryLogger,
+  retryable: (error: unknown) => boolean = isRetryable,
 ): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await run(attempt);
     } catch (error) {
-      if (attempt >= policy.attempts || !isRetryable(error)) throw error;
+      if (attempt >= policy.attempts || !retryable(error)) throw error;
       const delayMs = backoffDelayMs(policy, attempt, error);
       logger?.warn(
         { operation, attempt, delayMs: Math.round(delayMs), error: (error as Error).message },

@@ -511,6 +511,58 @@ describe('sandbox client against a loopback backend', () => {
       await assert.rejects(client.exec('sb', { cmd: ['true'], retry: true }), SandboxApiError);
       assert.equal(upgrades, 4);
     });
+
+    it('does not retry a command whose upgrade reached the backend unanswered (it may have started)', async () => {
+      let upgrades = 0;
+      backend.upgrade = (_request, socket) => {
+        upgrades++;
+        socket.destroy(); // read, then the connection drops: the backend may have started the command
+      };
+      const error = await client
+        .exec('sb', { cmd: ['true'], retry: true })
+        .catch((caught: unknown) => caught);
+      assert.ok(error instanceof SandboxTransportError, String(error));
+      assert.equal(upgrades, 1);
+      const quick = createSandboxClient({
+        baseUrl: backend.url,
+        token,
+        upgradeTimeoutMs: 200,
+        retryPolicy: { baseDelayMs: 10 },
+      });
+      backend.upgrade = () => {
+        upgrades++; // never answered
+      };
+      const late = await quick
+        .execStream('sb', { cmd: ['true'], retry: true })
+        .catch((caught: unknown) => caught);
+      assert.ok(late instanceof SandboxTimeoutError, String(late));
+      assert.equal(upgrades, 2, 'a timed-out upgrade is not tried again either');
+    });
+
+    it('retries an attach whose upgrade dropped (attaching twice starts nothing)', async () => {
+      let upgrades = 0;
+      backend.upgrade = (_request, socket) => {
+        upgrades++;
+        socket.destroy();
+      };
+      await assert.rejects(client.attach('sb', '7', { retry: true }), SandboxTransportError);
+      assert.equal(upgrades, 3);
+    });
+
+    it('retries a command whose connection never opened (nothing reached the backend)', async () => {
+      const closed = await startFakeBackend();
+      const url = closed.url;
+      await closed.close();
+      const attempts: number[] = [];
+      const logger = {
+        warn: (fields: Record<string, unknown>, message: string) => {
+          if (message === 'sandbox call failed, retrying') attempts.push(Number(fields['attempt']));
+        },
+      };
+      const logged = createSandboxClient({ baseUrl: url, token, retryPolicy: { baseDelayMs: 10 }, logger });
+      await assert.rejects(logged.exec('sb', { cmd: ['true'], retry: true }), SandboxTransportError);
+      assert.deepEqual(attempts, [1, 2], 'refused connections were retried: 3 attempts');
+    });
   });
 
   describe('exec streaming, TTY and attach', () => {

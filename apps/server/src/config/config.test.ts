@@ -292,6 +292,17 @@ describe('configuration', () => {
     refuses({ UNVERIFIED_PRUNE_AFTER_DAYS: '-1' }, 'UNVERIFIED_PRUNE_AFTER_DAYS');
   });
 
+  it('parses OWNER_LEASE_SECONDS, how long a hung owner keeps its conversations (default 30, 5 to 3600)', () => {
+    assert.equal(parseConfig({}).config.ownerLeaseSeconds, 30);
+    assert.equal(parseConfig({ OWNER_LEASE_SECONDS: '  ' }).config.ownerLeaseSeconds, 30);
+    assert.equal(parseConfig({ OWNER_LEASE_SECONDS: '5' }).config.ownerLeaseSeconds, 5);
+    assert.equal(parseConfig({ OWNER_LEASE_SECONDS: ' 3600 ' }).config.ownerLeaseSeconds, 3600);
+    for (const bad of ['4', '0', '3601', '-10', '7.5', '30s', 'abc'])
+      refuses({ OWNER_LEASE_SECONDS: bad }, 'OWNER_LEASE_SECONDS');
+    const problems = problemsOf({ OWNER_LEASE_SECONDS: '4' });
+    assert.deepEqual(problems, ['OWNER_LEASE_SECONDS: must be an integer from 5 to 3600']);
+  });
+
   it('reports every problem at once', () => {
     const problems = problemsOf({ PORT: 'x', SANDBOX_MAX_LIFETIME_HOURS: 'abc', FIRST_USER_ADMIN: 'y' });
     assert.equal(problems.length, 3);
@@ -403,7 +414,9 @@ describe('docs/configuration.md', () => {
     const docs = readFileSync(new URL('../../../../docs/configuration.md', import.meta.url), 'utf8');
     const read = new Set(
       [
-        ...source.matchAll(/\b(?:str|bool|nonNegInt|positiveInt|port|url|email|list)\('([A-Z][A-Z0-9_]+)'/g),
+        ...source.matchAll(
+          /\b(?:str|bool|nonNegInt|positiveInt|intBetween|port|url|email|list)\('([A-Z][A-Z0-9_]+)'/g,
+        ),
       ].map((m) => m[1]!),
     );
     assert.ok(read.size > 40, `found only ${read.size} variables: the pattern no longer matches config.ts`);

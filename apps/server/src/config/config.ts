@@ -135,6 +135,12 @@ export interface Config {
     readonly loginFailureWindowSeconds: number;
   };
   readonly shutdownGraceSeconds: number;
+  /**
+   * OWNER_LEASE_SECONDS: how long a conversation owner that stopped answering (hung, not dead)
+   * keeps its conversations before another replica fences it and takes them over
+   * (conversations/engine/owner.ts invariant 7). An integer from 5 to 3600.
+   */
+  readonly ownerLeaseSeconds: number;
 }
 
 export class ConfigError extends Error {
@@ -150,6 +156,14 @@ export interface ParseResult {
   config: Config;
   warnings: string[];
 }
+
+/**
+ * OWNER_LEASE_SECONDS bounds: below 5 s a busy event loop or a slow database could cost a healthy
+ * owner its conversations (it renews every third of the lease); above an hour a hung owner is
+ * not replaced in any useful time.
+ */
+export const MIN_OWNER_LEASE_SECONDS = 5;
+export const MAX_OWNER_LEASE_SECONDS = 3600;
 
 const MASTER_KEY_FORM = /^[A-Za-z0-9_-]{43}$/;
 
@@ -211,6 +225,15 @@ export function parseConfig(env: Env): ParseResult {
       return fallback;
     }
     return n;
+  };
+  const intBetween = (name: string, fallback: number, min: number, max: number): number => {
+    const v = str(name);
+    if (v === undefined) return fallback;
+    if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) {
+      problems.push(`${name}: must be an integer from ${min} to ${max}`);
+      return fallback;
+    }
+    return Number(v);
   };
   const port = (name: string): number | undefined => {
     const v = str(name);
@@ -627,6 +650,12 @@ export function parseConfig(env: Env): ParseResult {
       loginFailureWindowSeconds: positiveInt('LOGIN_FAILURE_WINDOW_SECONDS', 900),
     },
     shutdownGraceSeconds: positiveInt('SHUTDOWN_GRACE_SECONDS', 120),
+    ownerLeaseSeconds: intBetween(
+      'OWNER_LEASE_SECONDS',
+      30,
+      MIN_OWNER_LEASE_SECONDS,
+      MAX_OWNER_LEASE_SECONDS,
+    ),
   };
 
   if (problems.length > 0) throw new ConfigError(problems);

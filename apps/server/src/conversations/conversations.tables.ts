@@ -138,8 +138,18 @@ export interface LogEventsTable {
   created_at: Timestamp;
 }
 
+/** One server process's owner lease (migration 0031; engine/owner.ts invariant 7). */
+export interface OwnerNodesTable {
+  node: string;
+  backend_pid: number;
+  backend_start: Date;
+  lease_until: Date;
+  renewed_at: Generated<Date>;
+}
+
 export interface ConversationsTables {
   conversations: ConversationsTable;
+  owner_nodes: OwnerNodesTable;
   sandboxes: SandboxesTable;
   sandbox_destroys: SandboxDestroysTable;
   untracked_sandboxes: UntrackedSandboxesTable;

@@ -11,7 +11,7 @@ import { type Kysely, sql } from 'kysely';
 import type pg from 'pg';
 
 // A fixed 64-bit key: "paddock migrations".
-const MIGRATION_LOCK_KEY = 7_261_633_001_845_239n;
+export const MIGRATION_LOCK_KEY = 7_261_633_001_845_239n;
 
 export interface Migration {
   name: string;

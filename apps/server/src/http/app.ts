@@ -128,6 +128,8 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       { method: request.method, route, status_code: String(reply.statusCode) },
       reply.elapsedTime / 1000,
     );
+    // Every 429 is a rate-limit refusal (the global and auth limits, the sign-in and export throttles).
+    if (reply.statusCode === 429) metrics.rateLimitRefusals.inc({ route });
   });
 
   if (readable) registerReadableAccessLog(self);

@@ -77,6 +77,34 @@ export async function listStaleTenantKeys(
   return (await q.execute()).map((r) => r.tenant_id);
 }
 
+/** Tenant keys after `afterTenantId`, in id order (the verify-secrets walk; read only). */
+export async function listTenantKeys(
+  db: Db,
+  afterTenantId: string | null,
+  limit: number,
+): Promise<TenantKeyRow[]> {
+  let q = db
+    .selectFrom('tenant_keys')
+    .select(['tenant_id', 'wrapped_key', 'key_version'])
+    .orderBy('tenant_id')
+    .limit(limit);
+  if (afterTenantId) q = q.where('tenant_id', '>', afterTenantId);
+  return await q.execute();
+}
+
+/** Every secret of one tenant, environment and vault alike, with its owner. */
+export async function listTenantSecrets(
+  db: Db,
+  tenantId: string,
+): Promise<{ key: string; environment_id: string | null; vault_id: string | null; ciphertext: Buffer }[]> {
+  return await db
+    .selectFrom('secrets')
+    .select(['key', 'environment_id', 'vault_id', 'ciphertext'])
+    .where('tenant_id', '=', tenantId)
+    .orderBy('id')
+    .execute();
+}
+
 export async function listSecrets(db: Db, tenantId: string, owner: SecretOwner): Promise<SecretRow[]> {
   return await db
     .selectFrom('secrets')

@@ -32,6 +32,8 @@ import {
   insertTenantKeyIfMissing,
   listSecrets,
   listStaleTenantKeys,
+  listTenantKeys,
+  listTenantSecrets,
   type SecretOwner,
   updateTenantKey,
   upsertSecret,
@@ -53,6 +55,17 @@ export interface RotationReport {
   rewrapped: number;
   /** Keys wrapped by neither the current nor the previous master key: left untouched. */
   unmatched: number;
+}
+
+export interface VerificationReport {
+  /** Tenant keys that unwrap under a configured master key. */
+  tenants: number;
+  /** Tenant keys wrapped by no configured master key, or failing authentication under it. */
+  tenantsUnreadable: number;
+  /** Secrets that decrypt and authenticate under their tenant key. */
+  secrets: number;
+  /** Secrets that do not (their tenant key is unreadable, or the ciphertext fails authentication). */
+  secretsUnreadable: number;
 }
 
 export interface SecretsService {
@@ -102,6 +115,14 @@ export interface SecretsService {
     batchSize?: number;
     onBatch?: (done: RotationReport) => void;
   }): Promise<RotationReport>;
+  /**
+   * Unwraps every tenant key and decrypts every secret, reading only (`task verify-secrets`,
+   * the restore drill): the values are decrypted in memory and dropped.
+   */
+  verifyAll(options?: {
+    batchSize?: number;
+    onBatch?: (done: VerificationReport) => void;
+  }): Promise<VerificationReport>;
 }
 
 export interface SecretsDeps {
@@ -312,6 +333,71 @@ export function createSecretsService(deps: SecretsDeps): SecretsService {
           });
         }
         after = batch.at(-1) ?? null;
+        options.onBatch?.({ ...report });
+      }
+      return report;
+    },
+
+    async verifyAll(options = {}) {
+      const batchSize = options.batchSize ?? 100;
+      const report: VerificationReport = {
+        tenants: 0,
+        tenantsUnreadable: 0,
+        secrets: 0,
+        secretsUnreadable: 0,
+      };
+      let after: string | null = null;
+      for (;;) {
+        const batch = await listTenantKeys(deps.db, after, batchSize);
+        if (batch.length === 0) break;
+        for (const row of batch) {
+          const tenantId = row.tenant_id;
+          const rows = await listTenantSecrets(deps.db, tenantId);
+          const master = masterFor(row.key_version);
+          let dek: Buffer | null = null;
+          if (master) {
+            try {
+              dek = unwrapDataKey(master, tenantId, row.wrapped_key);
+            } catch (err) {
+              if (!(err instanceof DecryptionError)) throw err;
+            }
+          }
+          if (!dek) {
+            report.tenantsUnreadable += 1;
+            report.secretsUnreadable += rows.length;
+            // Fingerprints only, as everywhere: they identify a key without revealing it.
+            deps.logger.error(
+              {
+                tenantId,
+                storedKeyVersion: row.key_version,
+                currentKeyVersion: currentId,
+                previousKeyVersion: previousId,
+              },
+              master
+                ? 'tenant key failed authentication under the master key its fingerprint names'
+                : 'tenant key is wrapped by a master key that is not configured',
+            );
+            continue;
+          }
+          report.tenants += 1;
+          for (const secret of rows) {
+            const owner: SecretOwner = secret.environment_id
+              ? { kind: 'environment', id: secret.environment_id }
+              : { kind: 'vault', id: secret.vault_id ?? '' };
+            try {
+              decryptSecret(dek, binding(tenantId, owner, secret.key), secret.ciphertext);
+              report.secrets += 1;
+            } catch (err) {
+              if (!(err instanceof DecryptionError)) throw err;
+              report.secretsUnreadable += 1;
+              deps.logger.error(
+                { tenantId, ownerKind: owner.kind, ownerId: owner.id, key: secret.key },
+                'secret failed authentication under its tenant key',
+              );
+            }
+          }
+        }
+        after = batch.at(-1)?.tenant_id ?? null;
         options.onBatch?.({ ...report });
       }
       return report;

@@ -370,4 +370,95 @@ describe('secrets service on PostgreSQL', () => {
       await rotationDb.drop();
     }
   });
+  it('verify-secrets decrypts every secret and writes nothing; a tampered secret or a wrong key fails it', async () => {
+    const verifyDb = await createTestDatabase();
+    const app = await buildTestApp({ database: verifyDb, env: { MASTER_SECRETS_KEY: b64(masterA) } });
+    try {
+      const users = [await createVerifiedUser(app.deps.db), await createVerifiedUser(app.deps.db)];
+      for (const u of users) {
+        for (const path of ['/api/environments', '/api/vaults']) {
+          const res = await app.app.inject({
+            method: 'POST',
+            url: path,
+            headers: u.auth,
+            payload: { name: 'x' },
+          });
+          assert.equal(res.statusCode, 201, res.body);
+          for (const k of ['A', 'B']) {
+            const put = await app.app.inject({
+              method: 'POST',
+              url: `${path}/${res.json().id}/secrets`,
+              headers: u.auth,
+              payload: { key: k, value: `value-${k}-${u.id}` },
+            });
+            assert.equal(put.statusCode, 201, put.body);
+          }
+        }
+      }
+      await createVerifiedUser(app.deps.db); // an account without a tenant key: verify creates none
+      const snapshot = async () => ({
+        keys: await app.deps.db.selectFrom('tenant_keys').selectAll().orderBy('tenant_id').execute(),
+        secrets: await app.deps.db.selectFrom('secrets').selectAll().orderBy('id').execute(),
+      });
+      const before = await snapshot();
+      const run = async (deps: TestApp['deps']) => {
+        const lines: string[] = [];
+        const result = await TASKS['verify-secrets']!.run({
+          deps,
+          args: ['--batch-size', '1'],
+          print: (l) => lines.push(l),
+        }).then(
+          () => null,
+          (err: unknown) => err,
+        );
+        return { lines, result };
+      };
+
+      const ok = await run(app.deps);
+      assert.equal(ok.result, null);
+      assert.deepEqual(ok.lines, [
+        'verified 2 tenant key(s) and 8 secret(s); 0 tenant key(s) and 0 secret(s) unreadable',
+      ]);
+      assert.deepEqual(await snapshot(), before);
+
+      const wrongKey = key();
+      const wrong = await buildTestApp({ database: verifyDb, env: { MASTER_SECRETS_KEY: b64(wrongKey) } });
+      try {
+        const bad = await run(wrong.deps);
+        assert.ok(bad.result instanceof Error);
+        assert.match(
+          bad.result.message,
+          /2 tenant key\(s\) cannot be unwrapped and 8 secret\(s\) cannot be decrypted/,
+        );
+        assert.deepEqual(bad.lines, [
+          'verified 0 tenant key(s) and 0 secret(s); 2 tenant key(s) and 8 secret(s) unreadable',
+        ]);
+        const logText = wrong.logs.join('');
+        assert.match(logText, /wrapped by a master key that is not configured/);
+        for (const k of [masterA, wrongKey]) assert.ok(!logText.includes(b64(k)));
+        for (const u of users) assert.ok(!logText.includes(`value-A-${u.id}`));
+      } finally {
+        await wrong.close();
+      }
+      assert.deepEqual(await snapshot(), before);
+
+      // One tampered ciphertext: that secret alone is unreadable.
+      const victim = before.secrets[0]!;
+      const tampered = Buffer.from(victim.ciphertext);
+      tampered[tampered.length - 1] = (tampered[tampered.length - 1] ?? 0) ^ 0x01;
+      await app.deps.db
+        .updateTable('secrets')
+        .set({ ciphertext: tampered })
+        .where('id', '=', victim.id)
+        .execute();
+      const one = await run(app.deps);
+      assert.ok(one.result instanceof Error);
+      assert.deepEqual(one.lines, [
+        'verified 2 tenant key(s) and 7 secret(s); 0 tenant key(s) and 1 secret(s) unreadable',
+      ]);
+    } finally {
+      await app.close();
+      await verifyDb.drop();
+    }
+  });
 });

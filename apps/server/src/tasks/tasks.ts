@@ -4,6 +4,7 @@
 import { promoteAdminTask, verifyEmailTask } from '../accounts/accounts.tasks.ts';
 import { SCHEDULED_JOBS } from '../jobs/schedule.ts';
 import { rotateMasterKeyTask } from '../secrets/rotate-master-key.task.ts';
+import { verifySecretsTask } from '../secrets/verify-secrets.task.ts';
 import { jobTask } from './job-task.ts';
 import type { Task } from './task.ts';
 
@@ -11,5 +12,6 @@ export const TASKS: Record<string, Task> = {
   'verify-email': verifyEmailTask,
   'promote-admin': promoteAdminTask,
   'rotate-master-key': rotateMasterKeyTask,
+  'verify-secrets': verifySecretsTask,
   ...Object.fromEntries(SCHEDULED_JOBS.map((job) => [job.name, jobTask(job)])),
 };

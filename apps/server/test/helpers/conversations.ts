@@ -143,6 +143,12 @@ export interface HarnessOptions {
   sandboxdNet?: TestNet;
   /** The backend with the test run's shared runtime layer (the agent CLIs in every sandbox). */
   runtimeLayer?: boolean;
+  /**
+   * Where the server reaches the backend, given the backend's URL: a proxy in front of it
+   * (sandbox-fault-proxy.ts). Default: the backend itself. The harness's own backend calls
+   * (backendSandboxes, destroyBackendSandbox) still go to the backend directly.
+   */
+  sandboxUrl?: (backendUrl: string) => Promise<string>;
 }
 
 export async function startConversationHarness(options: HarnessOptions = {}): Promise<ConversationHarness> {
@@ -161,11 +167,18 @@ export async function startConversationHarness(options: HarnessOptions = {}): Pr
     await sandboxd.stop();
     throw err;
   });
+  const sandboxUrl = options.sandboxUrl
+    ? await options.sandboxUrl(first.url).catch(async (err: unknown) => {
+        await sandboxd.stop().catch(() => {});
+        await database.drop().catch(() => {});
+        throw err;
+      })
+    : first.url;
   const { config } = parseConfig(
     testEnv({
       DATABASE_URL: database.url,
       DATABASE_SSL: 'false',
-      SANDBOX_BASE_URL: first.url,
+      SANDBOX_BASE_URL: sandboxUrl,
       SANDBOX_TOKEN: sandboxd.token,
       ...options.env,
     }),

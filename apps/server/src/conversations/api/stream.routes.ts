@@ -11,8 +11,13 @@
 //    once the socket took the last one (a stalled client costs one page, and resumes where it
 //    stopped); each page is one socket write. Test: "delivers a large backlog in order".
 // 3. Never silent heartbeats: while the conversation is pending or running and no process holds
-//    its ownership lock, every heartbeat (and a feed `owner_lost`) sends `event: owner_lost`
-//    instead of a ping. Test: "tells the viewer when the owner is gone".
+//    its ownership lock, or the holder's owner lease expired (a hung owner, owner.ts invariant
+//    7), every heartbeat sends `event: owner_lost` instead of a ping. A feed `owner_lost` (the
+//    replica fencing a hung owner publishes it just before it frees the locks and adopts) sends
+//    it at once while the conversation is pending or running: it is that moment's news, true
+//    when published, and the adoption right after it may already be done when the viewer looks.
+//    Tests: "tells the viewer when the owner is gone" (conversations.stream.test.ts), "a
+//    SIGSTOPped owner is replaced…" (conversations.hung-owner.test.ts).
 // 4. Who may read: the tenant's full-scope credentials, and a sandbox callback key as
 //    sandbox-key.ts rules (its own conversation and its descendants); anything else is 404. Only
 //    the former clears `unread`. Test: "a callback key cannot read another conversation of the tenant".
@@ -496,13 +501,13 @@ function startViewer(input: ViewerInput): () => void {
   };
 
   /** The heartbeat: a ping, or owner_lost (invariant 3), or `end` when the conversation is gone. */
-  const beat = async (ping: boolean): Promise<void> => {
+  const beat = async (ping: boolean, ownerLost = false): Promise<void> => {
     try {
       const conversation = await findConversationRef(db, tenantId, conversationId);
       if (stopped) return;
       if (!conversation) return end({ reason: 'deleted' });
       const live = conversation.status === 'pending' || conversation.status === 'running';
-      if (live && !(await input.ownershipProbe.isOwned(conversationId))) {
+      if (live && (ownerLost || !(await input.ownershipProbe.isOwned(conversationId)))) {
         if (!stopped)
           write(sseEvent('owner_lost', { conversation_id: conversationId, status: conversation.status }));
       } else if (ping && !out.writableNeedDrain) write(SSE_PING);
@@ -524,7 +529,7 @@ function startViewer(input: ViewerInput): () => void {
         // status or owner_lost: look at the row and the lock now, and catch up on rows.
         if (signal.type === 'status' && input.ownerReads)
           void clearUnread(db, tenantId, conversationId).catch(fail);
-        void beat(false);
+        void beat(false, signal.type === 'owner_lost');
         dirty = true;
         void pump();
       }

@@ -38,6 +38,7 @@ import type { Db } from '../../db/database.ts';
 import { AppError } from '../../http/errors.ts';
 import { reportError } from '../../observability/error-reports.ts';
 import type { Logger } from '../../observability/logger.ts';
+import type { Metrics } from '../../observability/metrics.ts';
 import { withConversation, withSpan } from '../../observability/tracing.ts';
 import {
   type AgentSnapshot,
@@ -93,6 +94,7 @@ export interface ServerDeps {
   revokeCallbackKeys(conversationId: string): Promise<unknown>;
   newSandboxName(tenantId: string): string;
   logger: Logger;
+  metrics: Pick<Metrics, 'turnsStarted' | 'turnsFinished' | 'turnFirstOutput' | 'ownerTakeovers'>;
 }
 
 type Round = Awaited<ReturnType<typeof ownerRound>>;
@@ -384,6 +386,7 @@ export function createConversationServer(
     adapter: ReturnType<RuntimeRegistry>,
   ) => {
     if (result.status === 'detached') return;
+    deps.metrics.turnsFinished.inc({ runtime: adapter.runtime, outcome: result.status });
     await writer.flush();
     await ownerEndTurn(db, lease, turn.id, {
       status: result.status,
@@ -609,11 +612,16 @@ export function createConversationServer(
             }),
           ),
         );
-        run = await startTurn(io, {
-          argv: command.argv,
-          env: { ...provisioned?.env, ...command.env },
-          cwd: command.cwd,
-        });
+        run = await startTurn(
+          io,
+          { argv: command.argv, env: { ...provisioned?.env, ...command.env }, cwd: command.cwd },
+          () =>
+            deps.metrics.turnFirstOutput.observe(
+              { runtime: adapter.runtime },
+              (Date.now() - startedAt) / 1000,
+            ),
+        );
+        deps.metrics.turnsStarted.inc({ runtime: adapter.runtime });
       } catch {
         // A spawn that never starts: the turn fails, the conversation goes idle. When the
         // sandbox itself is gone, its row ends so that the next prompt provisions a new one.

@@ -10,8 +10,14 @@
 //    are gone; another process may already own them). While it is being re-opened (owner.ts
 //    invariant 3a) the lifecycle clock skips its ticks: without the connection nothing can be
 //    owned or adopted, and every query of a tick would fail and log.
+// 2a. Every probe of the lifecycle clock first fences the nodes whose owner lease expired
+//    (owner.ts invariant 7) and publishes `owner_lost` for their live conversations.
 // 3. The boot sweep runs once per cluster at start-up (a cluster-wide advisory lock), adopting
-//    conversations left by a process that died (test: the kill -9 test).
+//    conversations left by a process that died (test: the kill -9 test). The first replica to
+//    start keeps the lock while it lives (it goes with its ownership connection): a replica that
+//    starts beside a running one leaves orphans to the orphan probes, which every replica runs
+//    every 2 s, so replicas booting together sweep once, not once each (test:
+//    replicas.concurrent-boot.test.ts; it logs `boot sweep: …` once).
 // 4. A delete tells the conversation's log viewers at once, in every process, also when no
 //    server owns the conversation (an idle one). Test (conversations.stream-abort.test.ts): "a
 //    viewer of a deleted idle conversation gets `end` at once, on another instance too".
@@ -138,7 +144,9 @@ export function createEngine(
   // orphan probe runs every few seconds on every process).
   const adopt = async (tenantId: string, conversationId: string) => {
     await listen();
-    await bus.adopt({ type: 'prompt', tenantId, conversationId });
+    const held = ownership.holds(conversationId);
+    if ((await bus.adopt({ type: 'prompt', tenantId, conversationId })) && !held)
+      deps.metrics.ownerTakeovers.inc();
   };
 
   const clock = createLifecycleClock({
@@ -148,6 +156,14 @@ export function createEngine(
     servers: () => [...servers.values()],
     paused: () => listening !== null && !ownership.connected(),
     adopt,
+    // Owner leases (owner.ts invariant 7): a hung owner's viewers, in every process, hear at
+    // once that nobody owns its live conversations (stream.routes.ts invariant 3), before the
+    // adoption that follows in the same probe.
+    fenceExpired: () =>
+      ownership.fenceExpired((fenced) => {
+        for (const node of fenced)
+          for (const c of node.conversations) deps.feed.publish(c.conversationId, { type: 'owner_lost' });
+      }),
     retryDestroys: () => deps.destroys.retryDue(),
   });
   // Back after a loss: adopt the conversations that were stopped (their turns kept running in
@@ -167,12 +183,10 @@ export function createEngine(
     async start() {
       await listen();
       clock.start();
+      // Invariant 3: the lock is kept for as long as this process's ownership connection lives.
       if (await ownership.tryClusterLock('boot-sweep')) {
-        try {
-          await clock.tick();
-        } finally {
-          await ownership.releaseClusterLock('boot-sweep');
-        }
+        logger.info('boot sweep: adopting the conversations of processes that died');
+        await clock.tick();
       }
     },
 

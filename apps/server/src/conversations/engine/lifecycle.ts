@@ -15,6 +15,10 @@
 //    replica owns it within 5 s", conversations.takeover.test.ts). The probe reads which
 //    conversations are locked from pg_locks in the same statement, so it tries only true
 //    orphans: a conversation another process owns costs no lock attempt and no NOTIFY.
+// 3a. Hung owners (owner.ts invariant 7): before looking for orphans the probe fences every
+//    other node whose lease expired (its epochs bumped, its ownership backend ended, so its
+//    locks are free): the same sweep then adopts its conversations. A hung owner is so replaced
+//    within its lease plus one probe interval (test: conversations.hung-owner.test.ts).
 // 4. Every tick also retries the backend destroys that failed (destroy-queue.ts), whatever the
 //    conversations: a sandbox whose destroy failed is gone once the backend confirms one.
 import { sql } from 'kysely';
@@ -51,6 +55,8 @@ export function createLifecycleClock(deps: {
   servers(): ConversationServer[];
   /** True while a tick could do nothing (the ownership connection is being re-opened): it is skipped. */
   paused?(): boolean;
+  /** Fence the nodes whose lease expired (owner.ts invariant 7), before the orphans are read. */
+  fenceExpired?(): Promise<unknown>;
   /** Try to take over an orphan and start its server. */
   adopt(tenantId: string, conversationId: string): Promise<void>;
   /** Retry the backend destroys that failed (destroy-queue.ts). */
@@ -111,6 +117,10 @@ export function createLifecycleClock(deps: {
   };
 
   const sweepOrphans = async () => {
+    // Invariant 3a: a failed fence must not keep the true orphans from being adopted.
+    await deps
+      .fenceExpired?.()
+      .catch((err: unknown) => deps.logger.error({ err }, 'fencing expired owner leases failed'));
     const owned = new Set(deps.servers().map((s) => s.lease.conversationId));
     const rows = await db
       .selectFrom('conversations as c')

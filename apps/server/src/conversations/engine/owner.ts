@@ -28,6 +28,23 @@
 // 6. The lock and the epoch bump are one statement (one round trip), the bump only when the lock
 //    was taken; a lock taken for a conversation that is gone, or by a statement that failed, is
 //    released at once (session advisory locks survive a failed statement).
+// 7. Owner leases (issue 39, deliverable 2): a hung owner (SIGSTOP, a frozen VM) keeps its
+//    connection, so its locks, open; the lease bounds how long. At every connect the process
+//    registers its node in owner_nodes with the dedicated connection's backend (pid and start
+//    time) and a lease of leaseSeconds, and renews it every third of that with ONE statement on
+//    that connection, whatever the number of conversations. fenceExpired (run by every replica's
+//    orphan probe, lifecycle.ts) takes the rows whose lease ran out (another node's, never its
+//    own) in one statement that deletes them and bumps the epoch of every conversation they
+//    last took (so the hung owner's writes fail from then on), and only then ends their
+//    ownership backend (pg_terminate_backend: the database role may end its own backends, no
+//    superuser needed), which frees every lock; the orphan adoption that follows takes the
+//    conversations with a new epoch. Two replicas fencing at once fence once (the DELETE takes
+//    each row once; the other finds nothing). A woken owner writes nothing: its writes fail on
+//    the epoch, its connection is gone (onLost stops every server), and a renewal that finds
+//    its row gone ends the connection itself (so a fence whose terminate did not work still
+//    frees the locks once the owner wakes). Bound: lease + the probe interval. isOwned counts a
+//    lock whose holder's lease expired as no owner (the viewers' owner_lost). Test:
+//    conversations.hung-owner.test.ts.
 import pg from 'pg';
 import type { Logger } from '../../observability/logger.ts';
 import type { OwnerLease, OwnershipProbe } from '../contracts.ts';
@@ -44,6 +61,15 @@ export const LOCK_NAMESPACE = 'paddock:conversation:';
 export const HELD_LOCK_KEYS = `SELECT (classid::int8 << 32) | objid::int8 FROM pg_locks
   WHERE locktype = 'advisory' AND granted AND objsubid = 1
     AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`;
+
+/** OWNER_LEASE_SECONDS (config.ts): how long a hung owner keeps its conversations. */
+export const DEFAULT_LEASE_SECONDS = 30;
+
+/** A node fenced by fenceExpired: its pending/running conversations (their viewers see owner_lost). */
+export interface FencedNode {
+  node: string;
+  conversations: { tenantId: string; conversationId: string }[];
+}
 
 export interface Ownership extends OwnershipProbe {
   /** Opens the dedicated connection (idempotent). */
@@ -64,6 +90,11 @@ export interface Ownership extends OwnershipProbe {
   onRestored(listener: () => void): void;
   /** Whether the dedicated connection is open now (false while it is being re-opened after a loss). */
   connected(): boolean;
+  /**
+   * Invariant 7: fences every other node whose lease expired; `beforeTerminate` runs after the
+   * epochs were bumped and before the backends are ended (the engine tells the viewers).
+   */
+  fenceExpired(beforeTerminate?: (fenced: FencedNode[]) => void): Promise<FencedNode[]>;
   close(): Promise<void>;
 }
 
@@ -85,12 +116,69 @@ const ACQUIRE_SQL = `WITH l AS MATERIALIZED (SELECT pg_try_advisory_lock(hashtex
   )
 SELECT l.ok, b.owner_epoch::text AS owner_epoch, b.status, b.agent_id FROM l LEFT JOIN b ON true`;
 
+/** Invariant 7: $1 node, $2 lease seconds. Registers (or re-registers) this connection's backend. */
+const REGISTER_SQL = `INSERT INTO owner_nodes (node, backend_pid, backend_start, lease_until, renewed_at)
+  SELECT $1, pid, backend_start, now() + make_interval(secs => $2), now()
+  FROM pg_stat_activity WHERE pid = pg_backend_pid()
+  ON CONFLICT (node) DO UPDATE SET backend_pid = EXCLUDED.backend_pid,
+    backend_start = EXCLUDED.backend_start, lease_until = EXCLUDED.lease_until, renewed_at = now()`;
+
+/** Invariant 7: $1 node, $2 lease seconds. No row: this node was fenced. */
+const RENEW_SQL = `UPDATE owner_nodes SET lease_until = now() + make_interval(secs => $2), renewed_at = now()
+  WHERE node = $1 AND backend_pid = pg_backend_pid() RETURNING 1 AS ok`;
+
+/**
+ * Invariant 7: $1 this node. Takes the expired rows of other nodes and bumps the epoch of the
+ * conversations they took last, in one statement (committed before any backend is ended).
+ */
+const FENCE_SQL = `WITH fenced AS (
+    DELETE FROM owner_nodes WHERE lease_until < now() AND node <> $1
+    RETURNING node, backend_pid, backend_start
+  ),
+  bumped AS (
+    UPDATE conversations c SET owner_epoch = c.owner_epoch + 1
+    FROM fenced f WHERE c.owner_node = f.node
+    RETURNING c.tenant_id, c.id, c.status, f.node
+  )
+SELECT f.node, f.backend_pid, f.backend_start::text AS backend_start,
+  coalesce((SELECT json_agg(json_build_array(b.tenant_id, b.id)) FROM bumped b
+    WHERE b.node = f.node AND b.status IN ('pending', 'running')), '[]'::json) AS live
+FROM fenced f`;
+
+/**
+ * Invariant 7: $1 pid, $2 backend start. Ends that backend if it is still the one registered (a
+ * pid may have been reused), waiting up to 5 s for it to exit so that its locks are free.
+ */
+const TERMINATE_SQL = `SELECT pg_terminate_backend(pid, 5000) AS ended FROM pg_stat_activity
+  WHERE pid = $1 AND backend_start = $2::timestamptz`;
+
+/**
+ * Invariant 7: a held lock counts as no owner when its holder is a registered node whose lease
+ * expired (a lock held by a connection that is no node, as in tests, still counts).
+ */
+const LEASE_EXPIRED_HOLDER = `EXISTS (SELECT 1 FROM owner_nodes n
+  WHERE n.backend_pid = l.pid AND n.lease_until < now()
+    AND n.backend_start = (SELECT a.backend_start FROM pg_stat_activity a WHERE a.pid = l.pid))`;
+
+/** Invariant 7: how long a stopping process waits for its lease row's removal. */
+const CLOSE_DELETE_TIMEOUT_MS = 2000;
+
 /** Invariant 3a: the first retry after a failed re-open, and the longest wait between two. */
 const RECONNECT_FIRST_DELAY_MS = 100;
 export const RECONNECT_MAX_DELAY_MS = 2000;
 
-export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Logger }): Ownership {
+export function createOwnership(deps: {
+  pool: pg.Pool;
+  node: string;
+  logger: Logger;
+  /** Invariant 7 (default DEFAULT_LEASE_SECONDS). */
+  leaseSeconds?: number;
+}): Ownership {
+  const leaseSeconds = deps.leaseSeconds ?? DEFAULT_LEASE_SECONDS;
   let client: pg.Client | null = null;
+  /** Invariant 7: the renewal timer, and the current connection's drop (a fenced renewal calls it). */
+  let renewal: NodeJS.Timeout | null = null;
+  let dropCurrent: ((err: Error) => void) | null = null;
   let opening: Promise<pg.Client> | null = null;
   let closing = false;
   /** Invariant 3a: the pending retry after a failed re-open, the error it failed with, the outage. */
@@ -139,12 +227,17 @@ export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Log
     };
     c.on('error', onDrop);
     c.on('end', () => onDrop());
+    dropCurrent = (err) => {
+      onDrop(err);
+      void c.end().catch(() => {});
+    };
     c.on('notification', (msg) => {
       const handler = channels.get(msg.channel);
       if (handler && msg.payload !== undefined) handler(msg.payload);
     });
     try {
       await c.connect();
+      await query(c, REGISTER_SQL, [deps.node, leaseSeconds]);
       for (const channel of channels.keys()) await query(c, `LISTEN ${pg.escapeIdentifier(channel)}`);
     } catch (err) {
       await c.end().catch(() => {});
@@ -155,7 +248,38 @@ export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Log
       throw new Error('the ownership connection is closed (the process is stopping)');
     }
     client = c;
+    startRenewal();
     return c;
+  };
+
+  /** Invariant 7: renew every third of the lease; a renewal that finds no row was fenced. */
+  const renew = async (): Promise<void> => {
+    const c = client;
+    if (!c || closing) return;
+    let renewed: boolean;
+    try {
+      renewed = (await query<{ ok: number }>(c, RENEW_SQL, [deps.node, leaseSeconds])).rowCount === 1;
+    } catch (err) {
+      // A dropped connection is its own error handler's to report; anything else is news.
+      if (client === c && !closing)
+        deps.logger.warn(
+          { err: err instanceof Error ? err.message : String(err) },
+          'renewing the conversation ownership lease failed',
+        );
+      return;
+    }
+    if (renewed || client !== c || closing) return;
+    deps.logger.error(
+      { node: deps.node },
+      'conversation ownership lease was fenced by another replica (this process was unresponsive past its lease)',
+    );
+    dropCurrent?.(new Error('the ownership lease expired and another replica fenced it'));
+  };
+
+  const startRenewal = (): void => {
+    if (renewal) return;
+    renewal = setInterval(() => void renew(), (leaseSeconds * 1000) / 3);
+    renewal.unref();
   };
 
   /** Invariant 3a: the database answered again after a loss. */
@@ -286,8 +410,13 @@ export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Log
     holds: (conversationId) => held.has(conversationId),
 
     async isOwned(conversationId) {
+      // Invariant 7: a lock whose holder's lease expired is no owner.
       const res = await deps.pool.query<{ owned: boolean }>(
-        `SELECT hashtextextended($1, 0) IN (${HELD_LOCK_KEYS}) AS owned`,
+        `SELECT EXISTS (SELECT 1 FROM pg_locks l
+           WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+             AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+             AND ((l.classid::int8 << 32) | l.objid::int8) = hashtextextended($1, 0)
+             AND NOT ${LEASE_EXPIRED_HOLDER}) AS owned`,
         [LOCK_NAMESPACE + conversationId],
       );
       return res.rows[0]?.owned === true;
@@ -327,14 +456,72 @@ export function createOwnership(deps: { pool: pg.Pool; node: string; logger: Log
 
     connected: () => client !== null,
 
+    async fenceExpired(beforeTerminate) {
+      const res = await deps.pool.query<{
+        node: string;
+        backend_pid: number;
+        backend_start: string;
+        live: [string, string][];
+      }>(FENCE_SQL, [deps.node]);
+      const fenced = res.rows.map((r) => ({
+        node: r.node,
+        conversations: r.live.map(([tenantId, conversationId]) => ({ tenantId, conversationId })),
+      }));
+      if (fenced.length === 0) return fenced;
+      beforeTerminate?.(fenced);
+      for (const row of res.rows) {
+        const live = fenced.find((f) => f.node === row.node)?.conversations.length ?? 0;
+        let hung: boolean;
+        try {
+          const ended = await deps.pool.query<{ ended: boolean }>(TERMINATE_SQL, [
+            row.backend_pid,
+            row.backend_start,
+          ]);
+          hung = ended.rows[0]?.ended === true;
+        } catch (err) {
+          // Another database role's backend (permission denied): its epochs are bumped already,
+          // and its next renewal, once it wakes, finds its row gone and frees the locks itself.
+          deps.logger.warn(
+            { node: row.node, conversations: live, err: err instanceof Error ? err.message : String(err) },
+            'fenced a conversation owner whose lease expired, but could not end its ownership connection: its conversations are adopted once it lets go',
+          );
+          continue;
+        }
+        // A node that died (kill -9) left its row: removing it is routine. A hung one is news.
+        deps.logger[hung || live > 0 ? 'warn' : 'info'](
+          { node: row.node, conversations: live, ownershipConnectionEnded: hung },
+          hung
+            ? 'fenced a conversation owner whose lease expired (unresponsive): its conversations are adopted'
+            : 'removed the expired lease of a conversation owner that is gone',
+        );
+      }
+      return fenced;
+    },
+
     async close() {
       closing = true;
       if (retry) clearTimeout(retry);
       retry = null;
+      if (renewal) clearInterval(renewal);
+      renewal = null;
       held.clear();
       const c = client ?? (opening ? await opening.catch(() => null) : null);
       client = null;
       opening = null;
+      // A clean stop leaves no lease behind for another replica to fence; a database that does
+      // not answer does not hold the stop up (the lease then runs out by itself).
+      if (c) {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([
+          query(c, 'DELETE FROM owner_nodes WHERE node = $1 AND backend_pid = pg_backend_pid()', [
+            deps.node,
+          ]).catch(() => {}),
+          new Promise((r) => {
+            timer = setTimeout(r, CLOSE_DELETE_TIMEOUT_MS);
+          }),
+        ]);
+        clearTimeout(timer);
+      }
       await c?.end().catch(() => {});
     },
   };

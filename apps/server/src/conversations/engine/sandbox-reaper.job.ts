@@ -193,6 +193,11 @@ async function reap(ctx: JobRunContext): Promise<JobResult> {
     deps.metrics.untrackedSandboxes.set(untracked.length);
   }
 
+  if (!dryRun) {
+    deps.metrics.reaperActions.inc({ action: 'destroyed' }, destroyed);
+    deps.metrics.reaperActions.inc({ action: 'freed' }, freed);
+    deps.metrics.reaperActions.inc({ action: 'expired' }, expired);
+  }
   const summary =
     (dryRun
       ? `would destroy ${destroyed}, free ${freed}, expire ${expired} sandbox(es) `

@@ -69,6 +69,8 @@ export async function clearUnread(db: Db, tenantId: string, id: string): Promise
  * Whether some session holds the conversation's ownership lock (owner.ts takes
  * `pg_try_advisory_lock(hashtextextended('paddock:conversation:' || id, 0))`): a bigint
  * advisory lock shows in pg_locks as classid = high 32 bits, objid = low 32 bits, objsubid 1.
+ * A holder that is a registered owner node whose lease expired (owner.ts invariant 7: it is
+ * hung, and about to be fenced) holds it for no one.
  */
 export async function isConversationLocked(pool: pg.Pool, conversationId: string): Promise<boolean> {
   const res = await pool.query<{ owned: boolean }>(
@@ -79,6 +81,11 @@ export async function isConversationLocked(pool: pg.Pool, conversationId: string
          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
          AND classid = ((k.key >> 32) & 4294967295)::oid
          AND objid = (k.key & 4294967295)::oid
+         AND NOT EXISTS (
+           SELECT 1 FROM owner_nodes n
+           WHERE n.backend_pid = pg_locks.pid AND n.lease_until < now()
+             AND n.backend_start = (SELECT a.backend_start FROM pg_stat_activity a WHERE a.pid = pg_locks.pid)
+         )
      ) AS owned`,
     [conversationId],
   );

@@ -12,6 +12,7 @@ import {
 import { createTestDatabase, type TestDatabase } from '../../../test/helpers/database.ts';
 import { createVerifiedUser } from '../../../test/helpers/factories.ts';
 import { createLogger } from '../../observability/logger.ts';
+import { createMetrics } from '../../observability/metrics.ts';
 import { type FeedSignal, StaleOwnerError } from '../contracts.ts';
 import { createFeed, type PgFeed, RESYNC_LAST_ID } from './feed.ts';
 import { type LogEventRow, listLogEvents } from './log-events.repo.ts';
@@ -503,6 +504,35 @@ describe('the log writer', () => {
     // Dropped output is still counted raw (reattach stays exact).
     const counted = await turnBytes(turnId);
     assert.equal(counted.stdout + counted.stderr, 19 * chunk.length);
+  });
+
+  it('counts the bytes it stored, the budget reached once across writers, and its redactions (metrics)', async () => {
+    const conversation = await insertConversation(database.handle.db, tenantId);
+    const turnId = await insertTurn(database.handle.db, conversation);
+    const metrics = createMetrics();
+    const secret = 'metric-s3cret-value-42';
+    const registry = createSecretRegistry();
+    registry.register(secret);
+    const first = writerFor(conversation, registry, { outputBudgetMb: 1, metrics });
+    first.output('stdout', Buffer.from(`a ${secret} b\n`), turnId);
+    await first.stage({ stage: 'turn', state: 'failed', turnId, message: `no ${secret}` });
+    for (let i = 0; i < 12; i++) first.output('stdout', Buffer.alloc(100_000, 'a'), turnId);
+    await first.close();
+    // A new writer (as after a restart) past the budget: nothing stored, no second budget reached.
+    const second = writerFor(conversation, createSecretRegistry(), { outputBudgetMb: 1, metrics });
+    second.output('stdout', Buffer.alloc(1000, 'b'), turnId);
+    await second.close();
+
+    const state = await database.handle.db
+      .selectFrom('conversations')
+      .select('log_bytes')
+      .where('id', '=', conversation.id)
+      .executeTakeFirstOrThrow();
+    assert.equal(Number(state.log_bytes), 1024 * 1024);
+    assert.equal((await metrics.logBytes.get()).values[0]?.value, 1024 * 1024);
+    assert.equal((await metrics.logBudgetReached.get()).values[0]?.value, 1);
+    // The output's occurrence and the stage message's.
+    assert.equal((await metrics.logRedactions.get()).values[0]?.value, 2);
   });
 
   it('stores everything when the budget is 0', async () => {

@@ -53,8 +53,11 @@
 //    batch's stages) runs on the next turn of the event loop, after the next batch was sent;
 //    flush(), close() and a stage's promise resolve only after it.
 //    Test: "hands the rows it committed to the feed, as stored" (log-writer.test.ts).
+// Metrics (when given): the bytes each committed batch stored, the marker of a reached budget,
+// and the registry's redactions since the last commit (metrics.ts).
 import type pg from 'pg';
 import type { Logger } from '../../observability/logger.ts';
+import type { Metrics } from '../../observability/metrics.ts';
 import {
   type Feed,
   type LogWriter,
@@ -86,6 +89,8 @@ export interface LogWriterDeps {
   maxStatementBytes?: number;
   /** Largest `data` of one row (default 32 KiB); readers page by rows. */
   maxRowBytes?: number;
+  /** Stored bytes, budgets reached, redactions (absent: not counted). */
+  metrics?: Pick<Metrics, 'logBytes' | 'logBudgetReached' | 'logRedactions'>;
 }
 
 type OutputStream = 'stdout' | 'stderr';
@@ -208,6 +213,13 @@ export function createLogWriter(
   let loaded = false;
   let logBytes = 0;
   let truncated = false;
+  /** The registry's redactions already counted in the metric. */
+  let redactionsCounted = registry.redactions;
+  const countRedactions = (): void => {
+    const now = registry.redactions;
+    if (now > redactionsCounted) deps.metrics?.logRedactions.inc(now - redactionsCounted);
+    redactionsCounted = now;
+  };
 
   /**
    * Queues redacted output, as views of the pieces handed in (each valid UTF-8 when the output
@@ -501,6 +513,9 @@ export function createLogWriter(
     // Committed: advance the writer's state; settle the stages and wake the readers once the
     // next batch is on its way (wakeSoon).
     logBytes += stored;
+    if (stored > 0) deps.metrics?.logBytes.inc(stored);
+    if (nowTruncated && !truncated) deps.metrics?.logBudgetReached.inc();
+    countRedactions();
     truncated = nowTruncated;
     queue.splice(0, take);
     const stages: Array<{ resolve: () => void }> = [];
@@ -635,6 +650,7 @@ export function createLogWriter(
       } finally {
         if (timer) clearTimeout(timer);
         timer = null;
+        countRedactions();
       }
     },
   };

@@ -709,3 +709,19 @@ describe('redactor', () => {
     assert.equal(redactor.emitted, 11 + 2 + secret.length + 4);
   });
 });
+
+describe('the registry counts its redactions', () => {
+  it('one per marker emitted, by its streams and by redact(), a secret split across chunks once', () => {
+    const secret = 'count-me-secret-0123';
+    const registry = registryOf(secret);
+    assert.equal(registry.redactions, 0);
+    const stream = registry.stream();
+    const text = Buffer.from(`a ${secret} b ${secret}`);
+    const all = pass(stream, [text.subarray(0, 7), text.subarray(7, 20), text.subarray(20)]).all;
+    assert.equal(all.toString(), `a ${REDACTION_MARKER} b ${REDACTION_MARKER}`);
+    assert.equal(registry.redactions, 2);
+    assert.equal(registry.redact(`x ${secret}`).toString(), `x ${REDACTION_MARKER}`);
+    assert.equal(registry.redact('nothing here').toString(), 'nothing here');
+    assert.equal(registry.redactions, 3);
+  });
+});

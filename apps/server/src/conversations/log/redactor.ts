@@ -62,6 +62,8 @@ export interface SecretRegistry {
   stream(): StreamRedactor;
   /** Redacts a complete piece of output at once (a stage message, an error text). */
   redact(data: string | Uint8Array): Buffer;
+  /** Markers emitted so far by every redactor of this registry, redact() included (a metric). */
+  readonly redactions: number;
 }
 
 export interface StreamRedactor {
@@ -119,6 +121,10 @@ export function createSecretRegistry(): SecretRegistry {
   const values = new Set<string>();
   const patterns: Buffer[] = [];
   let built: ByteAutomaton | undefined;
+  let redactions = 0;
+  const onMarker = (): void => {
+    redactions++;
+  };
 
   const add = (value: string): boolean => {
     const key = value.trim();
@@ -145,9 +151,12 @@ export function createSecretRegistry(): SecretRegistry {
       built ??= buildByteAutomaton(patterns);
       return built;
     },
-    stream: () => createStreamRedactor(registry),
+    get redactions() {
+      return redactions;
+    },
+    stream: () => createStreamRedactor(registry, onMarker),
     redact(data) {
-      const redactor = createStreamRedactor(registry);
+      const redactor = createStreamRedactor(registry, onMarker);
       const head = redactor.write(typeof data === 'string' ? Buffer.from(data, 'utf8') : data);
       return Buffer.concat([head, redactor.flush()]);
     },
@@ -170,7 +179,11 @@ function characterBoundary(byteAt: (offset: number) => number, floor: number, li
   return limit;
 }
 
-export function createStreamRedactor(registry: Pick<SecretRegistry, 'matcher'>): StreamRedactor {
+/** `onMarker`: called once per marker emitted (the registry's count of redactions). */
+export function createStreamRedactor(
+  registry: Pick<SecretRegistry, 'matcher'>,
+  onMarker?: () => void,
+): StreamRedactor {
   let automaton = registry.matcher();
   let state = automaton.start;
   /** Stream offset of the next input byte. */
@@ -285,6 +298,7 @@ export function createStreamRedactor(registry: Pick<SecretRegistry, 'matcher'>):
       const start = pending[resolved]!;
       if (start > emitted) emit(emitted, start);
       pieces.push(MARKER);
+      onMarker?.();
       emitted = pending[resolved + 1]!;
       markerEnd = emitted;
     }

@@ -32,6 +32,7 @@ import { findEnvironmentForProvisioning } from '../../environments/environments.
 import type { RepoEntry } from '../../environments/environments.tables.ts';
 import type { InferenceCredentialsService } from '../../inference-credentials/inference-credentials.service.ts';
 import type { Logger } from '../../observability/logger.ts';
+import type { Metrics } from '../../observability/metrics.ts';
 import type { SecretsService } from '../../secrets/secrets.service.ts';
 import {
   type OwnerLease,
@@ -53,7 +54,7 @@ import { ensureRuntime, type LayerCliCache, type RuntimeProbeTimeouts } from './
 import { runStreaming } from './sandbox-commands.ts';
 import { createSessionStateStore } from './session-state.ts';
 import { mountSkills } from './skills.ts';
-import { runStage, type StageSink, toProvisionError } from './stages.ts';
+import { runStage as runStageOnly, type StageObserver, type StageSink, toProvisionError } from './stages.ts';
 
 /** One command of the `packages` stage (conversations/provisioning/packages.ts builds them). */
 export interface PackageCommand {
@@ -96,6 +97,8 @@ export interface ProvisionerDeps {
   gitEnv?: Record<string, string>;
   /** The runtime stage's probe, install and wait bounds (runtime-probe.ts). */
   runtimeTimeouts?: Partial<RuntimeProbeTimeouts>;
+  /** Each stage's duration by outcome (absent: not measured). */
+  metrics?: Pick<Metrics, 'provisioningStageDuration'>;
 }
 
 /** What provisioning reads of an environment. */
@@ -115,6 +118,18 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
   coldPath(input: ColdPathInput): Promise<void>;
 } {
   const { db, sandbox, logger } = deps;
+  const histogram = deps.metrics?.provisioningStageDuration;
+  const observe: StageObserver | undefined = histogram
+    ? (stage, outcome, seconds) => histogram.observe({ stage, outcome }, seconds)
+    : undefined;
+  /** runStage, every stage measured (stages.ts). */
+  const runStage = <T>(
+    sink: StageSink,
+    stage: Parameters<typeof runStageOnly>[1],
+    signal: AbortSignal | undefined,
+    work: () => Promise<T>,
+    log?: Logger,
+  ): Promise<T> => runStageOnly(sink, stage, signal, work, log, observe);
   const timeouts: StageTimeouts = { ...DEFAULT_STAGE_TIMEOUTS, ...deps.timeouts };
   const sessions = createSessionStateStore({ db, sandbox, secrets: deps.secrets });
   /** The runtime layer's CLIs that answered `--version` already (runtime-probe.ts). */

@@ -3,6 +3,7 @@
 // environment checkpoint build's stream); any failure leaves it as a ProvisionError naming the
 // stage. Each stage's work is a span `provisioning <stage>` when tracing is on (tracing.ts). Used by
 // the provisioner's stages (provisioner.ts) and the runtime stage (runtime-probe.ts).
+// The same duration goes to `observe` when given (paddock_provisioning_stage_duration_seconds).
 import { performance } from 'node:perf_hooks';
 import { SandboxTimeoutError } from '@paddock/sandbox-client';
 import type { Logger } from '../../observability/logger.ts';
@@ -13,6 +14,13 @@ import type { StageName } from '../conversations.tables.ts';
 /** Where a stage reports to: the conversation's LogWriter, or an environment checkpoint build's stream. */
 export type StageSink = Pick<LogWriter, 'output' | 'stage'>;
 
+/** Told how each stage ended and how long it took (the provisioning stage metric). */
+export type StageObserver = (
+  stage: StageName,
+  outcome: 'done' | 'failed' | 'interrupted',
+  seconds: number,
+) => void;
+
 /** Runs one stage: started → done/failed/interrupted with its duration; errors become ProvisionError. */
 export async function runStage<T>(
   sink: StageSink,
@@ -20,6 +28,7 @@ export async function runStage<T>(
   signal: AbortSignal | undefined,
   work: () => Promise<T>,
   logger?: Logger,
+  observe?: StageObserver,
 ): Promise<T> {
   const started = performance.now();
   // Queued, not awaited before the work: the sink keeps rows in the order they were handed in, so
@@ -34,20 +43,20 @@ export async function runStage<T>(
     if (signal?.aborted) throw new ProvisionError(stage, 'provisioning was cancelled');
     // Queued, not awaited: the next step need not wait for this row's commit (the sink keeps the
     // order). A sink that failed stays failed: its next row, or the owner's next fenced write, raises it.
-    sink.stage({ stage, state: 'done', durationMs: Math.round(performance.now() - started) }).catch(() => {});
+    const durationMs = performance.now() - started;
+    sink.stage({ stage, state: 'done', durationMs: Math.round(durationMs) }).catch(() => {});
+    observe?.(stage, 'done', durationMs / 1000);
     return result;
   } catch (err) {
     const cancelled = signal?.aborted === true;
     const failure = cancelled
       ? new ProvisionError(stage, 'provisioning was cancelled')
       : toProvisionError(stage, err, logger);
+    const durationMs = performance.now() - started;
+    const state = cancelled ? 'interrupted' : 'failed';
+    observe?.(stage, state, durationMs / 1000);
     await sink
-      .stage({
-        stage,
-        state: cancelled ? 'interrupted' : 'failed',
-        durationMs: Math.round(performance.now() - started),
-        message: failure.message,
-      })
+      .stage({ stage, state, durationMs: Math.round(durationMs), message: failure.message })
       .catch(() => {});
     if (err instanceof StaleOwnerError) throw err;
     throw failure;

@@ -261,22 +261,53 @@ function turnSink(
   };
 }
 
-/** Spawns the turn. Rejects when the exec never starts (the caller fails the turn). */
+/** Calls `onFirst` once, before the first non-empty chunk of stdout or stderr is handed on. */
+function noticeFirstOutput(onFirst: (() => void) | undefined): (sink: OutputSink) => OutputSink {
+  if (!onFirst) return (sink) => sink;
+  return (sink) => {
+    let seen = false;
+    const first = (chunk: Buffer) => {
+      if (seen || chunk.length === 0) return;
+      seen = true;
+      onFirst();
+    };
+    return {
+      stdout: (chunk) => {
+        first(chunk);
+        sink.stdout(chunk);
+      },
+      stderr: (chunk) => {
+        first(chunk);
+        sink.stderr(chunk);
+      },
+    };
+  };
+}
+
+/**
+ * Spawns the turn. Rejects when the exec never starts (the caller fails the turn). `onFirstOutput`:
+ * told of the turn's first output byte (the time-to-first-output metric).
+ */
 export async function startTurn(
   io: TurnIo,
   command: { argv: string[]; env: Record<string, string>; cwd: string },
+  onFirstOutput?: () => void,
 ): Promise<TurnRun> {
   const parser = new LineParser(io.adapter, io.writer, io.turnId);
-  return await follow(io, parser, (sink, onControl) =>
-    io.sandbox.execStream(io.sandboxName, {
-      cmd: wrapTurn(command.argv, io.turnId),
-      env: command.env,
-      dir: command.cwd,
-      detachable: true,
-      onStdout: sink.stdout,
-      onStderr: sink.stderr,
-      onControl,
-    }),
+  return await follow(
+    io,
+    parser,
+    (sink, onControl) =>
+      io.sandbox.execStream(io.sandboxName, {
+        cmd: wrapTurn(command.argv, io.turnId),
+        env: command.env,
+        dir: command.cwd,
+        detachable: true,
+        onStdout: sink.stdout,
+        onStderr: sink.stderr,
+        onControl,
+      }),
+    noticeFirstOutput(onFirstOutput),
   );
 }
 
