@@ -8,6 +8,8 @@
 // 3. Every event is scrubbed before it is sent (scrubEvent): every secret value registered for
 //    redaction in this process, the deployment's own credentials, bearer tokens and API keys in
 //    any string; the request's headers that carry credentials, its cookies, body and query.
+// Module state (`active`), as in tracing.ts: the Sentry SDK keeps one client per process itself;
+// reportError is reached from the error handler, the conversation server and the job wrapper.
 import type { ErrorEvent, Event } from '@sentry/node';
 
 type SentryModule = typeof import('@sentry/node');

@@ -18,6 +18,11 @@
 // anything is imported (and loads it always); a hand-made span around Fastify's hooks, pg's
 // Client.query and the sandbox client's methods costs less, loads nothing when off, and names
 // the operations as Paddock knows them (`sandbox create`, `provisioning clone`).
+// Why module state (`active`) and not a dependency passed to each factory: the SDK is process-wide
+// by its own design (the global tracer provider, the context manager, pg's prototype), so a
+// handle passed around would name the same global; and the stages and turns that open spans are
+// reached from several factories, each of which would carry a tracer only to hand it on. The
+// state is set once, by startTracing at boot, before createDeps (startServer, startTelemetry).
 import type { Attributes, Context, Span, SpanKind, Tracer } from '@opentelemetry/api';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
