@@ -75,11 +75,17 @@ before(async () => {
   turnId = turn.id;
   // A health probe (polled every few seconds by an orchestrator) is not traced.
   assert.equal((await fetch(`${h.url}/health`)).status, 200);
-  await tracing.flush();
-  exports = receiver.posts
-    .filter((p) => p.path === '/v1/traces')
-    .map((p) => JSON.parse(p.body) as OtlpExport);
-  spans = exports.flatMap((e) => e.resourceSpans.flatMap((r) => r.scopeSpans.flatMap((s) => s.spans)));
+  // The turn's span ends once its server has recorded the end (a moment after the row says so).
+  const deadline = Date.now() + 15_000;
+  do {
+    await tracing.flush();
+    exports = receiver.posts
+      .filter((p) => p.path === '/v1/traces')
+      .map((p) => JSON.parse(p.body) as OtlpExport);
+    spans = exports.flatMap((e) => e.resourceSpans.flatMap((r) => r.scopeSpans.flatMap((s) => s.spans)));
+    if (spans.some((s) => s.name === 'turn')) break;
+    await new Promise((r) => setTimeout(r, 100));
+  } while (Date.now() < deadline);
 });
 after(async () => {
   await h?.close();
