@@ -4,6 +4,11 @@
 //   baseline  — bare Fastify doing what an authenticated read must do at minimum: one
 //               API-key lookup by SHA-256 and one primary-key SELECT
 //   paddock   — GET /api/environments/:id with a bearer key (auth, tenant scoping, schema)
+//   paddock_traced — the same with trace export on (OTEL_EXPORTER_OTLP_ENDPOINT at a loopback
+//               OTLP receiver in another process): the request span and its query spans,
+//               exported in batches. Tracing is per process: it is started for this run of
+//               each round only, with an app built for it, and stopped again.
+//               BENCH_TRACE_RATIO=0.1: keep one trace in ten (parentbased_traceidratio).
 // Load comes from autocannon in a separate process (50 connections). Goal
 // (docs/performance.md): paddock ≥ 70% of baseline, p99 ≤ 20 ms.
 import { spawn } from 'node:child_process';
@@ -11,6 +16,8 @@ import { join, resolve } from 'node:path';
 import Fastify from 'fastify';
 import { hashApiKey } from '../apps/server/src/auth/api-key.ts';
 import { openDatabase } from '../apps/server/src/db/database.ts';
+import { startTracing } from '../apps/server/src/observability/tracing.ts';
+import { VERSION } from '../apps/server/src/version.ts';
 import { createVerifiedUser } from '../apps/server/test/helpers/factories.ts';
 import { appOnDatabase, startScratchPostgres } from '../apps/server/test/helpers/scratch.ts';
 
@@ -18,6 +25,7 @@ const ROOT = resolve(import.meta.dirname, '..');
 const DURATION_S = Number(process.env['BENCH_DURATION_S'] ?? 5);
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 3);
 const CONNECTIONS = 50;
+const TRACE_RATIO = Number(process.env['BENCH_TRACE_RATIO'] ?? 1);
 
 interface Run {
   rps: number;
@@ -27,14 +35,14 @@ interface Run {
   non2xx: number;
 }
 
-async function load(url: string, headers: Record<string, string>): Promise<Run> {
+async function load(url: string, headers: Record<string, string>, seconds = DURATION_S): Promise<Run> {
   const args = [
     join(ROOT, 'node_modules/autocannon/autocannon.js'),
     '-j',
     '-c',
     String(CONNECTIONS),
     '-d',
-    String(DURATION_S),
+    String(seconds),
     ...Object.entries(headers).flatMap(([k, v]) => ['-H', `${k}=${v}`]),
     url,
   ];
@@ -57,6 +65,16 @@ async function load(url: string, headers: Record<string, string>): Promise<Run> 
     errors: j.errors,
     non2xx: j.non2xx,
   };
+}
+
+/** A loopback OTLP receiver in a process of its own (it drains and answers `{}`): a collector's stand-in. */
+async function startReceiver(): Promise<{ url: string; stop(): void }> {
+  const code = `const s=require('node:http').createServer((q,r)=>{q.resume();q.on('end',()=>{r.writeHead(200,{'content-type':'application/json'});r.end('{}')})});s.listen(0,'127.0.0.1',()=>console.log(s.address().port))`;
+  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const port = await new Promise<string>((resolve) =>
+    child.stdout.once('data', (d) => resolve(String(d).trim())),
+  );
+  return { url: `http://127.0.0.1:${port}`, stop: () => child.kill() };
 }
 
 const median = (xs: number[]) => {
@@ -103,11 +121,45 @@ export async function benchHttp(): Promise<Record<string, unknown>> {
     await bare.listen({ port: 0, host: '127.0.0.1' });
     const bareUrl = `http://127.0.0.1:${(bare.server.address() as { port: number }).port}`;
 
-    const runs: Record<'hello' | 'baseline' | 'paddock', Run[]> = { hello: [], baseline: [], paddock: [] };
-    for (let round = 0; round < ROUNDS; round++) {
-      runs.hello.push(await load(`${bareUrl}/hello`, {}));
-      runs.baseline.push(await load(`${bareUrl}/baseline/${envId}`, user.auth));
-      runs.paddock.push(await load(`${appUrl}/api/environments/${envId}`, user.auth));
+    const runs: Record<'hello' | 'baseline' | 'paddock' | 'paddock_traced', Run[]> = {
+      hello: [],
+      baseline: [],
+      paddock: [],
+      paddock_traced: [],
+    };
+    // Trace export on: a second app built after tracing started (as startServer does), measured in
+    // each round right after the untraced one; tracing stops again before the next round.
+    const receiver = await startReceiver();
+    const tracedRun = async (): Promise<Run> => {
+      const tracing = await startTracing({
+        endpoint: receiver.url,
+        version: VERSION,
+        sampler: { parentBased: true, ratio: TRACE_RATIO },
+      });
+      try {
+        const traced = await appOnDatabase(pg.url, { RATE_LIMIT_MAX: '100000000' });
+        try {
+          await traced.app.listen({ port: 0, host: '127.0.0.1' });
+          const tracedUrl = `http://127.0.0.1:${(traced.app.server.address() as { port: number }).port}`;
+          // Warmed up first, as the untraced app is by the rounds before (its pool, its JIT).
+          await load(`${tracedUrl}/api/environments/${envId}`, user.auth, 2);
+          return await load(`${tracedUrl}/api/environments/${envId}`, user.auth);
+        } finally {
+          await traced.close();
+        }
+      } finally {
+        await tracing.stop();
+      }
+    };
+    try {
+      for (let round = 0; round < ROUNDS; round++) {
+        runs.hello.push(await load(`${bareUrl}/hello`, {}));
+        runs.baseline.push(await load(`${bareUrl}/baseline/${envId}`, user.auth));
+        runs.paddock.push(await load(`${appUrl}/api/environments/${envId}`, user.auth));
+        runs.paddock_traced.push(await tracedRun());
+      }
+    } finally {
+      receiver.stop();
     }
     await close();
     await bare.close();
@@ -125,12 +177,15 @@ export async function benchHttp(): Promise<Record<string, unknown>> {
       ]),
     ) as Record<string, { rps: number; p50_ms: number; p99_ms: number; errors: number }>;
     const ratio = summary['paddock']!.rps / summary['baseline']!.rps;
+    const tracedRatio = summary['paddock_traced']!.rps / summary['paddock']!.rps;
     return {
       connections: CONNECTIONS,
       duration_s: DURATION_S,
       rounds: ROUNDS,
       ...summary,
       paddock_vs_baseline: Number(ratio.toFixed(3)),
+      trace_ratio: TRACE_RATIO,
+      traced_vs_paddock: Number(tracedRatio.toFixed(3)),
       goal: 'paddock >= 0.70 x baseline, p99 <= 20 ms',
       goal_met: ratio >= 0.7 && summary['paddock']!.p99_ms <= 20,
     };

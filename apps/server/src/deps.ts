@@ -68,6 +68,7 @@ import { createMailer, type Mailer } from './mail/mailer.ts';
 import { readLiveCounts } from './observability/live-counts.ts';
 import type { Logger } from './observability/logger.ts';
 import type { Metrics } from './observability/metrics.ts';
+import { traceSandboxClient } from './observability/tracing.ts';
 import { createSecretsService, type SecretsService } from './secrets/secrets.service.ts';
 import { createUsageService, type UsageService } from './usage/usage.service.ts';
 import { createVaultsService, type VaultsService } from './vaults/vaults.service.ts';
@@ -338,13 +339,18 @@ function createConversationDeps(
   const { config, logger, database } = input;
   const db = database.db;
   const options = input.engine ?? {};
-  const sandbox = createSandboxClient({
-    // Unconfigured: every conversation fails to provision with a clear reason (docs/configuration.md).
-    baseUrl: config.sandbox.baseUrl ?? 'http://127.0.0.1:9',
-    token: config.sandbox.token ?? 'unconfigured',
-    timeoutMs: config.sandbox.timeoutMs,
-    logger,
-  });
+  const sandboxBaseUrl = config.sandbox.baseUrl ?? 'http://127.0.0.1:9';
+  // Each call a span when tracing is on (observability/tracing.ts); otherwise the client itself.
+  const sandbox = traceSandboxClient(
+    createSandboxClient({
+      // Unconfigured: every conversation fails to provision with a clear reason (docs/configuration.md).
+      baseUrl: sandboxBaseUrl,
+      token: config.sandbox.token ?? 'unconfigured',
+      timeoutMs: config.sandbox.timeoutMs,
+      logger,
+    }),
+    sandboxBaseUrl,
+  );
   const { feed, logWriters } = log;
   const destroys = createDestroyQueue({ db, sandbox, logger });
   const provisioner = createProvisioner({

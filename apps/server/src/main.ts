@@ -3,8 +3,9 @@ import { ConfigError } from './config/config.ts';
 import { loadConfig } from './config/load.ts';
 import { migrate } from './db/migrate.ts';
 import { openConfiguredDatabase } from './db/open.ts';
+import { reportError } from './observability/error-reports.ts';
 import { createLogger, resolveLogFormat } from './observability/logger.ts';
-import { openDeps, startServer } from './server.ts';
+import { openDeps, startServer, startTelemetry } from './server.ts';
 import { TaskUsageError } from './tasks/task.ts';
 import { TASKS } from './tasks/tasks.ts';
 
@@ -61,17 +62,23 @@ async function main(argv: string[]): Promise<number> {
       console.error(`unknown task "${name ?? ''}". Available: ${Object.keys(TASKS).join(', ') || '(none)'}`);
       return 2;
     }
-    const { deps, db } = await openDeps(config, logger, undefined, { attach: true });
+    const telemetry = await startTelemetry(config, logger);
     try {
-      await task.run({ deps, args, print: (line) => console.log(line) });
-    } catch (err) {
-      if (err instanceof TaskUsageError) {
-        console.error(`${err.message}\nusage: paddock-server task ${task.usage}`);
-        return 2;
+      const { deps, db } = await openDeps(config, logger, undefined, { attach: true });
+      try {
+        await task.run({ deps, args, print: (line) => console.log(line) });
+      } catch (err) {
+        if (err instanceof TaskUsageError) {
+          console.error(`${err.message}\nusage: paddock-server task ${task.usage}`);
+          return 2;
+        }
+        reportError(err, { tags: { task: name ?? '' } });
+        throw err;
+      } finally {
+        await db.close();
       }
-      throw err;
     } finally {
-      await db.close();
+      await telemetry.stop();
     }
     return 0;
   }

@@ -363,6 +363,51 @@ describe('development master key', () => {
   });
 });
 
+describe('telemetry (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_SAMPLER*, ERROR_TRACKING_DSN)', () => {
+  it('is off by default; blank means unset', () => {
+    const { config } = parseConfig({
+      OTEL_EXPORTER_OTLP_ENDPOINT: ' ',
+      ERROR_TRACKING_DSN: '',
+      OTEL_TRACES_SAMPLER: ' ',
+      OTEL_TRACES_SAMPLER_ARG: '',
+    });
+    assert.equal(config.otelExporterOtlpEndpoint, undefined);
+    assert.equal(config.errorTrackingDsn, undefined);
+    assert.deepEqual(config.tracesSampler, { parentBased: true, ratio: 1 });
+  });
+
+  it('reads the sampler as the OpenTelemetry specification names it', () => {
+    const sampler = (env: Env) => parseConfig(env).config.tracesSampler;
+    assert.deepEqual(sampler({ OTEL_TRACES_SAMPLER: 'always_off' }), { parentBased: false, ratio: 0 });
+    assert.deepEqual(sampler({ OTEL_TRACES_SAMPLER: 'Always_On' }), { parentBased: false, ratio: 1 });
+    assert.deepEqual(
+      sampler({ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' }),
+      { parentBased: true, ratio: 0.25 },
+    );
+    assert.deepEqual(sampler({ OTEL_TRACES_SAMPLER: 'traceidratio' }), { parentBased: false, ratio: 1 });
+    // The argument counts for the ratio samplers only.
+    assert.deepEqual(sampler({ OTEL_TRACES_SAMPLER_ARG: '0.5' }), { parentBased: true, ratio: 1 });
+  });
+
+  it('refuses a malformed value, naming the variable and never the value', () => {
+    for (const [variable, value] of [
+      ['OTEL_EXPORTER_OTLP_ENDPOINT', 'grpc://collector-secret:4317'],
+      ['OTEL_TRACES_SAMPLER', 'sometimes-secret'],
+      ['OTEL_TRACES_SAMPLER_ARG', '1.5'],
+      ['OTEL_TRACES_SAMPLER_ARG', 'half'],
+      ['ERROR_TRACKING_DSN', 'https://errors.example.com/secret-17'],
+      ['ERROR_TRACKING_DSN', 'https://key@errors.example.com/'],
+    ] as const) {
+      const problems = problemsOf({ [variable]: value });
+      assert.ok(
+        problems.some((p) => p.startsWith(`${variable}:`)),
+        `${variable}=${value}: ${JSON.stringify(problems)}`,
+      );
+      assert.ok(!problems.join('\n').includes('secret'), `${variable}: the value is echoed`);
+    }
+  });
+});
+
 describe('docs/configuration.md', () => {
   it('documents every variable the configuration reads', () => {
     const source = readFileSync(new URL('./config.ts', import.meta.url), 'utf8');

@@ -112,6 +112,12 @@ export interface Config {
   } | null;
   readonly errorTrackingDsn?: string;
   readonly otelExporterOtlpEndpoint?: string;
+  /**
+   * OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG, as the OpenTelemetry specification names
+   * them: which traces are kept (`ratio` of the new ones; `parentBased`: a child follows its parent).
+   * Default `parentbased_always_on`.
+   */
+  readonly tracesSampler: { readonly parentBased: boolean; readonly ratio: number };
   readonly backup: { readonly retentionDays: number; readonly intervalSeconds: number | null };
   readonly serviceImageTag?: string;
   readonly rateLimit: {
@@ -520,7 +526,38 @@ export function parseConfig(env: Env): ParseResult {
 
   const intervalRaw = str('BACKUP_INTERVAL_SECONDS');
   const otel = url('OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']);
-  const dsn = url('ERROR_TRACKING_DSN', ['http:', 'https:']);
+  const SAMPLERS = [
+    'always_on',
+    'always_off',
+    'traceidratio',
+    'parentbased_always_on',
+    'parentbased_always_off',
+    'parentbased_traceidratio',
+  ];
+  const samplerName = str('OTEL_TRACES_SAMPLER')?.toLowerCase() ?? 'parentbased_always_on';
+  if (!SAMPLERS.includes(samplerName)) {
+    problems.push(`OTEL_TRACES_SAMPLER: must be one of ${SAMPLERS.join(', ')}`);
+  }
+  const samplerArg = str('OTEL_TRACES_SAMPLER_ARG');
+  let samplerRatio = 1;
+  if (samplerArg !== undefined) {
+    samplerRatio = Number(samplerArg);
+    if (!/^(0(\.\d+)?|1(\.0+)?|\.\d+)$/.test(samplerArg) || !(samplerRatio >= 0 && samplerRatio <= 1)) {
+      problems.push('OTEL_TRACES_SAMPLER_ARG: must be a number from 0 to 1');
+      samplerRatio = 1;
+    }
+  }
+  const tracesSampler = {
+    parentBased: samplerName.startsWith('parentbased_'),
+    ratio: samplerName.endsWith('always_off') ? 0 : samplerName.endsWith('traceidratio') ? samplerRatio : 1,
+  };
+  const dsnUrl = url('ERROR_TRACKING_DSN', ['http:', 'https:']);
+  // A Sentry DSN: <scheme>://<public key>@<host>[/<path>]/<project id>.
+  const dsnProject = dsnUrl?.pathname.replace(/\/+$/, '').split('/').pop() ?? '';
+  const dsn = dsnUrl && dsnUrl.username !== '' && /^[\w-]+$/.test(dsnProject) ? dsnUrl : undefined;
+  if (dsnUrl && !dsn) {
+    problems.push('ERROR_TRACKING_DSN: must be a DSN of the form https://<public key>@<host>/<project id>');
+  }
 
   const logLevel = str('LOG_LEVEL') ?? (nodeEnv === 'test' ? 'silent' : 'info');
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
@@ -598,6 +635,7 @@ export function parseConfig(env: Env): ParseResult {
     legal,
     ...(dsn ? { errorTrackingDsn: dsn.toString() } : {}),
     ...(otel ? { otelExporterOtlpEndpoint: otel.toString() } : {}),
+    tracesSampler,
     backup: {
       retentionDays: nonNegInt('BACKUP_RETENTION_DAYS', 14),
       intervalSeconds: intervalRaw === undefined ? null : positiveInt('BACKUP_INTERVAL_SECONDS', 86_400),

@@ -22,7 +22,9 @@ import { authPlugin } from '../auth/auth.plugin.ts';
 import { createConsoleHandler } from '../console/console.ts';
 import { isDatabaseUnavailable } from '../db/database.ts';
 import type { Deps } from '../deps.ts';
+import { reportError } from '../observability/error-reports.ts';
 import { logFormatOf } from '../observability/logger.ts';
+import { traceRequests } from '../observability/tracing.ts';
 import { registerReadableAccessLog } from './access-log.ts';
 import { registerApiDocs } from './api-docs.ts';
 import { createClientErrorHandler, createFrameworkErrorHandler } from './early-errors.ts';
@@ -90,6 +92,8 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     routerOptions: { ignoreTrailingSlash: true },
   }).withTypeProvider<ZodTypeProvider>();
   const self: FastifyInstance = app;
+  // First of all hooks: the request's span covers the rest (nothing is added when tracing is off).
+  traceRequests(self, (request) => isHealthProbe(request.routeOptions.url ?? ''));
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -245,6 +249,9 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     }
     if (isResponseSerializationError(error)) {
       request.log.error({ err: error, route: request.routeOptions.url }, 'response did not match its schema');
+      reportError(error, {
+        tags: { route: request.routeOptions.url ?? 'unmatched', request_id: request.id },
+      });
       return reply.code(500).send({ error: 'internal_error', message: 'internal error' });
     }
     if (isUnstorableText(error)) {
@@ -280,6 +287,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       return reply.code(401).send({ error: 'unauthorized', message: 'missing or invalid credentials' });
     }
     request.log.error({ err: error }, 'unhandled error');
+    reportError(error, { tags: { route: request.routeOptions.url ?? 'unmatched', request_id: request.id } });
     // A 5xx never echoes internals.
     return reply.code(500).send({ error: 'internal_error', message: 'internal error' });
   });

@@ -36,8 +36,10 @@ import type { SandboxClient } from '@paddock/sandbox-client';
 import { v7 as uuidv7 } from 'uuid';
 import type { Db } from '../../db/database.ts';
 import { AppError } from '../../http/errors.ts';
+import { reportError } from '../../observability/error-reports.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { Metrics } from '../../observability/metrics.ts';
+import { withConversation, withSpan } from '../../observability/tracing.ts';
 import {
   type AgentSnapshot,
   type Feed,
@@ -256,7 +258,9 @@ export function createConversationServer(
     try {
       const agent = await (early ?? gatedAgent(conv));
       const input = provisionInput(row, conv, agent);
-      provisioned = await deps.provisioner.provision(input);
+      provisioned = await withSpan('provisioning', { 'paddock.sandbox.name': row.name }, () =>
+        deps.provisioner.provision(input),
+      );
       current = { id: row.id, name: row.name };
       if (!firstWake) {
         await deps.provisioner
@@ -513,11 +517,18 @@ export function createConversationServer(
    * sandbox was warm (the loop below); null reads them now. `newMark`: the round's credentials mark
    * when the warm sandbox's env predates it (invariant 7).
    */
-  const runTurn = async (
+  const runTurn = (
     conv: Conversation,
     turn: Turn,
     early: Promise<AgentSnapshot> | null,
     newMark: string | null = null,
+  ) => withSpan('turn', { 'paddock.turn_id': turn.id }, () => runTurnNow(conv, turn, early, newMark));
+
+  const runTurnNow = async (
+    conv: Conversation,
+    turn: Turn,
+    early: Promise<AgentSnapshot> | null,
+    newMark: string | null,
   ) => {
     // Before `run` is set, whichever way: an interrupt finds the turn it names.
     runTurnId = turn.id;
@@ -692,7 +703,7 @@ export function createConversationServer(
       do {
         again = false;
         try {
-          await loop();
+          await withConversation(lease.conversationId, loop);
         } catch (err) {
           if (err instanceof StaleOwnerError) {
             log.warn('ownership was taken over: stopping this conversation server');
@@ -706,6 +717,7 @@ export function createConversationServer(
             return;
           }
           log.error({ err }, 'conversation server failed');
+          reportError(err, { tags: { 'paddock.conversation_id': lease.conversationId } });
           await stopNow(false, true);
           return;
         }

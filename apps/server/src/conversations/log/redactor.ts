@@ -89,6 +89,34 @@ export interface StreamRedactor {
   readonly emitted: number;
 }
 
+/**
+ * Every registry created since trackEveryRegistry() (held weakly: a conversation's registry goes
+ * with its server). Null until then, so the process pays nothing when nothing reads them.
+ */
+let tracked: Set<WeakRef<SecretRegistry>> | null = null;
+
+/**
+ * From now on, keeps (weakly) every registry created, and returns the function that redacts a
+ * text with all of them: the error reports scrub each event with it (observability/error-reports.ts),
+ * so no value registered for any conversation's log reaches a report either.
+ */
+export function trackEveryRegistry(): (text: string) => string {
+  tracked ??= new Set();
+  const live = tracked;
+  return (text) => {
+    let out = text;
+    for (const ref of live) {
+      const registry = ref.deref();
+      if (!registry) {
+        live.delete(ref);
+        continue;
+      }
+      if (registry.size > 0) out = registry.redact(out).toString('utf8');
+    }
+    return out;
+  };
+}
+
 export function createSecretRegistry(): SecretRegistry {
   const values = new Set<string>();
   const patterns: Buffer[] = [];
@@ -133,6 +161,7 @@ export function createSecretRegistry(): SecretRegistry {
       return Buffer.concat([head, redactor.flush()]);
     },
   };
+  tracked?.add(new WeakRef(registry));
   return registry;
 }
 

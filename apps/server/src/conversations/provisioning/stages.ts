@@ -1,11 +1,13 @@
 // One provisioning stage as the log shows it: `started`, then `done` | `failed` | `interrupted`
 // with its duration, written through the stage's sink (the conversation's LogWriter, or an
 // environment checkpoint build's stream); any failure leaves it as a ProvisionError naming the
-// stage. Used by the provisioner's stages (provisioner.ts) and the runtime stage (runtime-probe.ts).
+// stage. Each stage's work is a span `provisioning <stage>` when tracing is on (tracing.ts). Used by
+// the provisioner's stages (provisioner.ts) and the runtime stage (runtime-probe.ts).
 // The same duration goes to `observe` when given (paddock_provisioning_stage_duration_seconds).
 import { performance } from 'node:perf_hooks';
 import { SandboxTimeoutError } from '@paddock/sandbox-client';
 import type { Logger } from '../../observability/logger.ts';
+import { withSpan } from '../../observability/tracing.ts';
 import { type LogWriter, ProvisionError, StaleOwnerError } from '../contracts.ts';
 import type { StageName } from '../conversations.tables.ts';
 
@@ -35,7 +37,8 @@ export async function runStage<T>(
   startedRow.catch(() => {}); // awaited below; never an unhandled rejection meanwhile
   try {
     if (signal?.aborted) throw new ProvisionError(stage, 'provisioning was cancelled');
-    const result = await work();
+    // A span per stage (tracing.ts; nothing when tracing is off), the conversation's id from its context.
+    const result = await withSpan(`provisioning ${stage}`, { 'paddock.stage': stage }, work);
     await startedRow;
     if (signal?.aborted) throw new ProvisionError(stage, 'provisioning was cancelled');
     // Queued, not awaited: the next step need not wait for this row's commit (the sink keeps the
