@@ -28,6 +28,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import {
   buildImages,
+  containerLogs,
   freePort,
   PODMAN_ENV,
   podman,
@@ -38,7 +39,9 @@ import {
   until,
 } from './helpers/podman.ts';
 
-const missing = podmanUnavailable('deploy.compose.test.ts', [{ command: 'podman-compose', versionArg: 'version' }]);
+const missing = podmanUnavailable('deploy.compose.test.ts', [
+  { command: 'podman-compose', versionArg: 'version' },
+]);
 const SERVICES = ['backup', 'postgres', 'sandboxd', 'server'];
 
 /** The variables deploy/.env.example leaves to fill in (`NAME=` lines, not commented out). */
@@ -66,11 +69,7 @@ describe('deploy/compose.yaml with podman-compose', { skip: missing || false }, 
       throw new Error(`podman-compose ${args.join(' ')}: ${err.message}\n${(err.stderr ?? '').slice(-4000)}`);
     });
   };
-  const logsOf = async (service: string) =>
-    podman(['logs', '--tail', '60', container(service)]).then(
-      (out) => out,
-      (err: Error) => err.message,
-    );
+  const logsOf = (service: string) => containerLogs(container(service));
   const leftovers = async () => ({
     containers: (await podman(['ps', '-a', '-q', '--filter', label])).trim(),
     volumes: (await podman(['volume', 'ls', '-q', '--filter', label])).trim(),
@@ -79,7 +78,9 @@ describe('deploy/compose.yaml with podman-compose', { skip: missing || false }, 
 
   after(async () => {
     // Whatever a failed step left: containers, volumes, the network; then the project directory.
-    const ids = (await podman(['ps', '-a', '-q', '--filter', label]).catch(() => '')).split('\n').filter(Boolean);
+    const ids = (await podman(['ps', '-a', '-q', '--filter', label]).catch(() => ''))
+      .split('\n')
+      .filter(Boolean);
     if (ids.length > 0) await podman(['rm', '-f', '-t', '5', ...ids]).catch(() => '');
     const volumes = (await podman(['volume', 'ls', '-q', '--filter', label]).catch(() => ''))
       .split('\n')
@@ -116,7 +117,13 @@ describe('deploy/compose.yaml with podman-compose', { skip: missing || false }, 
       SANDBOXD_RUNTIME_LAYER: 'off',
       BACKUP_INTERVAL_SECONDS: '3',
     };
-    writeFileSync(join(dir, '.env'), Object.entries(env).map(([k, v]) => `${k}=${v}\n`).join(''), { mode: 0o600 });
+    writeFileSync(
+      join(dir, '.env'),
+      Object.entries(env)
+        .map(([k, v]) => `${k}=${v}\n`)
+        .join(''),
+      { mode: 0o600 },
+    );
 
     // 2. Up, as written.
     await compose(['compose.yaml'], ['up', '-d']);
@@ -157,9 +164,20 @@ describe('deploy/compose.yaml with podman-compose', { skip: missing || false }, 
     // 3. The backup job: a complete dump that already holds the user (pg_restore reads it back).
     const dump = await until('a dump holding the registered user', 120_000, async () => {
       const names = (await podman(['exec', container('backup'), 'ls', '/backups'])).split('\n');
-      const newest = names.filter((n) => /^paddock-\d{8}T\d{6}Z\.dump$/.test(n)).sort().pop();
+      const newest = names
+        .filter((n) => /^paddock-\d{8}T\d{6}Z\.dump$/.test(n))
+        .sort()
+        .pop();
       if (!newest) return undefined;
-      const data = await podman(['exec', container('backup'), 'pg_restore', '--data-only', '-f', '-', `/backups/${newest}`]);
+      const data = await podman([
+        'exec',
+        container('backup'),
+        'pg_restore',
+        '--data-only',
+        '-f',
+        '-',
+        `/backups/${newest}`,
+      ]);
       return data.includes(email) ? newest : undefined;
     }).catch(async (err: Error) => {
       throw new Error(`${err.message}\nbackup log:\n${await logsOf('backup')}`);

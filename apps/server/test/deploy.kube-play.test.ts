@@ -25,7 +25,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parseAllDocuments, stringify } from 'yaml';
-import { buildImages, podman, podmanUnavailable, ROOT, registerAndConverse, until } from './helpers/podman.ts';
+import {
+  buildImages,
+  containerLogs,
+  podman,
+  podmanUnavailable,
+  ROOT,
+  registerAndConverse,
+  until,
+} from './helpers/podman.ts';
 
 const K8S = join(ROOT, 'deploy/k8s/base');
 const NETWORK = 'paddock-kube-test';
@@ -114,8 +122,7 @@ describe('deploy/k8s with podman kube play', { skip: missing || false }, () => {
   const played: string[] = [];
   const base = `http://${ADDRESSES['paddock-server']}:4000`;
 
-  const logsOf = async (pod: string, container: string) =>
-    podman(['logs', '--tail', '60', `${pod}-${container}`]).catch((err: Error) => err.message);
+  const logsOf = (pod: string, container: string) => containerLogs(`${pod}-${container}`);
 
   before(async () => {
     // Leftovers of an interrupted earlier run.

@@ -22,22 +22,46 @@ const has = (cmd: string, arg: string) => spawnSync(cmd, [arg], { stdio: 'ignore
  * Why the deploy test `file` cannot run here ('' when it can). In CI a reason is an error: a missing
  * podman is a broken CI machine (scripts/ci-system-deps.sh installs it), not a reason to skip.
  */
-export function podmanUnavailable(file: string, also: { command: string; versionArg: string }[] = []): string {
+export function podmanUnavailable(
+  file: string,
+  also: { command: string; versionArg: string }[] = [],
+): string {
   const inCi = (process.env['CI'] ?? '') !== '' && process.env['CI'] !== 'false';
   let missing = '';
   if (!has('podman', '--version')) missing = 'podman is not installed';
   else if (process.getuid?.() !== 0) missing = 'the deploy tests run podman as root';
-  else for (const a of also) if (!missing && !has(a.command, a.versionArg)) missing = `${a.command} is not installed`;
+  else
+    for (const a of also)
+      if (!missing && !has(a.command, a.versionArg)) missing = `${a.command} is not installed`;
   if (missing && inCi) throw new Error(`${file}: ${missing} (scripts/ci-system-deps.sh installs it)`);
   return missing;
 }
 
 export async function podman(args: string[], timeoutMs = 120_000): Promise<string> {
-  const { stdout } = await run('podman', args, { env: PODMAN_ENV, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 });
+  const { stdout } = await run('podman', args, {
+    env: PODMAN_ENV,
+    timeout: timeoutMs,
+    maxBuffer: 64 * 1024 * 1024,
+  });
   return stdout;
 }
 
-export async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+/** The last lines a container wrote, stdout and stderr both (podman logs replays each on its own), or why not. */
+export async function containerLogs(name: string, lines = 60): Promise<string> {
+  return run('podman', ['logs', '--tail', String(lines), name], {
+    env: PODMAN_ENV,
+    maxBuffer: 16 * 1024 * 1024,
+  }).then(
+    ({ stdout, stderr }) => `${stdout}${stderr}`,
+    (err: Error) => err.message,
+  );
+}
+
+export async function until<T>(
+  what: string,
+  timeoutMs: number,
+  probe: () => Promise<T | undefined>,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   while (Date.now() < deadline) {
@@ -116,10 +140,18 @@ export async function pruneOlderShaTags(current: string[]): Promise<string[]> {
     for (const line of listed.split('\n')) {
       const [ref] = line.split(' ');
       if (!ref || ref === image || !ref.startsWith(`${repository}:sha-`)) continue;
-      const [other] = JSON.parse(await podman(['image', 'inspect', ref]).catch(() => '[]')) as { Created: string }[];
+      const [other] = JSON.parse(await podman(['image', 'inspect', ref]).catch(() => '[]')) as {
+        Created: string;
+      }[];
       if (!other || Date.parse(other.Created) >= createdAt) continue;
       // Untags; the image (and its untagged layers) goes once no other tag or container holds it.
-      if (await podman(['rmi', ref]).then(() => true, () => false)) removed.push(ref);
+      if (
+        await podman(['rmi', ref]).then(
+          () => true,
+          () => false,
+        )
+      )
+        removed.push(ref);
     }
   }
   return removed;
