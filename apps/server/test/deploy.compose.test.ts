@@ -10,6 +10,7 @@
 // 2. `podman-compose up -d`: the four services run; /health/ready answers 200 on the published port,
 //    which is the only one published; a user registers through the API of the image's own `serve`;
 // 3. the backup service writes a dump (pg_dump -Fc) that holds that user, and logs no password;
+//    `podman-compose run --rm -T backup --once` makes one more (the on-demand dump of the docs);
 // 4. the server is recreated with a second compose file (compose.scripted.yaml) that only swaps its
 //    command for the scripted runtime's boot (test/fixtures/serve-scripted.ts, mounted read-only:
 //    the real agent CLIs need the runtime layer and an inference provider) and a conversation runs,
@@ -185,6 +186,9 @@ describe('deploy/compose.yaml with podman-compose', { skip: missing || false }, 
     const backupLog = await logsOf('backup');
     assert.match(backupLog, new RegExp(`wrote /backups/${dump}`));
     assert.ok(!backupLog.includes(secrets['POSTGRES_PASSWORD']!), 'the backup log holds no password');
+    // A dump on demand (before an upgrade, docs/operations.md): the service's entry point with --once.
+    const once = await compose(['compose.yaml'], ['run', '--rm', '-T', 'backup', '--once']);
+    assert.match(once.stdout, /backup: wrote \/backups\/paddock-\d{8}T\d{6}Z\.dump \(\d+ bytes/, once.stdout.slice(-2000));
 
     // 4. A conversation: the server recreated with the scripted runtime (compose.scripted.yaml),
     //    the other services left running. podman-compose 1.0.3 cannot recreate one service (no
