@@ -188,7 +188,11 @@ describe('deploy/compose.yaml with podman-compose', { skip: missing || false }, 
     assert.ok(!backupLog.includes(secrets['POSTGRES_PASSWORD']!), 'the backup log holds no password');
     // A dump on demand (before an upgrade, docs/operations.md): the service's entry point with --once.
     const once = await compose(['compose.yaml'], ['run', '--rm', '-T', 'backup', '--once']);
-    assert.match(once.stdout, /backup: wrote \/backups\/paddock-\d{8}T\d{6}Z\.dump \(\d+ bytes/, once.stdout.slice(-2000));
+    assert.match(
+      once.stdout,
+      /backup: wrote \/backups\/paddock-\d{8}T\d{6}Z\.dump \(\d+ bytes/,
+      once.stdout.slice(-2000),
+    );
 
     // 4. A conversation: the server recreated with the scripted runtime (compose.scripted.yaml),
     //    the other services left running. podman-compose 1.0.3 cannot recreate one service (no
