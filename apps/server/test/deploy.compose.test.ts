@@ -6,7 +6,8 @@
 // match), sandboxd without the 1.5 GB runtime layer (SANDBOXD_RUNTIME_LAYER=off) and a dump every
 // few seconds (BACKUP_INTERVAL_SECONDS).
 //
-// 1. scripts/build-images.sh --make-base --postgres (helpers/podman.ts; cached; older sha-* tags go);
+// 1. scripts/build-images.sh --make-base --postgres (helpers/podman.ts; cached; older sha-* tags go,
+//    shown on a stale tag);
 // 2. `podman-compose up -d`: the four services run; /health/ready answers 200 on the published port,
 //    which is the only one published; a user registers through the API of the image's own `serve`;
 // 3. the backup service writes a dump (pg_dump -Fc) that holds that user, and logs no password;
@@ -34,6 +35,7 @@ import {
   PODMAN_ENV,
   podman,
   podmanUnavailable,
+  pruneOlderShaTags,
   ROOT,
   registerAndConverse,
   run,
@@ -71,6 +73,11 @@ describe('deploy/compose.yaml with podman-compose', { skip: missing || false }, 
     });
   };
   const logsOf = (service: string) => containerLogs(container(service));
+  const imageExists = (ref: string) =>
+    podman(['image', 'exists', ref]).then(
+      () => true,
+      () => false,
+    );
   const leftovers = async () => ({
     containers: (await podman(['ps', '-a', '-q', '--filter', label])).trim(),
     volumes: (await podman(['volume', 'ls', '-q', '--filter', label])).trim(),
@@ -94,6 +101,27 @@ describe('deploy/compose.yaml with podman-compose', { skip: missing || false }, 
   it('starts PostgreSQL, sandboxd, the server and the backup job from a .env of the secrets alone', async () => {
     // 1. The images.
     const { images, tag } = await buildImages();
+    // What buildImages did after the build (pruneOlderShaTags), shown in a repository of this
+    // test's own (so that a deploy test running alongside prunes nothing of it): of two sha-* tags,
+    // the one naming an older image (the base, built before the server) goes, the images stay.
+    const baseImage = (
+      await podman(['images', '--format', '{{.Repository}}:{{.Tag}}', 'localhost/paddock-base'])
+    )
+      .split('\n')
+      .find(Boolean);
+    assert.ok(baseImage, 'build-images.sh --make-base made localhost/paddock-base');
+    const older = `localhost/paddock-prune-test:sha-${project}-old`;
+    const current = `localhost/paddock-prune-test:sha-${project}-new`;
+    await podman(['tag', baseImage, older]);
+    await podman(['tag', images['paddock-server']!, current]);
+    try {
+      assert.deepEqual(await pruneOlderShaTags([current]), [older]);
+      assert.equal(await imageExists(older), false, `${older} is removed`);
+      assert.equal(await imageExists(current), true, 'the current tag stays');
+      assert.equal(await imageExists(baseImage), true, 'the base stays');
+    } finally {
+      await podman(['rmi', '--ignore', older, current]).catch(() => '');
+    }
 
     // The project directory: the compose file, the backup script it mounts, the .env.
     copyFileSync(join(ROOT, 'deploy/compose.yaml'), join(dir, 'compose.yaml'));
@@ -150,6 +178,14 @@ describe('deploy/compose.yaml with podman-compose', { skip: missing || false }, 
         );
       });
     await ready();
+    const running = JSON.parse(await podman(['ps', '--format', 'json', '--filter', label])) as {
+      Labels: Record<string, string>;
+    }[];
+    assert.deepEqual(
+      running.map((c) => c.Labels['com.docker.compose.service']).sort(),
+      SERVICES,
+      'all four run',
+    );
     // Only the public listener is published, on the loopback address.
     const published = (await podman(['port', container('server')])).trim().split('\n');
     assert.deepEqual(published, [`4000/tcp -> 127.0.0.1:${port}`]);
