@@ -199,9 +199,14 @@ describe('deploy/k8s with podman kube play', { skip: missing || false }, () => {
         `${err.message}\nserver log:\n${await logsOf('paddock-server', 'server')}\npostgres log:\n${await logsOf('paddock-postgres', 'postgres')}`,
       );
     });
-    // The private listener answers /health inside the pod (the liveness probe's port).
-    const metrics = await fetch(`http://${ADDRESSES['paddock-server']}:9568/health`);
-    assert.equal(metrics.status, 200);
+    // The private listener answers /health inside the pod (the liveness probe's port). It starts
+    // just after the public one, so /health/ready can answer before it listens.
+    await until('GET :9568/health answers 200', 60_000, async () => {
+      const res = await fetch(`http://${ADDRESSES['paddock-server']}:9568/health`, {
+        signal: AbortSignal.timeout(3000),
+      });
+      return res.status === 200 ? true : undefined;
+    });
 
     // 4. Register, sign in with a key, make an agent, run a conversation.
     await registerAndConverse({
