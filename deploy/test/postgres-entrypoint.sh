@@ -3,7 +3,11 @@
 # contract, reduced: as root it takes ownership of PGDATA and drops to `postgres`; an empty PGDATA
 # is initialised with POSTGRES_USER (postgres) / POSTGRES_PASSWORD (required) / POSTGRES_DB (the
 # user's name), password (scram-sha-256) authentication for every network client.
+# Any other command (pg_dump, psql, a shell) runs as given, as in the official image.
 set -eu
+if [ "${1:-}" != postgres ]; then
+  exec "$@"
+fi
 : "${PGDATA:=/var/lib/postgresql/data}"
 if [ "$(id -u)" = 0 ]; then
   mkdir -p "$PGDATA"
@@ -31,8 +35,5 @@ SQL
   fi
   echo "postgres-entrypoint: initialised $PGDATA (user $user, database $db)" >&2
 fi
-if [ "${1:-}" = postgres ]; then
-  shift
-  exec postgres -D "$PGDATA" -c listen_addresses='*' -c unix_socket_directories=/var/run/postgresql "$@"
-fi
-exec "$@"
+shift
+exec postgres -D "$PGDATA" -c listen_addresses='*' -c unix_socket_directories=/var/run/postgresql "$@"

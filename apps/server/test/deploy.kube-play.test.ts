@@ -16,22 +16,26 @@
 // Everything else (probes, securityContext, privileged sandboxd, volumes, env) is played as written.
 //
 // Needs podman (scripts/ci-system-deps.sh installs it) and root. In CI a missing podman fails the
-// test; elsewhere it skips, saying why. The built images stay (the build cache); pods, containers,
-// volumes and the network go.
+// test; elsewhere it skips, saying why. The built images stay (the build cache) but older `sha-*`
+// tags go (helpers/podman.ts); pods, containers, volumes and the network go.
 import assert from 'node:assert/strict';
-import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { promisify } from 'node:util';
 import { parseAllDocuments, stringify } from 'yaml';
+import {
+  buildImages,
+  containerLogs,
+  podman,
+  podmanUnavailable,
+  ROOT,
+  registerAndConverse,
+  until,
+} from './helpers/podman.ts';
 
-const run = promisify(execFile);
-const ROOT = resolve(import.meta.dirname, '../../..');
 const K8S = join(ROOT, 'deploy/k8s/base');
-const CONTAINERS_CONF = join(ROOT, 'deploy/test/containers.conf');
 const NETWORK = 'paddock-kube-test';
 const SUBNET_PREFIX = '10.89.77';
 const ADDRESSES: Record<string, string> = {
@@ -40,28 +44,11 @@ const ADDRESSES: Record<string, string> = {
   'paddock-server': `${SUBNET_PREFIX}.12`,
 };
 const ORDER = ['paddock-postgres', 'paddock-sandboxd', 'paddock-server'];
-const ENV = { ...process.env, CONTAINERS_CONF };
 
-const hasPodman = spawnSync('podman', ['--version'], { stdio: 'ignore' }).status === 0;
-const isRoot = process.getuid?.() === 0;
-const inCi = (process.env['CI'] ?? '') !== '' && process.env['CI'] !== 'false';
-const missing = !hasPodman ? 'podman is not installed' : !isRoot ? 'podman kube play needs root here' : '';
-if (missing && inCi) {
-  // CI must run it: a missing podman is a broken CI machine, not a reason to skip.
-  throw new Error(`deploy.kube-play.test.ts: ${missing} (scripts/ci-system-deps.sh installs it)`);
-}
+const missing = podmanUnavailable('deploy.kube-play.test.ts');
 
 // biome-ignore lint/suspicious/noExplicitAny: Kubernetes documents are free-form YAML trees.
 type Doc = any;
-
-async function podman(args: string[], timeoutMs = 120_000): Promise<string> {
-  const { stdout } = await run('podman', args, {
-    env: ENV,
-    timeout: timeoutMs,
-    maxBuffer: 64 * 1024 * 1024,
-  });
-  return stdout;
-}
 
 function loadDocs(file: string): Doc[] {
   return parseAllDocuments(readFileSync(join(K8S, file), 'utf8')).map((d) => d.toJS());
@@ -129,29 +116,13 @@ function renderWorkload(workload: Doc, input: RenderInput): Doc[] {
   return out;
 }
 
-async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 1000));
-  }
-  throw new Error(`${what}: not within ${timeoutMs / 1000} s${last ? ` (last: ${String(last)})` : ''}`);
-}
-
 describe('deploy/k8s with podman kube play', { skip: missing || false }, () => {
   const work = mkdtempSync(join(tmpdir(), 'paddock-test-kube-'));
   const claimPrefix = `kt${randomBytes(3).toString('hex')}`;
   const played: string[] = [];
   const base = `http://${ADDRESSES['paddock-server']}:4000`;
 
-  const logsOf = async (pod: string, container: string) =>
-    podman(['logs', '--tail', '60', `${pod}-${container}`]).catch((err: Error) => err.message);
+  const logsOf = (pod: string, container: string) => containerLogs(`${pod}-${container}`);
 
   before(async () => {
     // Leftovers of an interrupted earlier run.
@@ -172,24 +143,11 @@ describe('deploy/k8s with podman kube play', { skip: missing || false }, () => {
 
   it('builds the images, plays the manifests, and a registered user runs a conversation', async () => {
     // 1. The images, from the base this machine makes (cached after the first run).
-    const built = await run(join(ROOT, 'scripts/build-images.sh'), ['--make-base', '--postgres'], {
-      cwd: ROOT,
-      env: ENV,
-      timeout: 1_800_000,
-      maxBuffer: 64 * 1024 * 1024,
-    }).catch((err: { stderr?: string; message: string }) => {
-      throw new Error(`build-images.sh failed: ${err.message}\n${(err.stderr ?? '').slice(-4000)}`);
-    });
-    const images: Record<string, string> = {};
-    for (const line of built.stdout.split('\n')) {
-      const [word, name, tag] = line.split(' ');
-      if (word === 'image' && name && tag) images[name.split('/').pop()!] = `${name}:${tag}`;
-    }
-    assert.ok(images['paddock-server'] && images['paddock-sandboxd'], built.stdout);
+    const { images } = await buildImages();
     const imageMap = {
       'paddock-server': images['paddock-server']!,
       'paddock-sandboxd': images['paddock-sandboxd']!,
-      'postgres:17': 'localhost/paddock-postgres:17',
+      'postgres:17': images['paddock-postgres']!,
     };
     // The Containerfile's promises: non-root server with a health check.
     const inspect = JSON.parse(await podman(['image', 'inspect', imageMap['paddock-server']]))[0];
@@ -241,56 +199,21 @@ describe('deploy/k8s with podman kube play', { skip: missing || false }, () => {
         `${err.message}\nserver log:\n${await logsOf('paddock-server', 'server')}\npostgres log:\n${await logsOf('paddock-postgres', 'postgres')}`,
       );
     });
-    // The private listener answers /health inside the pod (the liveness probe's port).
-    const metrics = await fetch(`http://${ADDRESSES['paddock-server']}:9568/health`);
-    assert.equal(metrics.status, 200);
+    // The private listener answers /health inside the pod (the liveness probe's port). It starts
+    // just after the public one, so /health/ready can answer before it listens.
+    await until('GET :9568/health answers 200', 60_000, async () => {
+      const res = await fetch(`http://${ADDRESSES['paddock-server']}:9568/health`, {
+        signal: AbortSignal.timeout(3000),
+      });
+      return res.status === 200 ? true : undefined;
+    });
 
     // 4. Register, sign in with a key, make an agent, run a conversation.
-    const email = `kube-${randomBytes(4).toString('hex')}@example.com`;
-    const passphrase = 'a long kube play passphrase';
-    const post = async (path: string, body: unknown, key?: string) => {
-      const res = await fetch(base + path, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
-        body: JSON.stringify(body),
-      });
-      return { status: res.status, body: (await res.json()) as Doc };
-    };
-    const get = async (path: string, key: string) => {
-      const res = await fetch(base + path, { headers: { authorization: `Bearer ${key}` } });
-      return { status: res.status, body: (await res.json()) as Doc };
-    };
-    const registered = await post('/api/auth/register', { email, password: passphrase });
-    assert.ok([200, 201].includes(registered.status), JSON.stringify(registered));
-    const token = await post('/api/auth/token', { email, password: passphrase, name: 'kube-play' });
-    assert.equal(token.status, 201, JSON.stringify(token));
-    const key: string = token.body.key;
-    const agent = await post(
-      '/api/agents',
-      { name: 'kube-agent', model: 'anthropic/claude-sonnet-4-5', runtime: 'claude' },
-      key,
-    );
-    assert.equal(agent.status, 201, JSON.stringify(agent));
-    const started = await post(
-      '/api/conversations',
-      { agent_id: agent.body.id, prompt: 'echo "hello from $(uname -s) kube play"' },
-      key,
-    );
-    assert.equal(started.status, 201, JSON.stringify(started));
-    const id: string = started.body.id;
-    const turn = await until('the first turn ends', 300_000, async () => {
-      const turns = await get(`/api/conversations/${id}/turns`, key);
-      const first = (turns.body.data as Doc[]).find((t) => t.seq === 1);
-      return first && !['queued', 'running'].includes(first.status) ? first : undefined;
-    }).catch(async (err: Error) => {
-      const conv = await get(`/api/conversations/${id}`, key).catch(() => null);
-      throw new Error(
-        `${err.message}\nconversation: ${JSON.stringify(conv?.body)}\nserver log:\n${await logsOf('paddock-server', 'server')}\nsandboxd log:\n${await logsOf('paddock-sandboxd', 'sandboxd')}`,
-      );
+    await registerAndConverse({
+      base,
+      words: 'kube play',
+      logs: async () =>
+        `server log:\n${await logsOf('paddock-server', 'server')}\nsandboxd log:\n${await logsOf('paddock-sandboxd', 'sandboxd')}`,
     });
-    const events = await get(`/api/conversations/${id}/events`, key);
-    const text = JSON.stringify(events.body);
-    assert.equal(turn.status, 'succeeded', `turn: ${JSON.stringify(turn)}\nevents: ${text.slice(0, 4000)}`);
-    assert.match(text, /hello from Linux kube play/);
   });
 });
