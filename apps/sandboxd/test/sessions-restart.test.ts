@@ -185,7 +185,10 @@ describe('exec sessions across a sandboxd restart', () => {
   it('kills the shims of a destroyed sandbox', async () => {
     const name = 'restart-destroyed';
     assert.equal((await api(d, 'POST', '/v1/sandboxes', { name })).status, 201);
-    const before = sessionShims(dataDir).length;
+    // The shims of this sandbox's sessions, by pid: a shim of an earlier test may still be exiting
+    // while these start, so a count of all session shims would race with it.
+    const before = new Set(sessionShims(dataDir));
+    const started = () => sessionShims(dataDir).filter((pid) => !before.has(pid));
     for (const tty of [false, true]) {
       const ws = openExec(d, name, ['sh', '-c', 'echo up; sleep 600'], { detachable: true, tty });
       const c = collect(ws, tty, 20_000);
@@ -197,9 +200,10 @@ describe('exec sessions across a sandboxd restart', () => {
       ws.terminate();
       await c;
     }
-    assert.equal(sessionShims(dataDir).length, before + 2);
+    const ours = started();
+    assert.equal(ours.length, 2, 'one shim per detachable session');
     assert.equal((await api(d, 'DELETE', `/v1/sandboxes/${name}`)).status, 204);
-    await waitFor(() => sessionShims(dataDir).length === before, 'shims killed');
+    await waitFor(() => ours.every((pid) => !processAlive(pid)), 'shims killed');
   });
 
   it('starts a detachable session under a pre-started shim, and leaves no idle shim behind when stopped or killed', async () => {
