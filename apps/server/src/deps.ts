@@ -16,13 +16,13 @@ import { type AgentsService, createAgentsService } from './agents/agents.service
 import { type ApplyService, createApplyService } from './apply/apply.service.ts';
 import { createExportService, type ExportService } from './apply/export.service.ts';
 import { type AuditService, createAuditService } from './audit/audit.service.ts';
-import { type BillingService, createBillingService } from './billing/billing.service.ts';
-import { createSubscriptionGate } from './billing/gate.ts';
-import { type BillingProcessor, createStripeProcessor } from './billing/stripe.ts';
 import { type ApiKeysService, createApiKeysService } from './auth/api-keys.service.ts';
 import type { Principal, PrincipalCache } from './auth/principal.ts';
 import { createPrincipalCache } from './auth/principal-cache.ts';
 import { createSessionsService, type SessionsService } from './auth/sessions.service.ts';
+import { type BillingService, createBillingService } from './billing/billing.service.ts';
+import { createSubscriptionGate } from './billing/gate.ts';
+import { type BillingProcessor, createStripeProcessor } from './billing/stripe.ts';
 import type { Config } from './config/config.ts';
 import {
   type ConversationsService,

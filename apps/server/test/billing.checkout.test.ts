@@ -167,7 +167,11 @@ describe('billing core (BILLING_ENABLED=true, the SDK against the fake Stripe)',
     assert.equal(refused.body.error, 'no_billing_customer');
 
     stripe.customers.set('cus_portal_1', { id: 'cus_portal_1', object: 'customer' });
-    const user = await withRow({ status: 'active', customer_id: 'cus_portal_1', subscription_id: 'sub_portal_1' });
+    const user = await withRow({
+      status: 'active',
+      customer_id: 'cus_portal_1',
+      subscription_id: 'sub_portal_1',
+    });
     const res = await api(user, 'POST', '/api/billing/portal', { return_url: 'https://evil.example' });
     assert.equal(res.status, 200);
     assert.match(res.body.url, /^https:\/\/billing\.stripe\.test\/p\/session\/bps_/);
@@ -178,7 +182,12 @@ describe('billing core (BILLING_ENABLED=true, the SDK against the fake Stripe)',
 
   it('sets cancel at period end at the processor and shows it with the period end', async () => {
     const end = Math.floor(Date.now() / 1000) + 20 * 86400;
-    stripe.putSubscription({ id: 'sub_cancel_1', customer: 'cus_c1', status: 'active', current_period_end: end });
+    stripe.putSubscription({
+      id: 'sub_cancel_1',
+      customer: 'cus_c1',
+      status: 'active',
+      current_period_end: end,
+    });
     const user = await withRow({ status: 'active', customer_id: 'cus_c1', subscription_id: 'sub_cancel_1' });
     const res = await api(user, 'POST', '/api/billing/cancel-at-period-end', { cancel_at_period_end: true });
     assert.equal(res.status, 200, JSON.stringify(res.body));
@@ -224,12 +233,20 @@ describe('billing core (BILLING_ENABLED=true, the SDK against the fake Stripe)',
     } finally {
       stripe.outage = null;
     }
-    const still = await t.deps.db.selectFrom('users').select('id').where('id', '=', user.id).executeTakeFirst();
+    const still = await t.deps.db
+      .selectFrom('users')
+      .select('id')
+      .where('id', '=', user.id)
+      .executeTakeFirst();
     assert.ok(still, 'nothing deleted while the subscription could not be canceled');
     const res = await api(admin, 'DELETE', `/api/admin/users/${user.id}`);
     assert.ok(res.status < 300, JSON.stringify(res.body));
     assert.equal(stripe.subscriptions.get('sub_del_1').status, 'canceled');
-    const gone = await t.deps.db.selectFrom('users').select('id').where('id', '=', user.id).executeTakeFirst();
+    const gone = await t.deps.db
+      .selectFrom('users')
+      .select('id')
+      .where('id', '=', user.id)
+      .executeTakeFirst();
     assert.equal(gone, undefined);
   });
 
@@ -239,13 +256,19 @@ describe('billing core (BILLING_ENABLED=true, the SDK against the fake Stripe)',
     const legacyRow = await withRow({ legacy: true, trial_ends_at: null });
     const current = await withRow({ trial_ends_at: new Date(Date.now() + 86400_000) });
     const lines: string[] = [];
-    const run = (args: string[]) => expireLegacyTrialsTask.run({ deps: t.deps, args, print: (l) => lines.push(l) });
+    const run = (args: string[]) =>
+      expireLegacyTrialsTask.run({ deps: t.deps, args, print: (l) => lines.push(l) });
 
     await run(['--dry-run', '--days', '3']);
     assert.match(lines.at(-1)!, /would start a 3-day trial for 2 legacy account/);
     assert.equal(
-      (await t.deps.db.selectFrom('billing_accounts').select('user_id').where('user_id', '=', legacyNoRow.id).execute())
-        .length,
+      (
+        await t.deps.db
+          .selectFrom('billing_accounts')
+          .select('user_id')
+          .where('user_id', '=', legacyNoRow.id)
+          .execute()
+      ).length,
       0,
     );
     await run(['--days', '3']);

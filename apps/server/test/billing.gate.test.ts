@@ -23,23 +23,46 @@ type Row = { status: string; trial_ends_at?: Date | null; legacy?: boolean } | n
 const MATRIX: { state: string; row: Row; passes: boolean }[] = [
   { state: 'active', row: { status: 'active' }, passes: true },
   { state: 'comped', row: { status: 'comped' }, passes: true },
-  { state: 'trialing, trial ahead', row: { status: 'trialing', trial_ends_at: new Date(Date.now() + DAY) }, passes: true },
+  {
+    state: 'trialing, trial ahead',
+    row: { status: 'trialing', trial_ends_at: new Date(Date.now() + DAY) },
+    passes: true,
+  },
   { state: 'legacy (no row: predates billing)', row: null, passes: true },
-  { state: 'legacy row, no trial end', row: { status: 'trialing', legacy: true, trial_ends_at: null }, passes: true },
-  { state: 'trialing, trial over (local clock)', row: { status: 'trialing', trial_ends_at: new Date(Date.now() - 1000) }, passes: false },
-  { state: 'trialing, no trial end, not legacy (fails closed)', row: { status: 'trialing', trial_ends_at: null }, passes: false },
+  {
+    state: 'legacy row, no trial end',
+    row: { status: 'trialing', legacy: true, trial_ends_at: null },
+    passes: true,
+  },
+  {
+    state: 'trialing, trial over (local clock)',
+    row: { status: 'trialing', trial_ends_at: new Date(Date.now() - 1000) },
+    passes: false,
+  },
+  {
+    state: 'trialing, no trial end, not legacy (fails closed)',
+    row: { status: 'trialing', trial_ends_at: null },
+    passes: false,
+  },
   { state: 'past_due', row: { status: 'past_due' }, passes: false },
   { state: 'canceled', row: { status: 'canceled' }, passes: false },
 ];
 
 async function setState(user: TestUser, row: Row) {
   await h.deps.db.deleteFrom('billing_accounts').where('user_id', '=', user.id).execute();
-  if (row) await h.deps.db.insertInto('billing_accounts').values({ user_id: user.id, ...row } as never).execute();
+  if (row)
+    await h.deps.db
+      .insertInto('billing_accounts')
+      .values({ user_id: user.id, ...row } as never)
+      .execute();
 }
 
 const idle = (c: { status: string }) => c.status === 'idle';
 
-function assertRefused(res: { status: number; body: { error?: string; upgrade_url?: string } }, what: string) {
+function assertRefused(
+  res: { status: number; body: { error?: string; upgrade_url?: string } },
+  what: string,
+) {
   assert.equal(res.status, 402, `${what}: ${JSON.stringify(res.body)}`);
   assert.equal(res.body.error, 'subscription_required');
   assert.equal(res.body.upgrade_url, new URL('/account/billing', h.config.publicUrl.origin).toString());
@@ -75,7 +98,9 @@ describe('the subscription gate matrix (status × start / prompt / reattach / re
       else assertRefused(started, 'start');
 
       // prompt (each turn)
-      const prompted = await h.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'echo two' });
+      const prompted = await h.api(user, 'POST', `/api/conversations/${conv.id}/prompts`, {
+        prompt: 'echo two',
+      });
       if (passes) {
         assert.equal(prompted.status, 202, JSON.stringify(prompted.body));
         assert.equal((await h.waitForTurn(user, conv.id, 2)).status, 'succeeded');
@@ -95,12 +120,15 @@ describe('the subscription gate matrix (status × start / prompt / reattach / re
       const stages = (await h.events(moving.id)).filter((e) => e.stage === 'reattach');
       if (passes) {
         assert.equal(ended.status, 'succeeded');
-        assert.ok(stages.some((s) => s.state === 'done'), 'the adopter re-joined the sandbox');
+        assert.ok(
+          stages.some((s) => s.state === 'done'),
+          'the adopter re-joined the sandbox',
+        );
         assert.match(await h.stdout(moving.id), /go\nafter\n/);
       } else {
         assert.notEqual(ended.status, 'succeeded', 'the re-join was refused');
         assert.ok(
-          stages.some((s) => s.state === 'failed' && /subscription/.test(s.message ?? "")),
+          stages.some((s) => s.state === 'failed' && /subscription/.test(s.message ?? '')),
           `the reattach stage failed on the gate: ${JSON.stringify(stages)}`,
         );
       }

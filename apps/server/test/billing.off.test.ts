@@ -48,7 +48,12 @@ describe('billing off (BILLING_ENABLED unset)', () => {
     );
     assert.ok(!off.app.printRoutes({ commonPrefix: false }).includes('billing'));
     const onRoutes = await routesOf(on);
-    for (const p of ['/api/billing', '/api/billing/checkout', '/api/billing/portal', '/api/billing/cancel-at-period-end'])
+    for (const p of [
+      '/api/billing',
+      '/api/billing/checkout',
+      '/api/billing/portal',
+      '/api/billing/cancel-at-period-end',
+    ])
       assert.ok(onRoutes.includes(p), `${p} exists with billing on`);
 
     const user = await createVerifiedUser(database.handle.db);
@@ -97,7 +102,10 @@ describe('billing off (BILLING_ENABLED unset)', () => {
     // The gate with billing off is the pass-through: a row (left from an earlier billing-on
     // period) saying canceled does not refuse.
     const user = await createVerifiedUser(database.handle.db);
-    await database.handle.db.insertInto('billing_accounts').values({ user_id: user.id, status: 'canceled' }).execute();
+    await database.handle.db
+      .insertInto('billing_accounts')
+      .values({ user_id: user.id, status: 'canceled' })
+      .execute();
     const agent = await off.app.inject({
       method: 'POST',
       url: '/api/agents',

@@ -96,7 +96,11 @@ describe('the billing page', () => {
     await page.goto(c.url('/account/billing?checkout=success'));
     await page.getByText('the payment processor confirmed your checkout').waitFor();
     assert.equal(await page.locator('dt:has-text("Status") + dd').textContent(), 'Active');
-    assert.equal(await page.getByRole('button', { name: 'Subscribe' }).count(), 0, 'no second checkout offered');
+    assert.equal(
+      await page.getByRole('button', { name: 'Subscribe' }).count(),
+      0,
+      'no second checkout offered',
+    );
     assert.equal(await page.locator('dt:has-text("Cancel at period end") + dd').textContent(), 'No');
     await page.getByRole('button', { name: 'Cancel at period end' }).click();
     await page.getByRole('button', { name: 'Keep my subscription' }).waitFor();

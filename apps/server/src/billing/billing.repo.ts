@@ -27,17 +27,28 @@ const COLUMNS = [
 ] as const;
 
 export async function findBillingAccount(db: Db, userId: string): Promise<BillingAccountRow | undefined> {
-  return await db.selectFrom('billing_accounts').select(COLUMNS).where('user_id', '=', userId).executeTakeFirst();
+  return await db
+    .selectFrom('billing_accounts')
+    .select(COLUMNS)
+    .where('user_id', '=', userId)
+    .executeTakeFirst();
 }
 
 /** The row and whether its trial is still running on the database's clock (the local clock). */
 export async function findGateState(
   db: Db,
   userId: string,
-): Promise<{ status: SubscriptionStatus; legacy: boolean; trial_ends_at: Date | null; trial_live: boolean } | undefined> {
+): Promise<
+  { status: SubscriptionStatus; legacy: boolean; trial_ends_at: Date | null; trial_live: boolean } | undefined
+> {
   return await db
     .selectFrom('billing_accounts')
-    .select(['status', 'legacy', 'trial_ends_at', sql<boolean>`coalesce(trial_ends_at > now(), false)`.as('trial_live')])
+    .select([
+      'status',
+      'legacy',
+      'trial_ends_at',
+      sql<boolean>`coalesce(trial_ends_at > now(), false)`.as('trial_live'),
+    ])
     .where('user_id', '=', userId)
     .executeTakeFirst();
 }

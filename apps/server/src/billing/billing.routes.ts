@@ -25,7 +25,9 @@ export const BillingView = z.object({
 
 const Redirect = z.object({ url: z.string().describe("the processor's hosted page to send the browser to") });
 
-export function billingRoutes(deps: Pick<Deps, 'accounts'> & { billing: BillingService }): FastifyPluginAsync {
+export function billingRoutes(
+  deps: Pick<Deps, 'accounts'> & { billing: BillingService },
+): FastifyPluginAsync {
   return async (root) => {
     const app = root.withTypeProvider<ZodTypeProvider>();
     const { billing } = deps;
@@ -35,7 +37,11 @@ export function billingRoutes(deps: Pick<Deps, 'accounts'> & { billing: BillingS
       '/api/billing',
       {
         onRequest: [app.requireAuth],
-        schema: { tags, summary: "The account's subscription, from local state", response: { 200: BillingView } },
+        schema: {
+          tags,
+          summary: "The account's subscription, from local state",
+          response: { 200: BillingView },
+        },
       },
       async (request) => await billing.view(principalOf(request).tenantId),
     );
@@ -46,7 +52,8 @@ export function billingRoutes(deps: Pick<Deps, 'accounts'> & { billing: BillingS
         onRequest: [app.requireAuth],
         schema: {
           tags,
-          summary: 'Start a Stripe Checkout for the subscription; 409 for a comped account or a live subscription',
+          summary:
+            'Start a Stripe Checkout for the subscription; 409 for a comped account or a live subscription',
           response: { 200: Redirect },
         },
       },

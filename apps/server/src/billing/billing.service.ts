@@ -56,7 +56,11 @@ export interface BillingService {
   me(userId: string): Promise<MeBilling>;
   checkout(account: { userId: string; email: string }, ctx: { ip: string | null }): Promise<{ url: string }>;
   portal(userId: string): Promise<{ url: string }>;
-  setCancelAtPeriodEnd(userId: string, cancelAtPeriodEnd: boolean, ctx: { ip: string | null }): Promise<BillingView>;
+  setCancelAtPeriodEnd(
+    userId: string,
+    cancelAtPeriodEnd: boolean,
+    ctx: { ip: string | null },
+  ): Promise<BillingView>;
   /** The trial clock of a new account, inside its registration transaction. */
   startTrial(db: Db, userId: string): Promise<void>;
   /** Before an account's deletion: its subscription canceled at the processor; a throw stops the deletion. */
@@ -88,7 +92,8 @@ export function createBillingService(deps: {
       current_period_end: iso(row?.current_period_end ?? null),
       cancel_at_period_end: row?.cancel_at_period_end ?? false,
       has_subscription: Boolean(row?.subscription_id),
-      checkout_available: status !== 'comped' && !(row?.subscription_id && (status === 'active' || status === 'past_due')),
+      checkout_available:
+        status !== 'comped' && !(row?.subscription_id && (status === 'active' || status === 'past_due')),
       portal_available: Boolean(row?.customer_id),
       price_monthly_cents: config.billing.priceMonthlyCents,
     };

@@ -33,7 +33,9 @@ export const expireLegacyTrialsTask: Task = {
     const { dryRun, days } = parseArgs(args, deps.config.billing.trialDays);
     const candidates = await legacyTrialCandidates(deps.db);
     if (dryRun) {
-      print(`would start a ${days}-day trial for ${candidates.length} legacy account(s) (dry run: nothing written)`);
+      print(
+        `would start a ${days}-day trial for ${candidates.length} legacy account(s) (dry run: nothing written)`,
+      );
       return;
     }
     let started = 0;

@@ -107,7 +107,10 @@ export function createStripeProcessor(
       if (err instanceof AppError) throw err;
       const type = err instanceof Stripe.errors.StripeError ? err.type : 'unknown';
       const status = err instanceof Stripe.errors.StripeError ? err.statusCode : undefined;
-      logger.warn({ processor_call: what, error_type: type, status }, 'the payment processor refused or failed');
+      logger.warn(
+        { processor_call: what, error_type: type, status },
+        'the payment processor refused or failed',
+      );
       throw new AppError(
         'billing_unavailable',
         'the payment processor could not be reached or refused the request; try again in a few minutes',

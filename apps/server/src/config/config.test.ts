@@ -121,7 +121,10 @@ describe('configuration', () => {
   });
 
   it('requires BILLING_STRIPE_SECRET_KEY in production only when billing is on; development boots without it', () => {
-    refuses({ ...PROD, BILLING_ENABLED: 'true', BILLING_WEBHOOK_SECRET: 'whsec_x' }, 'BILLING_STRIPE_SECRET_KEY');
+    refuses(
+      { ...PROD, BILLING_ENABLED: 'true', BILLING_WEBHOOK_SECRET: 'whsec_x' },
+      'BILLING_STRIPE_SECRET_KEY',
+    );
     const { config } = parseConfig({ BILLING_ENABLED: 'true' });
     assert.equal(config.billing.stripeSecretKey, undefined);
     assert.equal(config.billing.trialDays, 14);

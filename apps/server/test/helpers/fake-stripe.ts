@@ -166,7 +166,11 @@ export async function startFakeStripe(): Promise<FakeStripe> {
         livemode: false,
         url: `https://checkout.stripe.test/c/pay/${sid}`,
       };
-      checkoutSessions.set(sid, { ...s, line_items: form.line_items, subscription_data: form.subscription_data });
+      checkoutSessions.set(sid, {
+        ...s,
+        line_items: form.line_items,
+        subscription_data: form.subscription_data,
+      });
       return { status: 200, body: s };
     }
     if (method === 'POST' && path === '/v1/billing_portal/sessions') {
@@ -199,7 +203,8 @@ export async function startFakeStripe(): Promise<FakeStripe> {
         });
       if (method === 'GET') return { status: 200, body: s };
       if (method === 'POST') {
-        if (form.cancel_at_period_end !== undefined) s.cancel_at_period_end = form.cancel_at_period_end === 'true';
+        if (form.cancel_at_period_end !== undefined)
+          s.cancel_at_period_end = form.cancel_at_period_end === 'true';
         return { status: 200, body: s };
       }
       if (method === 'DELETE') {

@@ -20,7 +20,8 @@ const STATUS_TEXT: Record<string, string> = {
   comped: 'Complimentary',
 };
 
-const date = (iso: string | null) => (iso ? new Date(iso).toLocaleDateString(undefined, { dateStyle: 'long' }) : null);
+const date = (iso: string | null) =>
+  iso ? new Date(iso).toLocaleDateString(undefined, { dateStyle: 'long' }) : null;
 
 function summary(b: Billing): string {
   if (b.status === null || (b.status === 'trialing' && b.legacy && !b.trial_ends_at))
@@ -57,8 +58,8 @@ export default function BillingPage() {
       <div className="stack narrow">
         {outcome === 'success' && (
           <p role="status" className="notice notice-ok">
-            Thank you: the payment processor confirmed your checkout. The status below changes as soon as it tells
-            this instance.
+            Thank you: the payment processor confirmed your checkout. The status below changes as soon as it
+            tells this instance.
           </p>
         )}
         {outcome === 'canceled' && (
@@ -91,7 +92,9 @@ function BillingDetails({ billing: b, onChange }: { billing: Billing; onChange(b
     setBusy('cancel');
     setError(null);
     try {
-      onChange(await api.post('/api/billing/cancel-at-period-end', { body: { cancel_at_period_end: cancel } }));
+      onChange(
+        await api.post('/api/billing/cancel-at-period-end', { body: { cancel_at_period_end: cancel } }),
+      );
     } catch (err) {
       setError(err);
     } finally {
@@ -133,7 +136,12 @@ function BillingDetails({ billing: b, onChange }: { billing: Billing; onChange(b
       <ErrorNotice error={error} />
       <div className="form-actions">
         {b.checkout_available && (
-          <button type="button" className="btn btn-primary" disabled={busy !== null} onClick={() => go('checkout')}>
+          <button
+            type="button"
+            className="btn btn-primary"
+            disabled={busy !== null}
+            onClick={() => go('checkout')}
+          >
             {busy === 'checkout' ? 'Opening checkout…' : 'Subscribe'}
           </button>
         )}
