@@ -92,8 +92,8 @@ export function createBillingService(deps: {
       current_period_end: iso(row?.current_period_end ?? null),
       cancel_at_period_end: row?.cancel_at_period_end ?? false,
       has_subscription: Boolean(row?.subscription_id),
-      checkout_available:
-        status !== 'comped' && !(row?.subscription_id && (status === 'active' || status === 'past_due')),
+      // A subscription of record that is not canceled is managed in the portal, not bought again.
+      checkout_available: status !== 'comped' && !(row?.subscription_id && status !== 'canceled'),
       portal_available: Boolean(row?.customer_id),
       price_monthly_cents: config.billing.priceMonthlyCents,
     };

@@ -101,7 +101,7 @@ function BillingDetails({ billing: b, onChange }: { billing: Billing; onChange(b
       setBusy(null);
     }
   };
-  const live = b.has_subscription && (b.status === 'active' || b.status === 'past_due');
+  const live = b.has_subscription && b.status !== 'canceled' && b.status !== 'comped';
   return (
     <>
       <p>{summary(b)}</p>
