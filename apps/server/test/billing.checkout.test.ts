@@ -221,6 +221,29 @@ describe('billing core (BILLING_ENABLED=true, the SDK against the fake Stripe)',
     assert.ok(!t.logs.join('').includes(stripe.secretKey), 'the key is in no log line');
   });
 
+  it('boots without BILLING_STRIPE_SECRET_KEY in development; checkout and portal then fail visibly (503 billing_not_configured)', async () => {
+    const keyless = await buildTestApp({
+      database: t.database,
+      env: { BILLING_ENABLED: 'true', BILLING_PRICE_MONTHLY_CENTS: '900' },
+    });
+    try {
+      const user = await withRow({
+        customer_id: 'cus_keyless',
+        trial_ends_at: new Date(Date.now() + 86400_000),
+      });
+      const view = await keyless.app.inject({ method: 'GET', url: '/api/billing', headers: user.auth });
+      assert.equal(view.statusCode, 200);
+      for (const url of ['/api/billing/checkout', '/api/billing/portal']) {
+        const res = await keyless.app.inject({ method: 'POST', url, headers: user.auth });
+        assert.equal(res.statusCode, 503, url);
+        assert.equal(res.json().error, 'billing_not_configured');
+        assert.match(res.json().message, /BILLING_STRIPE_SECRET_KEY/);
+      }
+    } finally {
+      await keyless.close();
+    }
+  });
+
   it('cancels the subscription at the processor before deleting the account; a processor outage deletes nothing', async () => {
     stripe.putSubscription({ id: 'sub_del_1', customer: 'cus_d1', status: 'active' });
     const user = await withRow({ status: 'active', customer_id: 'cus_d1', subscription_id: 'sub_del_1' });
