@@ -27,9 +27,10 @@ export async function openapiDocument(): Promise<Record<string, unknown>> {
     // Never connected to: building the app and its document runs no query.
     DATABASE_URL: 'postgres://openapi@127.0.0.1:9/openapi',
     DATABASE_SSL: 'false',
-    // Every optional route present, so the console's types cover them (OAuth sign-in).
+    // Every optional route present, so the console's types cover them (OAuth sign-in, billing).
     GITHUB_CLIENT_ID: 'openapi',
     GITHUB_CLIENT_SECRET: 'openapi',
+    BILLING_ENABLED: 'true',
   });
   const database = openDatabase({ connectionString: config.database.url!, max: 1 });
   const deps = createDeps({

@@ -20,6 +20,9 @@ import { type ApiKeysService, createApiKeysService } from './auth/api-keys.servi
 import type { Principal, PrincipalCache } from './auth/principal.ts';
 import { createPrincipalCache } from './auth/principal-cache.ts';
 import { createSessionsService, type SessionsService } from './auth/sessions.service.ts';
+import { type BillingService, createBillingService } from './billing/billing.service.ts';
+import { createSubscriptionGate } from './billing/gate.ts';
+import { type BillingProcessor, createStripeProcessor } from './billing/stripe.ts';
 import type { Config } from './config/config.ts';
 import {
   type ConversationsService,
@@ -107,6 +110,8 @@ export interface Deps {
   accountExports: AccountExportsService;
   admin: AdminService;
   usage: UsageService;
+  /** Billing (BILLING_ENABLED only; absent when off, so no billing route or state exists). */
+  billing?: BillingService;
   conversations: ConversationsService;
   /** What a sandbox's conversation-scoped key may do under /api/conversations (sandbox-key.ts). */
   sandboxKey: SandboxKeyRule;
@@ -152,6 +157,8 @@ export interface EngineOptions {
   runtimes?: RuntimeRegistry;
   provisioner?: Provisioner;
   subscription?: SubscriptionGate;
+  /** The payment processor billing talks to (default: the Stripe SDK per BILLING_STRIPE_*). */
+  billingProcessor?: BillingProcessor;
   /** Lifecycle tick, provision deadline (defaults 60 s, 30 min); bounds from config. */
   lifecycle?: Partial<LifecycleOptions>;
   /** Extra env for git in the sandbox (tests: a fake git host's self-signed certificate). */
@@ -210,9 +217,20 @@ export function createDeps(input: CreateDepsInput): Deps {
   const agents = createAgentsService({ db, audit });
   const exporter = createExportService({ secrets, environments, vaults, agents });
   const principals = createPrincipalCache();
-  const accountsDeps = createAccountsDeps({ ...input, db, audit, secrets, principals });
+  const billing = input.config.billing.enabled
+    ? createBillingService({
+        db,
+        config: input.config,
+        processor: input.engine?.billingProcessor ?? createStripeProcessor(input.config, input.logger),
+        audit,
+      })
+    : undefined;
+  const accountsDeps = createAccountsDeps({ ...input, db, audit, secrets, principals, billing });
   const conversationLog = createConversationLogDeps(input);
-  const conversationDeps = createConversationDeps(input, {
+  const subscription =
+    input.engine?.subscription ??
+    (billing ? createSubscriptionGate({ db, publicUrl: input.config.publicUrl }) : undefined);
+  const conversationDeps = createConversationDeps(input, subscription, {
     apiKeys: accountsDeps.apiKeys,
     secrets,
     inferenceCredentials,
@@ -225,8 +243,8 @@ export function createDeps(input: CreateDepsInput): Deps {
     mailQueue: accountsDeps.mailQueue,
     principals,
     conversations: conversationDeps.conversations,
-    // Billing cancellation joins here when billing lands (AccountDeletionHook).
-    hooks: [],
+    // The subscription is canceled at the processor before anything is deleted.
+    hooks: billing ? [{ name: 'billing', beforeDelete: (userId) => billing.cancelForDeletion(userId) }] : [],
   });
   return {
     ...conversationDeps,
@@ -245,6 +263,7 @@ export function createDeps(input: CreateDepsInput): Deps {
     accountExports: createAccountExportsService({ db, audit }),
     admin: createAdminService({ db, audit }),
     usage: createUsageService({ db, audit }),
+    ...(billing ? { billing } : {}),
     ...accountsDeps,
     jobTasks: {
       ...accountsDeps.jobTasks,
@@ -302,9 +321,10 @@ function createAccountsDeps(
     audit: AuditService;
     secrets: SecretsService;
     principals: PrincipalCache;
+    billing: BillingService | undefined;
   },
 ) {
-  const { db, config, audit, logger, secrets, principals } = input;
+  const { db, config, audit, logger, secrets, principals, billing } = input;
   const mailer = createMailer(config, logger);
   const mailQueue = createMailQueue({ config });
   const sessions = createSessionsService({ db, config });
@@ -318,6 +338,7 @@ function createAccountsDeps(
     apiKeys,
     principals,
     tenantKeys: secrets,
+    ...(billing ? { trials: billing } : {}),
   });
   const jobTasks: TaskList = {
     [ACCOUNT_MAIL_TASK]: createAccountMailTask({ db, config, mailer, mailQueue, audit, logger }),
@@ -327,6 +348,7 @@ function createAccountsDeps(
 
 function createConversationDeps(
   input: CreateDepsInput,
+  subscription: SubscriptionGate | undefined,
   parts: {
     apiKeys: ApiKeysService;
     secrets: SecretsService;
@@ -377,7 +399,7 @@ function createConversationDeps(
   const gates = createGates({
     db,
     maxSandboxesPerUser: config.sandbox.maxConcurrentPerUser,
-    ...(options.subscription ? { subscription: options.subscription } : {}),
+    ...(subscription ? { subscription } : {}),
   });
   const ownership = createOwnership({
     pool: database.pool,

@@ -28,6 +28,12 @@ export const TENANT_ROWS_WITHOUT_CASCADE: readonly TenantRowsWithoutCascade[] = 
     action: 'keep',
     why: 'a backend destroy still owed (a sandbox name only); the row goes when the backend confirms',
   },
+  {
+    table: 'billing_events',
+    column: 'user_id',
+    action: 'keep',
+    why: "the payment processor's event claims (idempotency of its redeliveries); the foreign key sets user_id null, and the retention pruner removes the rows after 90 days",
+  },
 ];
 
 /** Inside the deletion transaction, the users row locked: the listed rows, then the account (cascading). */

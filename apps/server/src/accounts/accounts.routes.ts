@@ -40,7 +40,7 @@ export function resetResponse(config: Config): string {
   return 'If an account exists for that address, no link can reach it: this instance sends no mail. Ask an administrator to set a temporary password for you.';
 }
 
-type AccountsRouteDeps = Pick<Deps, 'accounts' | 'sessions' | 'audit' | 'config'>;
+type AccountsRouteDeps = Pick<Deps, 'accounts' | 'sessions' | 'audit' | 'config' | 'billing'>;
 
 export function accountsRoutes(deps: AccountsRouteDeps): FastifyPluginAsync {
   return async (root) => {
@@ -227,8 +227,8 @@ export function accountsRoutes(deps: AccountsRouteDeps): FastifyPluginAsync {
         const me = await accounts.me(principal);
         return {
           ...me,
-          // Billing is not enabled on this instance (BILLING_ENABLED=false): no subscription state.
-          subscription_status: null,
+          // Billing off (BILLING_ENABLED=false): no subscription or trial state, status null.
+          ...(deps.billing ? await deps.billing.me(principal.tenantId) : { subscription_status: null }),
           auth: { via: principal.via, scope: principal.scope },
         };
       },

@@ -20,6 +20,10 @@ export const UserView = z.object({
 export const MeView = UserView.extend({
   has_password: z.boolean(),
   subscription_status: z.enum(['trialing', 'active', 'past_due', 'canceled', 'comped']).nullable(),
+  // The billing fields exist only with BILLING_ENABLED (spec: billing off, no trial or subscription state).
+  trial_ends_at: z.string().nullable().optional().describe('billing on only'),
+  current_period_end: z.string().nullable().optional().describe('billing on only'),
+  cancel_at_period_end: z.boolean().optional().describe('billing on only'),
   auth: z.object({ via: z.enum(['api_key', 'session']), scope: z.enum(['full', 'conversation']) }),
 });
 

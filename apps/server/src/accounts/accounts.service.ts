@@ -180,6 +180,8 @@ export interface AccountsDeps {
   principals: Pick<PrincipalCache, 'forget'>;
   /** Creates the tenant's data encryption key; called in the registration transaction. */
   tenantKeys: { ensureTenantKey(tenantId: string, db?: Db): Promise<void> };
+  /** Billing on: starts the new account's trial clock, in the registration transaction. */
+  trials?: { startTrial(db: Db, userId: string): Promise<void> };
 }
 
 const SYSTEM: AuditEntry['actor'] = { kind: 'system', userId: null, apiKeyId: null };
@@ -342,6 +344,7 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
         const created = await insertUser(trx, { email, passwordHash, verified: selfVerify });
         if (!created) throw AppError.validation({ email: ['is already registered'] });
         await deps.tenantKeys.ensureTenantKey(created.id, trx);
+        await deps.trials?.startTrial(trx, created.id);
         await audit.record(
           {
             type: 'user.registered',
@@ -829,6 +832,7 @@ export function createAccountsService(deps: AccountsDeps): AccountsService {
             throw new AppError('conflict', 'an account with this email was just created; try again');
           await insertIdentity(trx, created.id, { ...identity, email });
           await deps.tenantKeys.ensureTenantKey(created.id, trx);
+          await deps.trials?.startTrial(trx, created.id);
           await audit.record(
             {
               type: 'user.registered',

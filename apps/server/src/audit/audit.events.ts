@@ -55,4 +55,8 @@ export const AUDIT_EVENT_TYPES: Set<string> = new Set([
   // Data exports (per account). Metadata: the export id, and size on download.
   'account.export_requested',
   'account.export_downloaded',
+  // Billing (billing/billing.service.ts, legacy-trials.task.ts). Metadata: ids and flags, never a key.
+  'billing.checkout_started',
+  'billing.cancel_at_period_end_set',
+  'billing.legacy_trial_started',
 ]);

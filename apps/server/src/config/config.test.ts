@@ -107,9 +107,57 @@ describe('configuration', () => {
 
   it('requires BILLING_WEBHOOK_SECRET in production only when billing is on', () => {
     refuses({ ...PROD, BILLING_ENABLED: 'true' }, 'BILLING_WEBHOOK_SECRET');
-    assert.deepEqual(problemsOf({ ...PROD, BILLING_ENABLED: 'true', BILLING_WEBHOOK_SECRET: 'whsec_x' }), []);
+    assert.deepEqual(
+      problemsOf({
+        ...PROD,
+        BILLING_ENABLED: 'true',
+        BILLING_WEBHOOK_SECRET: 'whsec_x',
+        BILLING_STRIPE_SECRET_KEY: 'sk_test_x',
+      }),
+      [],
+    );
     assert.deepEqual(problemsOf({ ...PROD, BILLING_ENABLED: 'false' }), []);
     assert.deepEqual(problemsOf({ BILLING_ENABLED: 'true' }), []);
+  });
+
+  it('requires BILLING_STRIPE_SECRET_KEY in production only when billing is on; development boots without it', () => {
+    refuses(
+      { ...PROD, BILLING_ENABLED: 'true', BILLING_WEBHOOK_SECRET: 'whsec_x' },
+      'BILLING_STRIPE_SECRET_KEY',
+    );
+    const { config } = parseConfig({ BILLING_ENABLED: 'true' });
+    assert.equal(config.billing.stripeSecretKey, undefined);
+    assert.equal(config.billing.trialDays, 14);
+  });
+
+  it('refuses malformed billing variables naming the variable, never the value; blank means unset', () => {
+    refuses({ BILLING_STRIPE_SECRET_KEY: 'pk_live_publishable' }, 'BILLING_STRIPE_SECRET_KEY');
+    refuses({ BILLING_STRIPE_API_BASE: 'ftp://stripe.example' }, 'BILLING_STRIPE_API_BASE');
+    refuses({ BILLING_STRIPE_API_BASE: 'http://127.0.0.1:1234/v1' }, 'BILLING_STRIPE_API_BASE');
+    refuses({ BILLING_STRIPE_PRICE_ID: 'monthly' }, 'BILLING_STRIPE_PRICE_ID');
+    refuses({ BILLING_TRIAL_DAYS: '0' }, 'BILLING_TRIAL_DAYS');
+    refuses({ BILLING_TRIAL_DAYS: 'two weeks' }, 'BILLING_TRIAL_DAYS');
+    assert.ok(!problemsOf({ BILLING_STRIPE_SECRET_KEY: 'pk_live_publishable' }).join().includes('pk_live'));
+    const { config } = parseConfig({
+      BILLING_STRIPE_SECRET_KEY: ' ',
+      BILLING_STRIPE_API_BASE: '',
+      BILLING_TRIAL_DAYS: '',
+      BILLING_STRIPE_PRICE_ID: '',
+    });
+    assert.equal(config.billing.stripeSecretKey, undefined);
+    assert.equal(config.billing.stripeApiBase, undefined);
+    assert.equal(config.billing.stripePriceId, undefined);
+    assert.equal(config.billing.trialDays, 14);
+    const set = parseConfig({
+      BILLING_STRIPE_SECRET_KEY: 'rk_test_abc',
+      BILLING_STRIPE_API_BASE: 'http://127.0.0.1:12111',
+      BILLING_TRIAL_DAYS: '30',
+      BILLING_STRIPE_PRICE_ID: 'price_123',
+    }).config;
+    assert.equal(set.billing.stripeSecretKey, 'rk_test_abc');
+    assert.equal(set.billing.stripeApiBase?.origin, 'http://127.0.0.1:12111');
+    assert.equal(set.billing.trialDays, 30);
+    assert.equal(set.billing.stripePriceId, 'price_123');
   });
 
   it('SANDBOX_CALLBACK_URL: the origin sandboxes call back to, PUBLIC_URL by default', () => {

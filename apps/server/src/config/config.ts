@@ -96,6 +96,14 @@ export interface Config {
     readonly enabled: boolean;
     readonly webhookSecret?: string;
     readonly priceMonthlyCents: number | null;
+    /** BILLING_STRIPE_SECRET_KEY: the processor's API key (sk_… or rk_…). Required in production with billing on. */
+    readonly stripeSecretKey?: string;
+    /** BILLING_STRIPE_API_BASE: where the SDK reaches the processor's API (a proxy, a fake); default Stripe's. */
+    readonly stripeApiBase?: URL;
+    /** BILLING_STRIPE_PRICE_ID: the recurring price checkout sells; unset, BILLING_PRICE_MONTHLY_CENTS in USD. */
+    readonly stripePriceId?: string;
+    /** BILLING_TRIAL_DAYS: the trial clock of a new account (default 14). */
+    readonly trialDays: number;
   };
   readonly trustedProxies: readonly string[];
   readonly checkOriginExtra: readonly string[];
@@ -466,6 +474,22 @@ export function parseConfig(env: Env): ParseResult {
   }
   const priceRaw = str('BILLING_PRICE_MONTHLY_CENTS');
   const priceMonthlyCents = priceRaw === undefined ? null : nonNegInt('BILLING_PRICE_MONTHLY_CENTS', 0);
+  const stripeSecretKey = str('BILLING_STRIPE_SECRET_KEY');
+  if (stripeSecretKey !== undefined && !/^(sk|rk)_[A-Za-z0-9_]+$/.test(stripeSecretKey)) {
+    problems.push('BILLING_STRIPE_SECRET_KEY: must be a Stripe secret or restricted key (sk_… or rk_…)');
+  }
+  if (isProduction && billingEnabled && stripeSecretKey === undefined) {
+    problems.push('BILLING_STRIPE_SECRET_KEY: required in production when BILLING_ENABLED is true');
+  }
+  const stripeApiBase = url('BILLING_STRIPE_API_BASE', ['http:', 'https:']);
+  if (stripeApiBase && (stripeApiBase.pathname !== '/' || stripeApiBase.search || stripeApiBase.hash)) {
+    problems.push('BILLING_STRIPE_API_BASE: must be an origin without a path, query or fragment');
+  }
+  const stripePriceId = str('BILLING_STRIPE_PRICE_ID');
+  if (stripePriceId !== undefined && !/^price_[A-Za-z0-9_]+$/.test(stripePriceId)) {
+    problems.push('BILLING_STRIPE_PRICE_ID: must be a Stripe price id (price_…)');
+  }
+  const trialDays = intBetween('BILLING_TRIAL_DAYS', 14, 1, 365);
 
   // Proxies and origins.
   const trustedProxies = list('TRUSTED_PROXIES');
@@ -622,6 +646,10 @@ export function parseConfig(env: Env): ParseResult {
       enabled: billingEnabled,
       ...(webhookSecret ? { webhookSecret } : {}),
       priceMonthlyCents,
+      ...(stripeSecretKey ? { stripeSecretKey } : {}),
+      ...(stripeApiBase ? { stripeApiBase } : {}),
+      ...(stripePriceId ? { stripePriceId } : {}),
+      trialDays,
     },
     trustedProxies,
     checkOriginExtra,

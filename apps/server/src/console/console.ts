@@ -12,6 +12,7 @@
 //   up on the next navigation while the hashed assets stay cached.
 // - Files are read once at boot (the build is immutable while the process runs) and
 //   compressed once; nothing resolves a request path on disk, so no traversal is possible.
+// - /account/billing exists only with BILLING_ENABLED (test/billing.off.test.ts).
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { extname, join, relative, sep } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -92,13 +93,20 @@ export interface ConsoleHandler {
   serve(request: FastifyRequest, reply: FastifyReply): FastifyReply | null;
 }
 
-export function createConsoleHandler(config: Pick<Config, 'consoleDir'>): ConsoleHandler {
+/** Pages that exist only with BILLING_ENABLED: off, they answer the JSON 404 like an unknown route. */
+const BILLING_PAGES = /^\/account\/billing\/?$/;
+
+export function createConsoleHandler(
+  config: Pick<Config, 'consoleDir'> & { billing: Pick<Config['billing'], 'enabled'> },
+): ConsoleHandler {
   const assets = loadBuild(config.consoleDir);
   const index = assets?.get('/index.html');
   return {
     handles(request) {
       if (request.method !== 'GET' && request.method !== 'HEAD') return false;
-      return !SERVER_PATHS.test(request.url.split('?')[0] ?? '/');
+      const path = request.url.split('?')[0] ?? '/';
+      if (!config.billing.enabled && BILLING_PAGES.test(path)) return false;
+      return !SERVER_PATHS.test(path);
     },
     serve(request, reply) {
       if (!assets || !index) {

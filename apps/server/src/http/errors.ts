@@ -25,6 +25,12 @@ export const ERROR_CODES = {
   not_found: 404,
   method_not_allowed: 405,
   conflict: 409,
+  /** Checkout while the account has a live subscription (active, trialing or past_due at the processor). */
+  subscription_exists: 409,
+  /** Checkout for a comped account: it is never offered one. */
+  checkout_not_offered: 409,
+  /** The billing portal before the account has a customer at the processor (no checkout yet). */
+  no_billing_customer: 409,
   /** An admin asked for a reset link where no mail can be made (EMAIL_DELIVERY=none outside development). */
   mail_unavailable: 409,
   /** A prompt while a turn runs. */
@@ -57,6 +63,10 @@ export const ERROR_CODES = {
   headers_too_large: 431,
   internal_error: 500,
   service_unavailable: 503,
+  /** The payment processor is unreachable or refused (checkout, portal): try again later. */
+  billing_unavailable: 503,
+  /** Billing is on but BILLING_STRIPE_SECRET_KEY is unset (development): checkout and portal cannot work. */
+  billing_not_configured: 503,
   /** Prompt, interrupt or terminate while the conversation's server provisions (with Retry-After). */
   conversation_provisioning: 503,
 } as const;

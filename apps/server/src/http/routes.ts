@@ -10,6 +10,7 @@ import { applyRoutes } from '../apply/apply.routes.ts';
 import { auditRoutes } from '../audit/audit.routes.ts';
 import { apiKeysRoutes } from '../auth/api-keys.routes.ts';
 import { oauthRoutes } from '../auth/oauth.routes.ts';
+import { billingRoutes } from '../billing/billing.routes.ts';
 import { conversationsRoutes } from '../conversations/api/conversations.routes.ts';
 import { streamRoutes } from '../conversations/api/stream.routes.ts';
 import type { Deps } from '../deps.ts';
@@ -34,6 +35,8 @@ export async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<
   await app.register(adminViewsRoutes(deps));
   await app.register(auditRoutes(deps));
   await app.register(usageRoutes(deps));
+  // Only with BILLING_ENABLED: off, no billing path exists at all.
+  if (deps.billing) await app.register(billingRoutes({ accounts: deps.accounts, billing: deps.billing }));
   await app.register(environmentsRoutes(deps));
   await app.register(vaultsRoutes(deps));
   await app.register(agentsRoutes(deps));

@@ -127,6 +127,13 @@ export const ROUTES: readonly PageRoute[] = [
     page: lazy(() => import('../pages/account/SecurityPage')),
   },
   {
+    // BILLING_ENABLED only: otherwise the server answers this path with a 404 (console.ts).
+    path: '/account/billing',
+    access: 'signed-in',
+    title: 'Billing',
+    page: lazy(() => import('../pages/account/BillingPage')),
+  },
+  {
     path: '/account/audit',
     access: 'signed-in',
     title: 'Audit log',

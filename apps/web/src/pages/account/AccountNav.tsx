@@ -1,4 +1,5 @@
 import '../config/config.css';
+import { useSite } from '../../api/site';
 import { Link, useLocation } from '../../app/router';
 
 const TABS = [
@@ -7,11 +8,15 @@ const TABS = [
   { href: '/account/audit', label: 'Audit log' },
 ];
 
-export function AccountNav() {
+/** The Billing tab exists only with BILLING_ENABLED (GET /api/site says; the billing page passes `billing`). */
+export function AccountNav({ billing }: { billing?: boolean } = {}) {
   const { pathname } = useLocation();
+  const site = useSite();
+  const tabs =
+    billing || site.data?.billing.enabled ? [...TABS, { href: '/account/billing', label: 'Billing' }] : TABS;
   return (
     <nav className="subnav" aria-label="Account">
-      {TABS.map((t) => (
+      {tabs.map((t) => (
         <Link
           key={t.href}
           href={t.href}
