@@ -20,6 +20,7 @@ import { type ApiKeysService, createApiKeysService } from './auth/api-keys.servi
 import type { Principal, PrincipalCache } from './auth/principal.ts';
 import { createPrincipalCache } from './auth/principal-cache.ts';
 import { createSessionsService, type SessionsService } from './auth/sessions.service.ts';
+import { BILLING_MAIL_TASK, createBillingMailTask } from './billing/billing-mail.ts';
 import type { Config } from './config/config.ts';
 import {
   type ConversationsService,
@@ -320,6 +321,7 @@ function createAccountsDeps(
   });
   const jobTasks: TaskList = {
     [ACCOUNT_MAIL_TASK]: createAccountMailTask({ db, config, mailer, mailQueue, audit, logger }),
+    [BILLING_MAIL_TASK]: createBillingMailTask({ db, config, mailer, logger }),
   };
   return { accounts, apiKeys, sessions, mailer, mailQueue, jobTasks };
 }

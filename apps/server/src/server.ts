@@ -56,14 +56,15 @@ export async function startServer(
   const { deps, db } = await openDeps(config, logger, engine);
   const app = await buildApp(deps);
   let jobs: JobRunner;
+  const scheduled = SCHEDULED_JOBS.filter((job) => job.scheduled?.(config) ?? true);
   try {
     // Jobs (mail, the crontab of SCHEDULED_JOBS) run in this process; mail of a request never
     // waits on them. Every replica runs the crontab: graphile-worker fires each run once.
     jobs = await startJobRunner({
       pool: db.database.pool,
       logger,
-      tasks: { ...deps.jobTasks, ...cronTasks(SCHEDULED_JOBS, deps) },
-      schedule: cronItems(SCHEDULED_JOBS),
+      tasks: { ...deps.jobTasks, ...cronTasks(scheduled, deps) },
+      schedule: cronItems(scheduled),
       pollIntervalMs: Math.min(2000, Math.max(100, config.mail.retry.baseMs)),
     });
   } catch (err) {
