@@ -27,7 +27,8 @@ export async function openapiDocument(): Promise<Record<string, unknown>> {
     // Never connected to: building the app and its document runs no query.
     DATABASE_URL: 'postgres://openapi@127.0.0.1:9/openapi',
     DATABASE_SSL: 'false',
-    // Every optional route present, so the console's types cover them (OAuth sign-in).
+    // Every optional route present, so the console's types cover them (OAuth sign-in, billing).
+    BILLING_ENABLED: 'true',
     GITHUB_CLIENT_ID: 'openapi',
     GITHUB_CLIENT_SECRET: 'openapi',
   });
