@@ -577,6 +577,13 @@ describe('the admin revenue figure', () => {
     assert.equal(body.price_monthly_cents, 1900);
     assert.equal(body.revenue_monthly_cents, active * 1900);
     assert.equal(body.accounts_by_status.active, active);
+    const audits = await t.deps.db
+      .selectFrom('audit_events')
+      .select(['type', 'metadata'])
+      .where('tenant_id', '=', admin.id)
+      .where('type', '=', 'admin.billing.read')
+      .execute();
+    assert.equal(audits.length, 1, "the read is audited in the admin's own log");
 
     const unpriced = await buildTestApp({
       database: t.database,

@@ -4,10 +4,13 @@
 // and trialing accounts pay nothing, past_due ones are not collected).
 // GET /api/admin/billing/failures: the processor events whose apply failed and that no
 // redelivery has applied since, newest first (event id, type, account, error, attempts).
-import type { FastifyPluginAsync } from 'fastify';
+// Every read is audited (admin.billing.read), like the admin's other views.
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { sql } from 'kysely';
 import { z } from 'zod';
+import { type AuditService, auditActorFrom } from '../audit/audit.service.ts';
+import { principalOf } from '../auth/auth.plugin.ts';
 import type { Config } from '../config/config.ts';
 import type { Db } from '../db/database.ts';
 
@@ -47,7 +50,21 @@ const BillingFailures = z.object({
   ),
 });
 
-export function billingAdminRoutes(deps: { db: Db; config: Config }): FastifyPluginAsync {
+export function billingAdminRoutes(deps: {
+  db: Db;
+  config: Config;
+  audit: Pick<AuditService, 'record'>;
+}): FastifyPluginAsync {
+  const audited = async (request: FastifyRequest, view: 'summary' | 'failures', count?: number) => {
+    const admin = principalOf(request);
+    await deps.audit.record({
+      type: 'admin.billing.read',
+      tenantId: admin.tenantId,
+      actor: auditActorFrom(admin),
+      ip: request.ip,
+      metadata: { view, ...(count === undefined ? {} : { count }) },
+    });
+  };
   return async (root) => {
     const app = root.withTypeProvider<ZodTypeProvider>();
     const tags = ['admin'];
@@ -63,7 +80,7 @@ export function billingAdminRoutes(deps: { db: Db; config: Config }): FastifyPlu
           response: { 200: BillingSummary },
         },
       },
-      async () => {
+      async (request) => {
         const rows = await deps.db
           .selectFrom('billing_accounts')
           .select(['status', sql<string>`count(*)`.as('n')])
@@ -80,6 +97,7 @@ export function billingAdminRoutes(deps: { db: Db; config: Config }): FastifyPlu
           .where('outcome', '=', 'failed')
           .executeTakeFirstOrThrow();
         const price = deps.config.billing.priceMonthlyCents;
+        await audited(request, 'summary');
         return {
           price_monthly_cents: price,
           active_subscriptions: byStatus.active,
@@ -100,7 +118,7 @@ export function billingAdminRoutes(deps: { db: Db; config: Config }): FastifyPlu
           response: { 200: BillingFailures },
         },
       },
-      async () => {
+      async (request) => {
         const rows = await deps.db
           .selectFrom('billing_events')
           .select([
@@ -117,6 +135,7 @@ export function billingAdminRoutes(deps: { db: Db; config: Config }): FastifyPlu
           .orderBy('received_at', 'desc')
           .limit(FAILURES_SHOWN)
           .execute();
+        await audited(request, 'failures', rows.length);
         return {
           data: rows.map((r) => ({
             ...r,
