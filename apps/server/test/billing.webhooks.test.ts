@@ -271,8 +271,14 @@ describe('the billing webhook: claim and apply', () => {
     assert.equal(notAdmin.statusCode, 403);
 
     // A second failing redelivery counts its attempt; after the conflict is resolved, the next applies.
+    const firstFailure = (await eventRow(e.id))?.received_at;
     assert.equal((await deliver(t, e)).statusCode, 500);
-    assert.equal((await eventRow(e.id))?.attempts, 2);
+    const second = await eventRow(e.id);
+    assert.equal(second?.attempts, 2);
+    assert.ok(
+      second && firstFailure && second.received_at > firstFailure,
+      'received_at is the last failed delivery',
+    );
     await t.deps.db
       .updateTable('billing_accounts')
       .set({ customer_id: null })

@@ -54,14 +54,14 @@ export async function finishClaim(
 
 /**
  * Records a failed apply, outside the rolled-back transaction: listed on the admin pages until
- * a redelivery applies it. An event applied meanwhile (a concurrent redelivery) stays applied.
+ * a redelivery applies it; `received_at` is the last failed delivery (the list's order, and the\n * retention's clock). An event applied meanwhile (a concurrent redelivery) stays applied.
  */
 export async function recordFailure(db: Db, head: EventHead, error: string): Promise<void> {
   await sql`
     INSERT INTO billing_events (id, type, created_at, outcome, error, applied_at)
     VALUES (${head.id}, ${head.type}, ${head.createdAt}, 'failed', ${error}, NULL)
     ON CONFLICT (id) DO UPDATE
-      SET attempts = billing_events.attempts + 1, error = EXCLUDED.error
+      SET attempts = billing_events.attempts + 1, error = EXCLUDED.error, received_at = now()
       WHERE billing_events.outcome = 'failed'`.execute(db);
 }
 
