@@ -3,7 +3,9 @@
 // becomes canceled while one with a subscription keeps the processor's status; only in the
 // crontab with billing on. And the retention of payment-processor events (90 days).
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { after, before, beforeEach, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { sql } from 'kysely';
 import { trialSweeperJob } from '../src/billing/trial-sweeper.job.ts';
 import { parseConfig } from '../src/config/config.ts';
@@ -148,6 +150,37 @@ describe('the trial sweeper', () => {
     } finally {
       await offApp.app.close();
     }
+  });
+});
+
+describe('the trial-sweeper release task', () => {
+  it('runs as its own process: paddock-server task trial-sweeper --dry-run', async () => {
+    const expired = await trial(new Date(Date.now() - DAY));
+    const main = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+    const env = {
+      PATH: process.env['PATH'] ?? '',
+      NODE_ENV: 'test',
+      DATABASE_URL: t.database.url,
+      DATABASE_SSL: 'false',
+      MASTER_SECRETS_KEY: t.config.masterSecretsKey?.toString('base64url') ?? '',
+      EMAIL_DELIVERY: '',
+      SMTP_HOST: '127.0.0.1',
+      SMTP_PORT: '9',
+      BILLING_ENABLED: 'true',
+      LOG_LEVEL: 'silent',
+    };
+    const out = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        [main, 'task', 'trial-sweeper', '--dry-run'],
+        { env },
+        (err, stdout, stderr) =>
+          resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+    assert.equal(out.code, 0, out.stderr);
+    assert.match(out.stdout, /would mail 0 ending and 1 expired trials/);
+    assert.equal((await billingRow(t.deps.db, expired)).status, 'trialing', 'a dry run changes nothing');
   });
 });
 
