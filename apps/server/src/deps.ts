@@ -23,6 +23,7 @@ import { createSessionsService, type SessionsService } from './auth/sessions.ser
 import { type BillingService, createBillingService } from './billing/billing.service.ts';
 import { createSubscriptionGate } from './billing/gate.ts';
 import { type BillingProcessor, createStripeProcessor } from './billing/stripe.ts';
+import { BILLING_MAIL_TASK, createBillingMailTask } from './billing/billing-mail.ts';
 import type { Config } from './config/config.ts';
 import {
   type ConversationsService,
@@ -342,6 +343,7 @@ function createAccountsDeps(
   });
   const jobTasks: TaskList = {
     [ACCOUNT_MAIL_TASK]: createAccountMailTask({ db, config, mailer, mailQueue, audit, logger }),
+    [BILLING_MAIL_TASK]: createBillingMailTask({ db, config, mailer, logger }),
   };
   return { accounts, apiKeys, sessions, mailer, mailQueue, jobTasks };
 }

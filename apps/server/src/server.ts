@@ -170,14 +170,15 @@ export async function startServer(
   };
   const app = await buildApp(deps);
   let jobs: JobRunner;
+  const scheduled = SCHEDULED_JOBS.filter((job) => job.scheduled?.(config) ?? true);
   try {
     // Jobs (mail, the crontab of SCHEDULED_JOBS) run in this process; mail of a request never
     // waits on them. Every replica runs the crontab: graphile-worker fires each run once.
     jobs = await startJobRunner({
       pool: db.database.pool,
       logger,
-      tasks: observedTasks({ ...deps.jobTasks, ...cronTasks(SCHEDULED_JOBS, deps) }, telemetry),
-      schedule: cronItems(SCHEDULED_JOBS),
+      tasks: observedTasks({ ...deps.jobTasks, ...cronTasks(scheduled, deps) }, telemetry),
+      schedule: cronItems(scheduled),
       pollIntervalMs: Math.min(2000, Math.max(100, config.mail.retry.baseMs)),
     });
   } catch (err) {

@@ -32,6 +32,7 @@ export const AUDIT_EVENT_TYPES: Set<string> = new Set([
   'admin.conversations.listed',
   'admin.conversation.read',
   'admin.usage.read',
+  'admin.billing.read',
   // Resources (environments, vaults, agents, secrets, bulk apply). Metadata carries names and
   // ids, never a secret value.
   'environment.created',

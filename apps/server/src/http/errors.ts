@@ -7,6 +7,8 @@ export const ERROR_CODES = {
   bad_request: 400,
   /** A query parameter the endpoint cannot use (GET /api/account/usage: from and to). */
   invalid_query: 400,
+  /** A billing webhook whose signature does not verify under BILLING_WEBHOOK_SECRET (or none is set). */
+  invalid_signature: 400,
   unauthorized: 401,
   subscription_required: 402,
   forbidden: 403,
@@ -62,6 +64,8 @@ export const ERROR_CODES = {
   too_many_streams: 429,
   headers_too_large: 431,
   internal_error: 500,
+  /** A verified billing event whose apply failed: recorded, listed on /admin/billing, applied on redelivery. */
+  billing_event_failed: 500,
   service_unavailable: 503,
   /** The payment processor is unreachable or refused (checkout, portal): try again later. */
   billing_unavailable: 503,

@@ -11,6 +11,8 @@ import { auditRoutes } from '../audit/audit.routes.ts';
 import { apiKeysRoutes } from '../auth/api-keys.routes.ts';
 import { oauthRoutes } from '../auth/oauth.routes.ts';
 import { billingRoutes } from '../billing/billing.routes.ts';
+import { billingAdminRoutes } from '../billing/admin.routes.ts';
+import { billingWebhookRoutes } from '../billing/webhook.routes.ts';
 import { conversationsRoutes } from '../conversations/api/conversations.routes.ts';
 import { streamRoutes } from '../conversations/api/stream.routes.ts';
 import type { Deps } from '../deps.ts';
@@ -50,4 +52,9 @@ export async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<
   );
   await app.register(streamRoutes(deps));
   await app.register(siteRoutes(deps));
+  // Billing (docs/billing.md): no billing route exists unless BILLING_ENABLED.
+  if (deps.config.billing.enabled) {
+    await app.register(billingWebhookRoutes(deps));
+    await app.register(billingAdminRoutes(deps));
+  }
 }

@@ -6,6 +6,7 @@
 // - Time comes from `now` only, so tests drive the job with a chosen instant.
 // - `dryRun` changes nothing and reports what a real run would do.
 // - `print` gets one line per item acted on (the task prints it, the cron run logs it).
+import type { Config } from '../config/config.ts';
 import type { Deps } from '../deps.ts';
 
 export interface JobRunContext {
@@ -30,5 +31,7 @@ export interface ScheduledJob {
   description: string;
   /** graphile-worker crontab time fields, UTC: e.g. '7 * * * *' (hourly at :07). */
   crontab: string;
+  /** Whether the crontab holds the job under this configuration (default: always). */
+  scheduled?(config: Config): boolean;
   run(ctx: JobRunContext): Promise<JobResult>;
 }

@@ -54,11 +54,14 @@ export function link(publicUrl: URL, path: string, token?: string): string {
   return u.toString();
 }
 
-interface Body {
+/** A mail's content before layout: other domains' notifications (billing) render through layoutMail. */
+export interface MailBody {
   subject: string;
   paragraphs: string[];
   action?: { label: string; url: string };
 }
+
+type Body = MailBody;
 
 function body(t: MailTemplate, ctx: RenderContext): Body {
   const base = ctx.publicUrl.origin;
@@ -181,7 +184,11 @@ function body(t: MailTemplate, ctx: RenderContext): Body {
 }
 
 export function renderMail(t: MailTemplate, ctx: RenderContext): RenderedMail {
-  const b = body(t, ctx);
+  return layoutMail(body(t, ctx), ctx);
+}
+
+/** The text and HTML of every notification: paragraphs, the action link, support, signature. */
+export function layoutMail(b: MailBody, ctx: RenderContext): RenderedMail {
   const support = ctx.supportEmail ? `Questions? Write to ${ctx.supportEmail}.` : undefined;
   const text = [
     ...b.paragraphs,

@@ -1,7 +1,7 @@
 // What the retention pruner deletes: one line per kind of row, each a table, the timestamp
 // column its age counts from and how long it is kept. A domain whose table has a retention adds
 // its line here (usage events: usage-meter; export payloads: data-export; payment-processor
-// events: billing, 90 days, when its table exists), and retention.job.ts needs no change.
+// events: billing, 90 days), and retention.job.ts needs no change.
 // What must hold for every line:
 // - `column` is indexed (alone or first), so each bounded batch reads only the rows it deletes.
 // - `key` is the table's primary key (a batch deletes by it).
@@ -23,6 +23,14 @@ export const PRUNABLE: readonly Prunable[] = [
   // created_at is the end of what the row meters (usage/README): the age counts from that end.
   { what: 'usage events', table: 'usage_events', key: 'id', column: 'created_at', keepDays: 400 },
   { what: 'revoked API keys', table: 'api_keys', key: 'id', column: 'revoked_at', keepDays: 30 },
+  // Payment-processor events (billing webhook claims and failures): 90 days from receipt.
+  {
+    what: 'payment-processor events',
+    table: 'billing_events',
+    key: 'id',
+    column: 'received_at',
+    keepDays: 90,
+  },
   // An expired key that was never revoked: kept as long as a revoked one, so its owner still
   // sees it listed as expired for a while.
   {

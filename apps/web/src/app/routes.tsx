@@ -164,6 +164,13 @@ export const ROUTES: readonly PageRoute[] = [
     page: lazy(() => import('../pages/admin/AdminSandboxesPage')),
   },
   {
+    // Billing on only: the page answers "Page not found" otherwise (BILLING_ENABLED).
+    path: '/admin/billing',
+    access: 'admin',
+    title: 'Billing (admin)',
+    page: lazy(() => import('../pages/admin/AdminBillingPage')),
+  },
+  {
     path: '/admin/conversations/:id',
     access: 'admin',
     title: 'Conversation (admin)',

@@ -4,6 +4,7 @@ import '../config/config.css';
 import { type FormEvent, useState } from 'react';
 import { type ApiData, api } from '../../api/client';
 import { useSession } from '../../api/session';
+import { useSite } from '../../api/site';
 import { useApi } from '../../api/use-api';
 import { Link, navigate, useLocation } from '../../app/router';
 import { ErrorNotice } from '../../ui/ErrorNotice';
@@ -13,6 +14,7 @@ type User = ApiData<'/api/admin/users'>['data'][number];
 
 export default function AdminUsersPage() {
   const { me } = useSession();
+  const site = useSite();
   const { search } = useLocation();
   const q = search.get('q') ?? '';
   const [typed, setTyped] = useState(q);
@@ -74,7 +76,10 @@ export default function AdminUsersPage() {
     <section className="page">
       <div className="page-header">
         <h1>Users</h1>
-        <Link href="/admin/sandboxes">Untracked sandboxes</Link>
+        <span className="form-actions">
+          {site.data?.billing.enabled && <Link href="/admin/billing">Billing</Link>}
+          <Link href="/admin/sandboxes">Untracked sandboxes</Link>
+        </span>
       </div>
       <search>
         <form className="form-actions section-gap-bottom" onSubmit={submit}>
