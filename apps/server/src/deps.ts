@@ -21,9 +21,9 @@ import type { Principal, PrincipalCache } from './auth/principal.ts';
 import { createPrincipalCache } from './auth/principal-cache.ts';
 import { createSessionsService, type SessionsService } from './auth/sessions.service.ts';
 import { type BillingService, createBillingService } from './billing/billing.service.ts';
+import { BILLING_MAIL_TASK, createBillingMailTask } from './billing/billing-mail.ts';
 import { createSubscriptionGate } from './billing/gate.ts';
 import { type BillingProcessor, createStripeProcessor } from './billing/stripe.ts';
-import { BILLING_MAIL_TASK, createBillingMailTask } from './billing/billing-mail.ts';
 import type { Config } from './config/config.ts';
 import {
   type ConversationsService,
