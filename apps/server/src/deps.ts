@@ -47,6 +47,7 @@ import { isConversationLocked } from './conversations/log/log-events.repo.ts';
 import { createLogTails, type LogTails } from './conversations/log/log-tail.ts';
 import { createLogWriterFactory } from './conversations/log/log-writer.ts';
 import { createCallbackKeys } from './conversations/provisioning/callback-key.ts';
+import { createPushService, type PushService } from './conversations/work/push.service.ts';
 import { createDestroyQueue, type DestroyQueue } from './conversations/provisioning/destroy-queue.ts';
 import { packageCommands } from './conversations/provisioning/packages.ts';
 import { createProvisioner } from './conversations/provisioning/provisioner.ts';
@@ -107,6 +108,8 @@ export interface Deps {
   admin: AdminService;
   usage: UsageService;
   conversations: ConversationsService;
+  /** Push a branch and open a pull request from a conversation's live sandbox (conversations/work/). */
+  pushes: PushService;
   /** What a sandbox's conversation-scoped key may do under /api/conversations (sandbox-key.ts). */
   sandboxKey: SandboxKeyRule;
   /** Builds environment checkpoints (POST /api/environments/:id/checkpoint). */
@@ -217,6 +220,7 @@ export function createDeps(input: CreateDepsInput): Deps {
     inferenceCredentials,
     environments,
     log: conversationLog,
+    audit,
   });
   const accountDeletion = createAccountDeletion({
     db,
@@ -332,6 +336,7 @@ function createConversationDeps(
     inferenceCredentials: InferenceCredentialsService;
     environments: EnvironmentsService;
     log: Pick<Deps, 'feed' | 'logWriters'>;
+    audit: AuditService;
   },
 ) {
   const { apiKeys, secrets, inferenceCredentials, environments, log } = parts;
@@ -414,8 +419,20 @@ function createConversationDeps(
     lineage: { db, secrets },
     inferenceCredentials,
   });
+  const pushes = createPushService({
+    db,
+    sandbox,
+    secrets,
+    inferenceCredentials,
+    audit: parts.audit,
+    gitHosts: config.gitHosts,
+    publicUrl: config.publicUrl,
+    logger,
+    ...(options.gitEnv ? { gitEnv: options.gitEnv } : {}),
+  });
   return {
     conversations,
+    pushes,
     sandboxKey,
     conversationEngine,
     ownership,

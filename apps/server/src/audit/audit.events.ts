@@ -55,4 +55,9 @@ export const AUDIT_EVENT_TYPES: Set<string> = new Set([
   // Data exports (per account). Metadata: the export id, and size on download.
   'account.export_requested',
   'account.export_downloaded',
+  // The agent's work out of the sandbox (conversations/work/). Metadata: the conversation, the
+  // repository's directory and remote (origin and path), the branch and commit; for a pull
+  // request the provider, its number and URL. Never a token or a commit message.
+  'conversation.pushed',
+  'conversation.pull_request.opened',
 ]);
