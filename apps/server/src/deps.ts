@@ -47,11 +47,11 @@ import { isConversationLocked } from './conversations/log/log-events.repo.ts';
 import { createLogTails, type LogTails } from './conversations/log/log-tail.ts';
 import { createLogWriterFactory } from './conversations/log/log-writer.ts';
 import { createCallbackKeys } from './conversations/provisioning/callback-key.ts';
-import { createPushService, type PushService } from './conversations/work/push.service.ts';
 import { createDestroyQueue, type DestroyQueue } from './conversations/provisioning/destroy-queue.ts';
 import { packageCommands } from './conversations/provisioning/packages.ts';
 import { createProvisioner } from './conversations/provisioning/provisioner.ts';
 import { defaultRuntimes } from './conversations/turns/runtimes/registry.ts';
+import { createPushService, type PushService } from './conversations/work/push.service.ts';
 import { type DatabaseHandle, type Db, poolOptions } from './db/database.ts';
 import {
   createEnvironmentCheckpoints,

@@ -104,7 +104,9 @@ export const ConversationView = z.object({
       }),
     )
     .optional()
-    .describe('GET /api/conversations/:id only: the pull (merge) requests opened from it (POST …/push), oldest first'),
+    .describe(
+      'GET /api/conversations/:id only: the pull (merge) requests opened from it (POST …/push), oldest first',
+    ),
 });
 export type ConversationView = z.infer<typeof ConversationView>;
 

@@ -9,7 +9,8 @@ export function branchNameProblem(name: string): string | null {
   if (name.startsWith('-')) return 'must not start with "-"';
   if (name === '@') return 'must not be "@"';
   // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what git refuses
-  if (/[\x00-\x20\x7f~^:?*[\\]/.test(name)) return 'must not contain spaces, control characters or ~ ^ : ? * [ \\';
+  if (/[\x00-\x20\x7f~^:?*[\\]/.test(name))
+    return 'must not contain spaces, control characters or ~ ^ : ? * [ \\';
   if (name.includes('..')) return 'must not contain ".."';
   if (name.includes('@{')) return 'must not contain "@{"';
   if (name.startsWith('/') || name.endsWith('/') || name.includes('//'))

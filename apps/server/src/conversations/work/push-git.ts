@@ -61,7 +61,7 @@ const PUSH_SCRIPT = [
   'set -e',
   'objects=$1; sha=$2; branch=$3; url=$4',
   'tmp=$(mktemp -d /tmp/paddock-push.XXXXXX)',
-  "trap 'rm -rf -- \"$tmp\"' EXIT",
+  'trap \'rm -rf -- "$tmp"\' EXIT',
   'git init --quiet --bare --template= -- "$tmp"',
   'printf "%s\\n" "$objects" > "$tmp/objects/info/alternates"',
   'git --git-dir="$tmp" push --porcelain -- "$url" "$sha:refs/heads/$branch"',
@@ -193,7 +193,10 @@ export async function pushFromSandbox(
 }
 
 /** What kind of refusal git reported (its porcelain status line first, then its stderr). */
-export function classifyPushFailure(stdout: string, stderr: string): 'exists' | 'rejected' | 'auth' | 'failed' {
+export function classifyPushFailure(
+  stdout: string,
+  stderr: string,
+): 'exists' | 'rejected' | 'auth' | 'failed' {
   const status = stdout.split('\n').find((line) => line.startsWith('!')) ?? '';
   if (/remote rejected/.test(status)) return 'rejected';
   if (/non-fast-forward|fetch first|already exists|stale info/.test(status)) return 'exists';

@@ -44,7 +44,10 @@ export function remoteTarget(url: string, config: GitHostsConfig): RemoteTarget 
   const u = new URL(url);
   const host = u.host.toLowerCase();
   const hostname = u.hostname.toLowerCase();
-  const path = u.pathname.replace(/^\/+/, '').replace(/\/+$/, '').replace(/\.git$/, '');
+  const path = u.pathname
+    .replace(/^\/+/, '')
+    .replace(/\/+$/, '')
+    .replace(/\.git$/, '');
   const gitlab =
     hostname === 'gitlab.com' || config.gitlabHosts.includes(host) || config.gitlabHosts.includes(hostname);
   const override = config.apiUrls[host] ?? config.apiUrls[hostname];

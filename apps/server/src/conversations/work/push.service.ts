@@ -109,7 +109,11 @@ export function createPushService(deps: {
   const { db } = deps;
   const gitEnv = deps.gitEnv ?? {};
 
-  async function registryFor(tenantId: string, conversationId: string, token: string): Promise<SecretRegistry> {
+  async function registryFor(
+    tenantId: string,
+    conversationId: string,
+    token: string,
+  ): Promise<SecretRegistry> {
     const registry = createSecretRegistry();
     const lineage = await lineageSecretValues(deps, tenantId, conversationId, { self: true });
     const keys = (await deps.inferenceCredentials.forSandbox(tenantId, db)).map((c) => c.apiKey);
@@ -138,7 +142,9 @@ export function createPushService(deps: {
     };
     const token = layers[repo.token_secret];
     if (token === undefined || token === '')
-      throw missing(`the token secret ${repo.token_secret} of ${dir} is not set in the environment or the vault`);
+      throw missing(
+        `the token secret ${repo.token_secret} of ${dir} is not set in the environment or the vault`,
+      );
     return token;
   }
 
@@ -202,7 +208,9 @@ export function createPushService(deps: {
       if (input.repo !== undefined) {
         index = dirs.indexOf(input.repo);
         if (index < 0)
-          throw AppError.validation({ repo: [`is not one of the environment's repositories: ${dirs.join(', ')}`] });
+          throw AppError.validation({
+            repo: [`is not one of the environment's repositories: ${dirs.join(', ')}`],
+          });
       } else if (dirs.length > 1) {
         throw AppError.validation({
           repo: [`the environment clones ${dirs.length} repositories; name one: ${dirs.join(', ')}`],
@@ -253,9 +261,15 @@ export function createPushService(deps: {
           .where('conversation_id', '=', conversation.id)
           .orderBy('seq', 'desc')
           .executeTakeFirst();
-        message = redact(`${commitSubject(latest?.prompt ?? conversation.title)}\n\nPaddock conversation: ${link}\n`);
+        message = redact(
+          `${commitSubject(latest?.prompt ?? conversation.title)}\n\nPaddock conversation: ${link}\n`,
+        );
       }
-      const user = await db.selectFrom('users').select(['email']).where('id', '=', tenantId).executeTakeFirst();
+      const user = await db
+        .selectFrom('users')
+        .select(['email'])
+        .where('id', '=', tenantId)
+        .executeTakeFirst();
       const email = user?.email ?? COMMITTER.email;
       const author = { name: email.split('@')[0] || email, email };
 
@@ -282,7 +296,10 @@ export function createPushService(deps: {
             { extra: { branch } },
           );
         if (commit.exitCode === COMMIT_EXIT.noCommits)
-          throw new AppError('push_failed', `${dir} has no commit and nothing to commit: there is nothing to push`);
+          throw new AppError(
+            'push_failed',
+            `${dir} has no commit and nothing to commit: there is nothing to push`,
+          );
         throw new AppError(
           'push_failed',
           `committing the agent's work in ${dir} failed (exit ${commit.exitCode}): ${redact(quoteOutput(commit.output))}`,
@@ -442,7 +459,9 @@ function sandboxGone(err: unknown): never {
   const status = (err as { status?: unknown } | null)?.status;
   if (status === 404)
     throw new AppError('sandbox_not_running', `the conversation's sandbox is not running: ${WAKE_HINT}`);
-  throw new AppError('service_unavailable', 'the sandbox backend did not answer; retry shortly', { cause: err });
+  throw new AppError('service_unavailable', 'the sandbox backend did not answer; retry shortly', {
+    cause: err,
+  });
 }
 
 /** The URL for a message: origin and path only. */
