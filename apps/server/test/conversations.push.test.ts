@@ -4,9 +4,14 @@
 // egress proxy), and a loopback fake of GitHub's REST API (fake-github.ts: the documented request
 // and response shapes, checking the Authorization header and the JSON body).
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { type ConversationHarness, startConversationHarness } from './helpers/conversations.ts';
 import type { TestUser } from './helpers/factories.ts';
 import { type FakeGitHub, startFakeGitHub } from './helpers/fake-github.ts';
@@ -100,6 +105,43 @@ async function sh(name: string, script: string): Promise<string> {
 }
 
 const EDIT = 'Fix the notes\nand add a file\ncd app-* && echo changed >> notes.txt && echo new > added.txt';
+
+const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'cli', 'bin', 'paddock.mjs');
+
+/** Runs the `paddock` CLI as a child process against the harness, as `user`. */
+async function cli(
+  user: TestUser,
+  args: string[],
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const home = mkdtempSync(join(tmpdir(), 'paddock-cli-push-'));
+  try {
+    const child = spawn(process.execPath, [CLI, ...args], {
+      env: {
+        PATH: process.env['PATH'],
+        HOME: home,
+        XDG_CONFIG_HOME: join(home, 'config'),
+        PADDOCK_URL: h.url,
+        PADDOCK_API_KEY: user.apiKey,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => {
+      stdout += String(d);
+    });
+    child.stderr.on('data', (d) => {
+      stderr += String(d);
+    });
+    const code = await new Promise<number>((resolve, reject) => {
+      child.on('error', reject);
+      child.on('close', (c) => resolve(c ?? 1));
+    });
+    return { code, stdout, stderr };
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+}
 
 describe('push a branch and open a pull request', () => {
   test("commits the agent's work, pushes a new branch with the token, opens a pull request; the token shows nowhere", async () => {
@@ -269,6 +311,36 @@ describe('push a branch and open a pull request', () => {
     assert.equal(missing.status, 422, JSON.stringify(missing.body));
     assert.equal(missing.body.error, 'push_token_missing');
     assert.match(missing.body.message, /add an access token to the environment's repository/);
+  });
+
+  test('paddock push <conversation> --branch NAME --pr: pushes, opens the pull request, prints its URL; refusals exit 1 with the reason', async () => {
+    const s = await setup({ prompt: 'Tidy the notes\ncd app-* && echo tidy >> notes.txt' });
+    const ok = await cli(s.user, ['push', s.conversationId, '--branch', 'cli/tidy', '--pr']);
+    assert.equal(ok.code, 0, ok.stderr);
+    const pull = github.pulls(s.path)[0];
+    assert.ok(pull);
+    assert.match(
+      ok.stdout,
+      /^Committed and pushed app-\w+ to cli\/tidy \([0-9a-f]{12}\) on https:\/\/git\.test/,
+    );
+    assert.ok(
+      ok.stdout.includes(`Opened pull request #${pull.number} into main: ${pull.html_url}`),
+      ok.stdout,
+    );
+    assert.equal(githost.git(s.path, ['show', 'cli/tidy:notes.txt']), 'original\ntidy');
+
+    const json = await cli(s.user, ['-o', 'json', 'push', s.conversationId, '--branch', 'cli/tidy', '--pr']);
+    assert.equal(json.code, 0, json.stderr);
+    const parsed = JSON.parse(json.stdout);
+    assert.equal(parsed.push.committed, false);
+    assert.equal(parsed.pull_request.created, false);
+
+    githost.protect(s.path, ['release']);
+    const refused = await cli(s.user, ['push', s.conversationId, '--branch', 'release']);
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /refused the push to release .*push to a new branch instead/);
+    assert.match(refused.stderr, /GH006: Protected branch update failed for refs\/heads\/release/);
+    assert.ok(!`${ok.stdout}${json.stdout}${refused.stderr}`.includes(s.token));
   });
 
   test('another tenant: 404; a sandbox key: 403; a reclaimed sandbox: 409 saying how to wake it', async () => {
