@@ -147,6 +147,21 @@ describe('push a branch and open a pull request', () => {
   test("commits the agent's work, pushes a new branch with the token, opens a pull request; the token shows nowhere", async () => {
     const s = await setup({ prompt: EDIT });
     const b64 = Buffer.from(`x-access-token:${s.token}`).toString('base64');
+    const plan = await h.api(s.user, 'GET', `/api/conversations/${s.conversationId}/push`);
+    assert.equal(plan.status, 200, JSON.stringify(plan.body));
+    assert.deepEqual(plan.body, {
+      repos: [
+        {
+          repo: s.path.split('/')[1],
+          remote: `https://git.test:${port}/${s.path}.git`,
+          has_token: true,
+          branch: `paddock/${s.conversationId.replace(/-/g, '').slice(-8)}-1`,
+        },
+      ],
+      message: `Fix the notes\n\nPaddock conversation: ${h.config.publicUrl.origin}/conversations/${s.conversationId}\n`,
+      ready: true,
+      reason: null,
+    });
     const res = await h.api(s.user, 'POST', `/api/conversations/${s.conversationId}/push`, {
       pull_request: true,
     });
@@ -363,7 +378,12 @@ describe('push a branch and open a pull request', () => {
     const byKey = await h.api(asKey, 'POST', `/api/conversations/${s.conversationId}/push`, {});
     assert.equal(byKey.status, 403, JSON.stringify(byKey.body));
 
+    assert.equal((await h.api(stranger, 'GET', `/api/conversations/${s.conversationId}/push`)).status, 404);
+    assert.equal((await h.api(asKey, 'GET', `/api/conversations/${s.conversationId}/push`)).status, 403);
     await h.reclaim(s.user, s.conversationId);
+    const plan = await h.api(s.user, 'GET', `/api/conversations/${s.conversationId}/push`);
+    assert.equal(plan.body.ready, false);
+    assert.match(plan.body.reason, /sandbox is not running: send a prompt to wake it/);
     const gone = await h.api(s.user, 'POST', `/api/conversations/${s.conversationId}/push`, {});
     assert.equal(gone.status, 409, JSON.stringify(gone.body));
     assert.equal(gone.body.error, 'sandbox_not_running');

@@ -863,7 +863,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /** What a push would do by default: the environment's repositories, the branch and the message */
+        get: operations["getConversationsByIdPush"];
         put?: never;
         /** Push a branch from the live sandbox: commits the agent's uncommitted work, pushes it with the environment repository's token; optionally opens a pull request */
         post: operations["postConversationsByIdPush"];
@@ -5850,6 +5851,101 @@ export interface operations {
             };
             /** @description Default Response */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    getConversationsByIdPush: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description the commit message a push without `message` uses */
+                        message: string;
+                        /** @description whether a push can run now */
+                        ready: boolean;
+                        /** @description why not, and what to do */
+                        reason: string | null;
+                        repos: {
+                            /** @description the branch a push without `branch` uses */
+                            branch: string;
+                            /** @description whether the environment names a token for it (needed to push) */
+                            has_token: boolean;
+                            /** @description the repository's URL, origin and path */
+                            remote: string;
+                            /** @description the repository's directory under /home/sandbox */
+                            repo: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };

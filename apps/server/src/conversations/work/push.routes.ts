@@ -76,9 +76,38 @@ export const PushResponse = z.object({
   }).nullable(),
 });
 
+export const PushPlanView = z.object({
+  repos: z.array(
+    z.object({
+      repo: z.string().describe("the repository's directory under /home/sandbox"),
+      remote: z.string().describe("the repository's URL, origin and path"),
+      has_token: z.boolean().describe('whether the environment names a token for it (needed to push)'),
+      branch: z.string().describe('the branch a push without `branch` uses'),
+    }),
+  ),
+  message: z.string().describe('the commit message a push without `message` uses'),
+  ready: z.boolean().describe('whether a push can run now'),
+  reason: z.string().nullable().describe('why not, and what to do'),
+});
+
 export function pushRoutes(deps: { pushes: PushService }): FastifyPluginAsync {
   return async (root) => {
     const app = root.withTypeProvider<ZodTypeProvider>();
+    app.get(
+      '/api/conversations/:id/push',
+      {
+        onRequest: [app.requireAuth],
+        schema: {
+          tags: [TAG],
+          summary:
+            "What a push would do by default: the environment's repositories, the branch and the message",
+          security,
+          params: z.object({ id: z.string().max(200) }),
+          response: { 200: PushPlanView, 403: ErrorResponse, 404: ErrorResponse },
+        },
+      },
+      async (request) => await deps.pushes.plan(principalOf(request).tenantId, request.params.id),
+    );
     app.post(
       '/api/conversations/:id/push',
       {

@@ -83,8 +83,18 @@ export interface PushContext {
   ip: string | null;
 }
 
+/** What a push would do by default (GET …/push): the console's dialog is prefilled with it. */
+export interface PushPlan {
+  repos: { repo: string; remote: string; has_token: boolean; branch: string }[];
+  message: string;
+  /** Whether a push can run now (a live sandbox, no turn running); `reason` says why not. */
+  ready: boolean;
+  reason: string | null;
+}
+
 export interface PushService {
   push(ctx: PushContext, conversationId: string, input: PushInput): Promise<PushResult>;
+  plan(tenantId: string, conversationId: string): Promise<PushPlan>;
 }
 
 /** Who commits: the account's email as author, Paddock as committer (docs/conversations.md). */
@@ -148,62 +158,147 @@ export function createPushService(deps: {
     return token;
   }
 
+  async function findConversation(tenantId: string, conversationId: string) {
+    const conversation = isUuid(conversationId)
+      ? await db
+          .selectFrom('conversations')
+          .select(['id', 'status', 'title', 'agent_id', 'vault_id'])
+          .where('tenant_id', '=', tenantId)
+          .where('id', '=', conversationId)
+          .executeTakeFirst()
+      : undefined;
+    if (!conversation) throw AppError.notFound('conversation');
+    return conversation;
+  }
+
+  /** Why a push cannot run now (as the AppError it answers), or the live sandbox. */
+  async function liveSandbox(tenantId: string, conversation: { id: string; status: string }) {
+    if (conversation.status === 'terminated')
+      return new AppError(
+        'conversation_terminated',
+        'the conversation is terminated: its sandbox is gone, so there is nothing to push',
+      );
+    if (conversation.status === 'running' || conversation.status === 'pending')
+      return new AppError(
+        'conversation_busy',
+        "a turn is queued or running: wait for it to end (or interrupt it), then push the agent's work",
+      );
+    const sandbox = await db
+      .selectFrom('sandboxes')
+      .select(['id', 'name', 'status'])
+      .where('tenant_id', '=', tenantId)
+      .where('conversation_id', '=', conversation.id)
+      .where('status', '=', 'ready')
+      .orderBy('created_at', 'desc')
+      .executeTakeFirst();
+    if (!sandbox)
+      return new AppError('sandbox_not_running', `the conversation's sandbox is not running: ${WAKE_HINT}`);
+    return sandbox;
+  }
+
+  /** The environment's repositories with their directories (empty: none, or no environment). */
+  async function reposOf(tenantId: string, conversation: { agent_id: string | null }) {
+    const agent = conversation.agent_id
+      ? await db
+          .selectFrom('agents')
+          .select(['environment_id'])
+          .where('tenant_id', '=', tenantId)
+          .where('id', '=', conversation.agent_id)
+          .executeTakeFirst()
+      : undefined;
+    const environment = agent?.environment_id
+      ? await db
+          .selectFrom('environments')
+          .select(['id', 'env_vars', 'repos'])
+          .where('tenant_id', '=', tenantId)
+          .where('id', '=', agent.environment_id)
+          .executeTakeFirst()
+      : undefined;
+    const repos = environment?.repos ?? [];
+    return { environment, repos, dirs: repoDirs(repos.map((r) => r.url)) };
+  }
+
+  /** The branch this sandbox pushed last for the repository (an update), else a new default name. */
+  async function defaultBranch(
+    tenantId: string,
+    conversationId: string,
+    dir: string,
+    sandboxId: string | null,
+  ) {
+    const pushed = await db
+      .selectFrom('conversation_pushes')
+      .select(['branch', 'sandbox_id'])
+      .where('tenant_id', '=', tenantId)
+      .where('conversation_id', '=', conversationId)
+      .where('repo_dir', '=', dir)
+      .orderBy('created_at', 'desc')
+      .execute();
+    if (sandboxId !== null && pushed[0]?.sandbox_id === sandboxId) return pushed[0].branch;
+    const taken = new Set(pushed.map((p) => p.branch));
+    let n = 1;
+    while (taken.has(defaultBranchName(conversationId, n))) n++;
+    return defaultBranchName(conversationId, n);
+  }
+
+  const linkOf = (conversationId: string) =>
+    new URL(`/conversations/${conversationId}`, deps.publicUrl).toString();
+
+  /** The latest prompt's first line and the conversation's link (redacted by the caller). */
+  async function defaultMessage(tenantId: string, conversation: { id: string; title: string }) {
+    const latest = await db
+      .selectFrom('turns')
+      .select(['prompt'])
+      .where('tenant_id', '=', tenantId)
+      .where('conversation_id', '=', conversation.id)
+      .orderBy('seq', 'desc')
+      .executeTakeFirst();
+    return `${commitSubject(latest?.prompt ?? conversation.title)}\n\nPaddock conversation: ${linkOf(conversation.id)}\n`;
+  }
+
   return {
+    async plan(tenantId, conversationId) {
+      const conversation = await findConversation(tenantId, conversationId);
+      const live = await liveSandbox(tenantId, conversation);
+      const sandboxId = live instanceof AppError ? null : live.id;
+      const { repos, dirs } = await reposOf(tenantId, conversation);
+      const registry = createSecretRegistry();
+      registry.registerAll(await lineageSecretValues(deps, tenantId, conversation.id, { self: true }));
+      const out: PushPlan['repos'] = [];
+      for (const [i, repo] of repos.entries()) {
+        const dir = dirs[i] as string;
+        out.push({
+          repo: dir,
+          remote: safeUrl(repo.url),
+          has_token: repo.token_secret !== undefined,
+          branch: await defaultBranch(tenantId, conversation.id, dir, sandboxId),
+        });
+      }
+      const reason =
+        live instanceof AppError
+          ? live.message
+          : repos.length === 0
+            ? "the conversation's environment clones no repository: there is no remote to push to"
+            : null;
+      return {
+        repos: out,
+        message: registry.redact(await defaultMessage(tenantId, conversation)).toString('utf8'),
+        ready: reason === null,
+        reason,
+      };
+    },
+
     async push(ctx, conversationId, input) {
       const { tenantId } = ctx;
-      const conversation = isUuid(conversationId)
-        ? await db
-            .selectFrom('conversations')
-            .select(['id', 'status', 'title', 'agent_id', 'vault_id'])
-            .where('tenant_id', '=', tenantId)
-            .where('id', '=', conversationId)
-            .executeTakeFirst()
-        : undefined;
-      if (!conversation) throw AppError.notFound('conversation');
-      if (conversation.status === 'terminated')
-        throw new AppError(
-          'conversation_terminated',
-          'the conversation is terminated: its sandbox is gone, so there is nothing to push',
-        );
-      if (conversation.status === 'running' || conversation.status === 'pending')
-        throw new AppError(
-          'conversation_busy',
-          "a turn is queued or running: wait for it to end (or interrupt it), then push the agent's work",
-        );
-      const sandbox = await db
-        .selectFrom('sandboxes')
-        .select(['id', 'name', 'status'])
-        .where('tenant_id', '=', tenantId)
-        .where('conversation_id', '=', conversation.id)
-        .where('status', '=', 'ready')
-        .orderBy('created_at', 'desc')
-        .executeTakeFirst();
-      if (!sandbox)
-        throw new AppError('sandbox_not_running', `the conversation's sandbox is not running: ${WAKE_HINT}`);
-
-      const agent = conversation.agent_id
-        ? await db
-            .selectFrom('agents')
-            .select(['environment_id'])
-            .where('tenant_id', '=', tenantId)
-            .where('id', '=', conversation.agent_id)
-            .executeTakeFirst()
-        : undefined;
-      const environment = agent?.environment_id
-        ? await db
-            .selectFrom('environments')
-            .select(['id', 'env_vars', 'repos'])
-            .where('tenant_id', '=', tenantId)
-            .where('id', '=', agent.environment_id)
-            .executeTakeFirst()
-        : undefined;
-      const repos = environment?.repos ?? [];
+      const conversation = await findConversation(tenantId, conversationId);
+      const live = await liveSandbox(tenantId, conversation);
+      if (live instanceof AppError) throw live;
+      const sandbox = live;
+      const { environment, repos, dirs } = await reposOf(tenantId, conversation);
       if (!environment || repos.length === 0)
         throw AppError.validation(
           { repo: ["the conversation's environment clones no repository: there is no remote to push to"] },
           'nothing to push to',
         );
-      const dirs = repoDirs(repos.map((r) => r.url));
       let index = 0;
       if (input.repo !== undefined) {
         index = dirs.indexOf(input.repo);
@@ -225,24 +320,7 @@ export function createPushService(deps: {
 
       // The branch: asked for, or the one this sandbox pushed last for the repository (an update),
       // or a new default name (a new sandbox is a new clone: its commits are not on the old branch).
-      let branch = input.branch;
-      if (branch === undefined) {
-        const pushed = await db
-          .selectFrom('conversation_pushes')
-          .select(['branch', 'sandbox_id'])
-          .where('tenant_id', '=', tenantId)
-          .where('conversation_id', '=', conversation.id)
-          .where('repo_dir', '=', dir)
-          .orderBy('created_at', 'desc')
-          .execute();
-        if (pushed[0]?.sandbox_id === sandbox.id) branch = pushed[0].branch;
-        else {
-          const taken = new Set(pushed.map((p) => p.branch));
-          let n = 1;
-          while (taken.has(defaultBranchName(conversation.id, n))) n++;
-          branch = defaultBranchName(conversation.id, n);
-        }
-      }
+      const branch = input.branch ?? (await defaultBranch(tenantId, conversation.id, dir, sandbox.id));
       const problem = branchNameProblem(branch);
       if (problem) throw AppError.validation({ branch: [problem] });
       const pr = input.pull_request === true ? {} : input.pull_request || null;
@@ -251,20 +329,8 @@ export function createPushService(deps: {
         if (baseProblem) throw AppError.validation({ 'pull_request.base': [baseProblem] });
       }
 
-      const link = new URL(`/conversations/${conversation.id}`, deps.publicUrl).toString();
-      let message = input.message;
-      if (message === undefined) {
-        const latest = await db
-          .selectFrom('turns')
-          .select(['prompt'])
-          .where('tenant_id', '=', tenantId)
-          .where('conversation_id', '=', conversation.id)
-          .orderBy('seq', 'desc')
-          .executeTakeFirst();
-        message = redact(
-          `${commitSubject(latest?.prompt ?? conversation.title)}\n\nPaddock conversation: ${link}\n`,
-        );
-      }
+      const link = linkOf(conversation.id);
+      const message = input.message ?? redact(await defaultMessage(tenantId, conversation));
       const user = await db
         .selectFrom('users')
         .select(['email'])
