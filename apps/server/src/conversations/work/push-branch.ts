@@ -28,12 +28,12 @@ export function defaultBranchName(conversationId: string, n: number): string {
   return `paddock/${conversationId.replace(/-/g, '').slice(-8)}-${n}`;
 }
 
-/** The first line of a prompt as a commit subject: trimmed, at most 72 characters. */
+/** The first line of a prompt as a commit subject: trimmed, a Markdown heading's # dropped, at most 72 characters. */
 export function commitSubject(prompt: string): string {
   const line =
     prompt
       .split('\n')
-      .map((l) => l.trim())
+      .map((l) => l.trim().replace(/^#{1,6}\s+/, '').trim())
       .find((l) => l !== '') ?? 'Work from a Paddock conversation';
   const chars = [...line];
   return chars.length <= 72 ? line : `${chars.slice(0, 71).join('')}…`;

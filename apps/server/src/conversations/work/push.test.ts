@@ -60,6 +60,7 @@ describe('push: branch names, subjects, providers, refusals', () => {
 
   it("takes the commit subject from the prompt's first non-empty line, at most 72 characters", () => {
     assert.equal(commitSubject('\n  Fix the bug  \nmore'), 'Fix the bug');
+    assert.equal(commitSubject('## Fix the bug\nmore'), 'Fix the bug');
     const long = commitSubject('x'.repeat(100));
     assert.equal([...long].length, 72);
     assert.ok(long.endsWith('…'));
