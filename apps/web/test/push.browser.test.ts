@@ -96,7 +96,8 @@ describe('Push branch in the console', () => {
     });
     const conv = await apiAs(page, 'POST', '/api/conversations', {
       agent_id: agent.id,
-      prompt: '# Add a discount to the cart total\ncd shop-* && echo "export const discount = 0.1;" >> cart.js',
+      prompt:
+        '# Add a discount to the cart total\ncd shop-* && echo "export const discount = 0.1;" >> cart.js',
     });
     const deadline = Date.now() + 120_000;
     for (;;) {

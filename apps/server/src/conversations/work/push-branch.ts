@@ -33,7 +33,12 @@ export function commitSubject(prompt: string): string {
   const line =
     prompt
       .split('\n')
-      .map((l) => l.trim().replace(/^#{1,6}\s+/, '').trim())
+      .map((l) =>
+        l
+          .trim()
+          .replace(/^#{1,6}\s+/, '')
+          .trim(),
+      )
       .find((l) => l !== '') ?? 'Work from a Paddock conversation';
   const chars = [...line];
   return chars.length <= 72 ? line : `${chars.slice(0, 71).join('')}…`;
