@@ -59,7 +59,12 @@ interface Setup {
  * clones it with its token as an environment secret, and a conversation whose first turn ran
  * `prompt` (from /home/sandbox).
  */
-async function setup(options: { prompt: string; withToken?: boolean; user?: TestUser }): Promise<Setup> {
+async function setup(options: {
+  prompt: string;
+  withToken?: boolean;
+  user?: TestUser;
+  secrets?: Record<string, string>;
+}): Promise<Setup> {
   const user = options.user ?? (await h.user());
   const path = `acme/app-${randomBytes(3).toString('hex')}`;
   const token = `ghp_${randomBytes(16).toString('hex')}`;
@@ -87,6 +92,10 @@ async function setup(options: { prompt: string; withToken?: boolean; user?: Test
     value: token,
   });
   assert.equal(res.status, 201, JSON.stringify(res.body));
+  for (const [key, value] of Object.entries(options.secrets ?? {})) {
+    const r = await h.api(user, 'POST', `/api/environments/${environment}/secrets`, { key, value });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+  }
   const agent = await h.agent(user, { environment_id: environment });
   const conv = await h.start(user, { agent_id: agent, prompt: options.prompt });
   const turn = await h.waitForTurn(user, conv.id, 1, 120_000);
@@ -273,6 +282,34 @@ describe('push a branch and open a pull request', () => {
     assert.equal(res.status, 200, JSON.stringify(res.body));
     assert.equal(githost.git(s.path, ['show', 'planted:notes.txt']), 'original\nplanted');
     assert.equal(await sh(s.sandbox, 'cat /tmp/leak-hook 2>/dev/null || echo none'), 'none\n');
+  });
+
+  test("the conversation's secrets are redacted from the commit message, the pull request and the remote's words", async () => {
+    const secret = `s3cret-${randomBytes(12).toString('hex')}`;
+    const s = await setup({
+      prompt: `# Rotate the key ${secret}\ncd app-* && echo rotated >> notes.txt`,
+      secrets: { API_SECRET: secret },
+    });
+    const res = await h.api(s.user, 'POST', `/api/conversations/${s.conversationId}/push`, {
+      pull_request: true,
+    });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const branch = res.body.push.branch;
+    assert.equal(githost.git(s.path, ['log', '-1', '--format=%s', branch]), 'Rotate the key [REDACTED]');
+    const pull = github.pulls(s.path)[0];
+    assert.equal(pull?.title, 'Rotate the key [REDACTED]');
+    assert.ok(!(pull?.body ?? '').includes(secret));
+
+    // A remote that echoes the token and a secret back in its refusal: both redacted.
+    githost.protect(s.path, ['guarded'], { say: `token ${s.token} and ${secret} are not welcome` });
+    const refused = await h.api(s.user, 'POST', `/api/conversations/${s.conversationId}/push`, {
+      branch: 'guarded',
+    });
+    assert.equal(refused.status, 409, JSON.stringify(refused.body));
+    assert.match(refused.body.message, /remote says: token \[REDACTED\] and \[REDACTED\] are not welcome/);
+    assert.ok(
+      !JSON.stringify(refused.body).includes(s.token) && !JSON.stringify(refused.body).includes(secret),
+    );
   });
 
   test('refusals say what to do: protected branch, a branch that exists, a bad name, no token', async () => {

@@ -21,7 +21,7 @@ export interface FakeGitHost {
     options?: { token?: string },
   ): { shas: string[] };
   /** Refuses pushes to these branches of a repository (a pre-receive hook, as GitHub's protection). */
-  protect(path: string, branches: string[]): void;
+  protect(path: string, branches: string[], options?: { say?: string }): void;
   /** Runs git in a repository's bare directory (e.g. `['rev-parse', 'refs/heads/x']`); trimmed stdout. */
   git(path: string, args: string[]): string;
   /** Runs while an upload-pack request is held (the client is mid-clone). */
@@ -176,7 +176,7 @@ export function startFakeGitHost(listener: net.Server): FakeGitHost {
       tokens.set(path, options.token ?? '');
       return { shas };
     },
-    protect(path, branches) {
+    protect(path, branches, options = {}) {
       const file = join(root, 'repos', `${path}.git`, 'hooks', 'pre-receive');
       const refs = branches.map((b) => `refs/heads/${b}`).join(' ');
       writeFileSync(
@@ -187,6 +187,7 @@ export function startFakeGitHost(listener: net.Server): FakeGitHost {
           `  case " ${refs} " in *" $ref "*)`,
           '    echo "error: GH006: Protected branch update failed for $ref." >&2',
           '    echo "error: Changes must be made through a pull request." >&2',
+          ...(options.say ? [`    echo 'remote says: ${options.say.replaceAll("'", '')}' >&2`] : []),
           '    exit 1;;',
           '  esac',
           'done',

@@ -2,10 +2,12 @@
 // subject, which provider and API a remote has, and how git's refusals are told apart.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import { branchNameProblem, commitSubject, defaultBranchName } from './push-branch.ts';
 import { classifyPushFailure } from './push-git.ts';
-import { remoteTarget } from './push-providers.ts';
+import { openPullRequest, PullRequestError, remoteTarget } from './push-providers.ts';
 
 /** What git itself says of a branch name. */
 function gitAccepts(name: string): boolean {
@@ -108,5 +110,108 @@ describe('push: branch names, subjects, providers, refusals', () => {
     );
     assert.equal(classifyPushFailure('', 'fatal: could not read Username for https://git.test'), 'auth');
     assert.equal(classifyPushFailure('', 'fatal: unable to access: Could not resolve host'), 'failed');
+  });
+});
+
+/**
+ * A loopback fake of GitLab's merge request API (docs.gitlab.com/api/merge_requests): PRIVATE-TOKEN,
+ * the project by its URL-encoded path, 409 with ["Another open merge request already exists for
+ * this source branch: !1"] for a second one, 401 {"message":"401 Unauthorized"}.
+ */
+async function fakeGitLab(token: string) {
+  const mrs: { iid: number; source_branch: string; target_branch: string; title: string }[] = [];
+  const seen: { method: string; url: string; body: unknown }[] = [];
+  const server = http.createServer((req, res) => {
+    let raw = '';
+    req.on('data', (c: Buffer) => {
+      raw += String(c);
+    });
+    req.on('end', () => {
+      const body = raw ? JSON.parse(raw) : null;
+      seen.push({ method: req.method ?? '', url: req.url ?? '', body });
+      const send = (status: number, json: unknown) =>
+        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(json));
+      if (req.headers['private-token'] !== token) return send(401, { message: '401 Unauthorized' });
+      const url = new URL(req.url ?? '/', 'http://x');
+      if (!url.pathname.startsWith('/api/v4/projects/group%2Fsub%2Fapp'))
+        return send(404, { message: '404 Project Not Found' });
+      const rest = url.pathname.slice('/api/v4/projects/group%2Fsub%2Fapp'.length);
+      if (rest === '' && req.method === 'GET')
+        return send(200, { id: 7, path_with_namespace: 'group/sub/app', default_branch: 'trunk' });
+      if (rest === '/merge_requests' && req.method === 'GET')
+        return send(
+          200,
+          mrs
+            .filter((m) => m.source_branch === url.searchParams.get('source_branch'))
+            .map((m) => ({ ...m, web_url: `https://gitlab.test/group/sub/app/-/merge_requests/${m.iid}` })),
+        );
+      if (rest === '/merge_requests' && req.method === 'POST') {
+        const existing = mrs.find((m) => m.source_branch === body.source_branch);
+        if (existing)
+          return send(409, {
+            message: [`Another open merge request already exists for this source branch: !${existing.iid}`],
+          });
+        const mr = {
+          iid: mrs.length + 1,
+          source_branch: body.source_branch,
+          target_branch: body.target_branch,
+          title: body.title,
+        };
+        mrs.push(mr);
+        return send(201, {
+          ...mr,
+          id: 100 + mr.iid,
+          web_url: `https://gitlab.test/group/sub/app/-/merge_requests/${mr.iid}`,
+        });
+      }
+      return send(404, { message: '404 Not Found' });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v4`,
+    seen,
+    close: () => server.close(),
+  };
+}
+
+describe('push: GitLab merge requests', () => {
+  it('opens a merge request into the default branch, returns the open one the second time, names the scope on 401', async () => {
+    const gl = await fakeGitLab('glpat-right');
+    try {
+      const target = remoteTarget('https://gitlab.test/group/sub/app.git', {
+        gitlabHosts: ['gitlab.test'],
+        apiUrls: { 'gitlab.test': gl.url },
+      });
+      assert.equal(target.provider, 'gitlab');
+      const input = { title: 'Fix it', body: 'by Paddock', branch: 'paddock/x-1' };
+      const first = await openPullRequest(target, 'glpat-right', input);
+      assert.deepEqual(first, {
+        provider: 'gitlab',
+        number: 1,
+        url: 'https://gitlab.test/group/sub/app/-/merge_requests/1',
+        base: 'trunk',
+        created: true,
+      });
+      const post = gl.seen.find((s) => s.method === 'POST');
+      assert.deepEqual(post?.body, {
+        source_branch: 'paddock/x-1',
+        target_branch: 'trunk',
+        title: 'Fix it',
+        description: 'by Paddock',
+      });
+      const again = await openPullRequest(target, 'glpat-right', input);
+      assert.equal(again.created, false);
+      assert.equal(again.number, 1);
+      await assert.rejects(openPullRequest(target, 'glpat-wrong', input), (err: unknown) => {
+        assert.ok(err instanceof PullRequestError);
+        assert.equal(err.kind, 'auth');
+        assert.match(err.message, /GitLab API refused .* give the token the api scope/);
+        assert.ok(!err.message.includes('glpat-wrong'));
+        return true;
+      });
+    } finally {
+      gl.close();
+    }
   });
 });
