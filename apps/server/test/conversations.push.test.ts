@@ -343,9 +343,16 @@ describe('push a branch and open a pull request', () => {
     assert.equal(wrongRepo.status, 422);
     assert.match(wrongRepo.body.errors.repo[0], /is not one of the environment's repositories/);
 
-    // Then a good name still works after the refusals (the sandbox's repository is usable).
-    const ok = await push({ branch: 'feature/notes' });
+    // Then a good name still works after the refusals (the sandbox's repository is usable); a
+    // second push of the conversation while one runs is refused, not raced.
+    const [ok, second] = await Promise.all([
+      push({ branch: 'feature/notes' }),
+      push({ branch: 'feature/other' }),
+    ]);
     assert.equal(ok.status, 200, JSON.stringify(ok.body));
+    assert.equal(second.status, 409, JSON.stringify(second.body));
+    assert.equal(second.body.error, 'conflict');
+    assert.match(second.body.message, /a push of this conversation is under way/);
     assert.equal(githost.git(s.path, ['show', 'feature/notes:notes.txt']), 'original\nx');
     for (const r of [protectedPush, exists, ok]) assert.ok(!JSON.stringify(r.body).includes(s.token));
 

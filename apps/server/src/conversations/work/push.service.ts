@@ -18,6 +18,8 @@
 //   provider's refusal (422 `pull_request_refused`) or silence (502 `pull_request_failed`),
 //   anything else git reports (502 `push_failed`). Never a 500 for what git or a provider says.
 // - A pull request that already exists for the branch is returned (and stored), not an error.
+// - One push of a conversation at a time in a process (409 `conflict`): two would race on the
+//   repository's index; across replicas git's index.lock refuses the second (502 `push_failed`).
 // - Audited: `conversation.pushed` (repository directory, branch, commit), and
 //   `conversation.pull_request.opened` (provider, number, URL); never a token or a message.
 import type { SandboxClient } from '@paddock/sandbox-client';
@@ -118,6 +120,7 @@ export function createPushService(deps: {
 }): PushService {
   const { db } = deps;
   const gitEnv = deps.gitEnv ?? {};
+  const inFlight = new Set<string>();
 
   async function registryFor(
     tenantId: string,
@@ -288,236 +291,249 @@ export function createPushService(deps: {
     },
 
     async push(ctx, conversationId, input) {
-      const { tenantId } = ctx;
-      const conversation = await findConversation(tenantId, conversationId);
-      const live = await liveSandbox(tenantId, conversation);
-      if (live instanceof AppError) throw live;
-      const sandbox = live;
-      const { environment, repos, dirs } = await reposOf(tenantId, conversation);
-      if (!environment || repos.length === 0)
-        throw AppError.validation(
-          { repo: ["the conversation's environment clones no repository: there is no remote to push to"] },
-          'nothing to push to',
-        );
-      let index = 0;
-      if (input.repo !== undefined) {
-        index = dirs.indexOf(input.repo);
-        if (index < 0)
-          throw AppError.validation({
-            repo: [`is not one of the environment's repositories: ${dirs.join(', ')}`],
-          });
-      } else if (dirs.length > 1) {
-        throw AppError.validation({
-          repo: [`the environment clones ${dirs.length} repositories; name one: ${dirs.join(', ')}`],
-        });
-      }
-      const repo = repos[index] as RepoEntry;
-      const dir = dirs[index] as string;
-      const remote = safeUrl(repo.url);
-      const token = await tokenFor(tenantId, repo, dir, environment, conversation.vault_id);
-      const registry = await registryFor(tenantId, conversation.id, token);
-      const redact = (text: string) => registry.redact(text).toString('utf8');
-
-      // The branch: asked for, or the one this sandbox pushed last for the repository (an update),
-      // or a new default name (a new sandbox is a new clone: its commits are not on the old branch).
-      const branch = input.branch ?? (await defaultBranch(tenantId, conversation.id, dir, sandbox.id));
-      const problem = branchNameProblem(branch);
-      if (problem) throw AppError.validation({ branch: [problem] });
-      const pr = input.pull_request === true ? {} : input.pull_request || null;
-      if (pr?.base !== undefined) {
-        const baseProblem = branchNameProblem(pr.base);
-        if (baseProblem) throw AppError.validation({ 'pull_request.base': [baseProblem] });
-      }
-
-      const link = linkOf(conversation.id);
-      const message = input.message ?? redact(await defaultMessage(tenantId, conversation));
-      const user = await db
-        .selectFrom('users')
-        .select(['email'])
-        .where('id', '=', tenantId)
-        .executeTakeFirst();
-      const email = user?.email ?? COMMITTER.email;
-      const author = { name: email.split('@')[0] || email, email };
-
-      const commit = await commitInSandbox(
-        deps.sandbox,
-        sandbox.name,
-        { dir: `/home/sandbox/${dir}`, branch, message, author, committer: COMMITTER },
-        gitEnv,
-      ).catch((err: unknown) => sandboxGone(err));
-      if (!commit.ok) {
-        if ('timedOut' in commit)
-          throw new AppError('push_failed', `committing in ${dir} did not finish within 5 minutes`);
-        if (commit.exitCode === COMMIT_EXIT.notARepository)
-          throw new AppError(
-            'push_failed',
-            `/home/sandbox/${dir} is not a git repository any more (the agent removed or moved it)`,
-          );
-        if (commit.exitCode === COMMIT_EXIT.badBranch)
-          throw AppError.validation({ branch: ['git refuses it as a branch name'] });
-        if (commit.exitCode === COMMIT_EXIT.localBranchExists)
-          throw new AppError(
-            'branch_exists',
-            `the sandbox's repository ${dir} has a branch ${branch} that is not checked out: choose another branch name`,
-            { extra: { branch } },
-          );
-        if (commit.exitCode === COMMIT_EXIT.noCommits)
-          throw new AppError(
-            'push_failed',
-            `${dir} has no commit and nothing to commit: there is nothing to push`,
-          );
-        throw new AppError(
-          'push_failed',
-          `committing the agent's work in ${dir} failed (exit ${commit.exitCode}): ${redact(quoteOutput(commit.output))}`,
-        );
-      }
-
-      const pushed = await pushFromSandbox(
-        deps.sandbox,
-        sandbox.name,
-        { objects: commit.objects, sha: commit.sha, branch, url: repo.url, token },
-        gitEnv,
-      ).catch((err: unknown) => sandboxGone(err));
-      if (!pushed.ok) {
-        const said = pushed.output ? `; the remote said:\n${redact(pushed.output)}` : '';
-        const extra = { extra: { branch, commit: commit.sha } };
-        switch (pushed.kind) {
-          case 'exists':
-            throw new AppError(
-              'branch_exists',
-              `the branch ${branch} exists on ${remote} with commits this one does not have: push under another branch name${said}`,
-              extra,
-            );
-          case 'rejected':
-            throw new AppError(
-              'push_rejected',
-              `${remote} refused the push to ${branch} (a protected branch or a server hook): push to a new branch instead and open a pull request${said}`,
-              extra,
-            );
-          case 'auth':
-            throw new AppError(
-              'push_auth_failed',
-              `${remote} refused the environment repository's token: check that it is valid and may write to the repository (contents:write)${said}`,
-              extra,
-            );
-          case 'timeout':
-            throw new AppError('push_failed', `pushing to ${remote} did not finish within 5 minutes`, extra);
-          default:
-            throw new AppError('push_failed', `pushing to ${remote} failed${said}`, extra);
-        }
-      }
-
-      await db
-        .insertInto('conversation_pushes')
-        .values({
-          id: uuidv7(),
-          conversation_id: conversation.id,
-          tenant_id: tenantId,
-          sandbox_id: sandbox.id,
-          repo_dir: dir,
-          branch,
-          commit_sha: commit.sha,
-          committed: commit.committed,
-        })
-        .execute();
-      await deps.audit.record({
-        type: 'conversation.pushed',
-        tenantId,
-        actor: ctx.actor,
-        ip: ctx.ip,
-        metadata: {
-          conversation_id: conversation.id,
-          repo: dir,
-          remote,
-          branch,
-          commit: commit.sha,
-          committed: commit.committed,
-        },
-      });
-      const view: PushView = { repo: dir, branch, commit: commit.sha, committed: commit.committed, remote };
-      if (!pr) return { push: view, pull_request: null };
-
-      const target = remoteTarget(repo.url, deps.gitHosts);
-      const prompts = await db
-        .selectFrom('turns')
-        .select(['prompt'])
-        .where('tenant_id', '=', tenantId)
-        .where('conversation_id', '=', conversation.id)
-        .orderBy('seq', 'asc')
-        .limit(20)
-        .execute();
-      const title = pr.title ?? redact(conversation.title || commitSubject(prompts[0]?.prompt ?? ''));
-      const body =
-        pr.body ??
-        redact(
-          [
-            `Opened by [Paddock](${link}) from the conversation [${conversation.title}](${link}).`,
-            '',
-            '**Prompts**',
-            '',
-            ...prompts.map((p, i) => `${i + 1}. ${commitSubject(p.prompt)}`),
-          ].join('\n'),
-        );
-      let opened: OpenedPullRequest;
+      const conversation = await findConversation(ctx.tenantId, conversationId);
+      // One push of a conversation at a time in this process: two would race on the repository's
+      // index. (Across replicas git's own index.lock refuses the second: 502 push_failed.)
+      if (inFlight.has(conversation.id))
+        throw new AppError('conflict', 'a push of this conversation is under way: wait for it to finish');
+      inFlight.add(conversation.id);
       try {
-        opened = await openPullRequest(target, token, { title, body, branch, base: pr.base });
-      } catch (err) {
-        if (!(err instanceof PullRequestError)) throw err;
-        const kind = target.provider === 'github' ? 'pull request' : 'merge request';
-        throw new AppError(
-          err.kind === 'unreachable' ? 'pull_request_failed' : 'pull_request_refused',
-          `the branch ${branch} is pushed, but the ${kind} was not opened: ${redact(err.message)}`,
-          { extra: { push: view } },
-        );
+        return await pushNow(ctx, conversation, input);
+      } finally {
+        inFlight.delete(conversation.id);
       }
-      const stored = await db
-        .insertInto('conversation_pull_requests')
-        .values({
-          conversation_id: conversation.id,
-          tenant_id: tenantId,
-          repo_dir: dir,
-          branch,
-          provider: opened.provider,
-          number: opened.number,
-          url: opened.url,
-        })
-        .onConflict((oc) =>
-          oc
-            .columns(['conversation_id', 'repo_dir', 'branch'])
-            .doUpdateSet({ provider: opened.provider, number: opened.number, url: opened.url }),
-        )
-        .returning(['created_at'])
-        .executeTakeFirstOrThrow();
-      await deps.audit.record({
-        type: 'conversation.pull_request.opened',
-        tenantId,
-        actor: ctx.actor,
-        ip: ctx.ip,
-        metadata: {
-          conversation_id: conversation.id,
-          repo: dir,
-          branch,
-          provider: opened.provider,
-          number: opened.number,
-          url: opened.url,
-          created: opened.created,
-        },
-      });
-      return {
-        push: view,
-        pull_request: {
-          repo: dir,
-          branch,
-          provider: opened.provider,
-          number: opened.number,
-          url: opened.url,
-          created_at: stored.created_at.toISOString(),
-          created: opened.created,
-          base: opened.base,
-        },
-      };
     },
   };
+
+  async function pushNow(
+    ctx: PushContext,
+    conversation: Awaited<ReturnType<typeof findConversation>>,
+    input: PushInput,
+  ): Promise<PushResult> {
+    const { tenantId } = ctx;
+    const live = await liveSandbox(tenantId, conversation);
+    if (live instanceof AppError) throw live;
+    const sandbox = live;
+    const { environment, repos, dirs } = await reposOf(tenantId, conversation);
+    if (!environment || repos.length === 0)
+      throw AppError.validation(
+        { repo: ["the conversation's environment clones no repository: there is no remote to push to"] },
+        'nothing to push to',
+      );
+    let index = 0;
+    if (input.repo !== undefined) {
+      index = dirs.indexOf(input.repo);
+      if (index < 0)
+        throw AppError.validation({
+          repo: [`is not one of the environment's repositories: ${dirs.join(', ')}`],
+        });
+    } else if (dirs.length > 1) {
+      throw AppError.validation({
+        repo: [`the environment clones ${dirs.length} repositories; name one: ${dirs.join(', ')}`],
+      });
+    }
+    const repo = repos[index] as RepoEntry;
+    const dir = dirs[index] as string;
+    const remote = safeUrl(repo.url);
+    const token = await tokenFor(tenantId, repo, dir, environment, conversation.vault_id);
+    const registry = await registryFor(tenantId, conversation.id, token);
+    const redact = (text: string) => registry.redact(text).toString('utf8');
+
+    // The branch: asked for, or the one this sandbox pushed last for the repository (an update),
+    // or a new default name (a new sandbox is a new clone: its commits are not on the old branch).
+    const branch = input.branch ?? (await defaultBranch(tenantId, conversation.id, dir, sandbox.id));
+    const problem = branchNameProblem(branch);
+    if (problem) throw AppError.validation({ branch: [problem] });
+    const pr = input.pull_request === true ? {} : input.pull_request || null;
+    if (pr?.base !== undefined) {
+      const baseProblem = branchNameProblem(pr.base);
+      if (baseProblem) throw AppError.validation({ 'pull_request.base': [baseProblem] });
+    }
+
+    const link = linkOf(conversation.id);
+    const message = input.message ?? redact(await defaultMessage(tenantId, conversation));
+    const user = await db.selectFrom('users').select(['email']).where('id', '=', tenantId).executeTakeFirst();
+    const email = user?.email ?? COMMITTER.email;
+    const author = { name: email.split('@')[0] || email, email };
+
+    const commit = await commitInSandbox(
+      deps.sandbox,
+      sandbox.name,
+      { dir: `/home/sandbox/${dir}`, branch, message, author, committer: COMMITTER },
+      gitEnv,
+    ).catch((err: unknown) => sandboxGone(err));
+    if (!commit.ok) {
+      if ('timedOut' in commit)
+        throw new AppError('push_failed', `committing in ${dir} did not finish within 5 minutes`);
+      if (commit.exitCode === COMMIT_EXIT.notARepository)
+        throw new AppError(
+          'push_failed',
+          `/home/sandbox/${dir} is not a git repository any more (the agent removed or moved it)`,
+        );
+      if (commit.exitCode === COMMIT_EXIT.badBranch)
+        throw AppError.validation({ branch: ['git refuses it as a branch name'] });
+      if (commit.exitCode === COMMIT_EXIT.localBranchExists)
+        throw new AppError(
+          'branch_exists',
+          `the sandbox's repository ${dir} has a branch ${branch} that is not checked out: choose another branch name`,
+          { extra: { branch } },
+        );
+      if (commit.exitCode === COMMIT_EXIT.noCommits)
+        throw new AppError(
+          'push_failed',
+          `${dir} has no commit and nothing to commit: there is nothing to push`,
+        );
+      throw new AppError(
+        'push_failed',
+        `committing the agent's work in ${dir} failed (exit ${commit.exitCode}): ${redact(quoteOutput(commit.output))}`,
+      );
+    }
+
+    const pushed = await pushFromSandbox(
+      deps.sandbox,
+      sandbox.name,
+      { objects: commit.objects, sha: commit.sha, branch, url: repo.url, token },
+      gitEnv,
+    ).catch((err: unknown) => sandboxGone(err));
+    if (!pushed.ok) {
+      const said = pushed.output ? `; the remote said:\n${redact(pushed.output)}` : '';
+      const extra = { extra: { branch, commit: commit.sha } };
+      switch (pushed.kind) {
+        case 'exists':
+          throw new AppError(
+            'branch_exists',
+            `the branch ${branch} exists on ${remote} with commits this one does not have: push under another branch name${said}`,
+            extra,
+          );
+        case 'rejected':
+          throw new AppError(
+            'push_rejected',
+            `${remote} refused the push to ${branch} (a protected branch or a server hook): push to a new branch instead and open a pull request${said}`,
+            extra,
+          );
+        case 'auth':
+          throw new AppError(
+            'push_auth_failed',
+            `${remote} refused the environment repository's token: check that it is valid and may write to the repository (contents:write)${said}`,
+            extra,
+          );
+        case 'timeout':
+          throw new AppError('push_failed', `pushing to ${remote} did not finish within 5 minutes`, extra);
+        default:
+          throw new AppError('push_failed', `pushing to ${remote} failed${said}`, extra);
+      }
+    }
+
+    await db
+      .insertInto('conversation_pushes')
+      .values({
+        id: uuidv7(),
+        conversation_id: conversation.id,
+        tenant_id: tenantId,
+        sandbox_id: sandbox.id,
+        repo_dir: dir,
+        branch,
+        commit_sha: commit.sha,
+        committed: commit.committed,
+      })
+      .execute();
+    await deps.audit.record({
+      type: 'conversation.pushed',
+      tenantId,
+      actor: ctx.actor,
+      ip: ctx.ip,
+      metadata: {
+        conversation_id: conversation.id,
+        repo: dir,
+        remote,
+        branch,
+        commit: commit.sha,
+        committed: commit.committed,
+      },
+    });
+    const view: PushView = { repo: dir, branch, commit: commit.sha, committed: commit.committed, remote };
+    if (!pr) return { push: view, pull_request: null };
+
+    const target = remoteTarget(repo.url, deps.gitHosts);
+    const prompts = await db
+      .selectFrom('turns')
+      .select(['prompt'])
+      .where('tenant_id', '=', tenantId)
+      .where('conversation_id', '=', conversation.id)
+      .orderBy('seq', 'asc')
+      .limit(20)
+      .execute();
+    const title = pr.title ?? redact(conversation.title || commitSubject(prompts[0]?.prompt ?? ''));
+    const body =
+      pr.body ??
+      redact(
+        [
+          `Opened by [Paddock](${link}) from the conversation [${conversation.title}](${link}).`,
+          '',
+          '**Prompts**',
+          '',
+          ...prompts.map((p, i) => `${i + 1}. ${commitSubject(p.prompt)}`),
+        ].join('\n'),
+      );
+    let opened: OpenedPullRequest;
+    try {
+      opened = await openPullRequest(target, token, { title, body, branch, base: pr.base });
+    } catch (err) {
+      if (!(err instanceof PullRequestError)) throw err;
+      const kind = target.provider === 'github' ? 'pull request' : 'merge request';
+      throw new AppError(
+        err.kind === 'unreachable' ? 'pull_request_failed' : 'pull_request_refused',
+        `the branch ${branch} is pushed, but the ${kind} was not opened: ${redact(err.message)}`,
+        { extra: { push: view } },
+      );
+    }
+    const stored = await db
+      .insertInto('conversation_pull_requests')
+      .values({
+        conversation_id: conversation.id,
+        tenant_id: tenantId,
+        repo_dir: dir,
+        branch,
+        provider: opened.provider,
+        number: opened.number,
+        url: opened.url,
+      })
+      .onConflict((oc) =>
+        oc
+          .columns(['conversation_id', 'repo_dir', 'branch'])
+          .doUpdateSet({ provider: opened.provider, number: opened.number, url: opened.url }),
+      )
+      .returning(['created_at'])
+      .executeTakeFirstOrThrow();
+    await deps.audit.record({
+      type: 'conversation.pull_request.opened',
+      tenantId,
+      actor: ctx.actor,
+      ip: ctx.ip,
+      metadata: {
+        conversation_id: conversation.id,
+        repo: dir,
+        branch,
+        provider: opened.provider,
+        number: opened.number,
+        url: opened.url,
+        created: opened.created,
+      },
+    });
+    return {
+      push: view,
+      pull_request: {
+        repo: dir,
+        branch,
+        provider: opened.provider,
+        number: opened.number,
+        url: opened.url,
+        created_at: stored.created_at.toISOString(),
+        created: opened.created,
+        base: opened.base,
+      },
+    };
+  }
 }
 
 /** The backend lost the sandbox under the request (reclaimed meanwhile): a 409, not a 500. */
