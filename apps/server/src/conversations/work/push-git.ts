@@ -62,9 +62,11 @@ const PUSH_SCRIPT = [
   'objects=$1; sha=$2; branch=$3; url=$4',
   'tmp=$(mktemp -d /tmp/paddock-push.XXXXXX)',
   'trap \'rm -rf -- "$tmp"\' EXIT',
-  'git init --quiet --bare --template= -- "$tmp"',
-  'printf "%s\\n" "$objects" > "$tmp/objects/info/alternates"',
-  'git --git-dir="$tmp" push --porcelain -- "$url" "$sha:refs/heads/$branch"',
+  // HOME: a directory of root's own (not /tmp, where the agent could leave a .netrc).
+  'HOME="$tmp/home"; mkdir -m 700 -- "$HOME"; export HOME',
+  'git init --quiet --bare --template= -- "$tmp/repo"',
+  'printf "%s\\n" "$objects" > "$tmp/repo/objects/info/alternates"',
+  'git --git-dir="$tmp/repo" push --porcelain -- "$url" "$sha:refs/heads/$branch"',
 ].join('\n');
 
 /** The environment every git command of a push gets: no prompt, no hooks, no signing. */
@@ -164,7 +166,6 @@ export async function pushFromSandbox(
         ...baseGitEnv(gitEnv),
         GIT_CONFIG_NOSYSTEM: '1',
         GIT_CONFIG_GLOBAL: '/dev/null',
-        HOME: '/tmp',
         ...gitAuthEnv(input.url, input.token),
       },
       [
