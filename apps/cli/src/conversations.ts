@@ -60,7 +60,7 @@ const SETTLE_POLL_MS = 250;
 /** How long a command waits out `503 conversation_provisioning` before giving up. */
 const PROVISIONING_PATIENCE_MS = 10 * 60_000;
 
-const conversationPath = (id: string) => `/api/conversations/${encodeURIComponent(id)}`;
+export const conversationPath = (id: string) => `/api/conversations/${encodeURIComponent(id)}`;
 const collect = (value: string, previous: string[]) => [...previous, value];
 
 function renderMode(ctx: CommandContext): RenderMode {

@@ -21,6 +21,7 @@ import { registerExportCommand } from './export.ts';
 import { compileManifests, redactedPlan } from './manifest.ts';
 import { counted, type Io, json, type OutputFormat, table, withProgress } from './output.ts';
 import { promptHidden, promptLine, readAllStdin } from './prompt.ts';
+import { registerPushCommand } from './push.ts';
 import { findOne, manifestOf, type Row, resourceType, UUID } from './resources.ts';
 import { registerUsageCommand } from './usage.ts';
 
@@ -251,6 +252,7 @@ export async function main(argv: string[], env: Env, io: Io): Promise<number> {
   registerConversationCommands(program, ctx);
   registerCredentialCommands(program, ctx);
   registerUsageCommand(program, ctx);
+  registerPushCommand(program, ctx);
   registerExportCommand(program, ctx);
   registerAccountCommands(program, ctx);
 

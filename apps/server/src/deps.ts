@@ -55,6 +55,7 @@ import { createDestroyQueue, type DestroyQueue } from './conversations/provision
 import { packageCommands } from './conversations/provisioning/packages.ts';
 import { createProvisioner } from './conversations/provisioning/provisioner.ts';
 import { defaultRuntimes } from './conversations/turns/runtimes/registry.ts';
+import { createPushService, type PushService } from './conversations/work/push.service.ts';
 import { type DatabaseHandle, type Db, poolOptions } from './db/database.ts';
 import {
   createEnvironmentCheckpoints,
@@ -114,6 +115,8 @@ export interface Deps {
   /** Billing (BILLING_ENABLED only; absent when off, so no billing route or state exists). */
   billing?: BillingService;
   conversations: ConversationsService;
+  /** Push a branch and open a pull request from a conversation's live sandbox (conversations/work/). */
+  pushes: PushService;
   /** What a sandbox's conversation-scoped key may do under /api/conversations (sandbox-key.ts). */
   sandboxKey: SandboxKeyRule;
   /** Builds environment checkpoints (POST /api/environments/:id/checkpoint). */
@@ -237,6 +240,7 @@ export function createDeps(input: CreateDepsInput): Deps {
     inferenceCredentials,
     environments,
     log: conversationLog,
+    audit,
   });
   const accountDeletion = createAccountDeletion({
     db,
@@ -357,6 +361,7 @@ function createConversationDeps(
     inferenceCredentials: InferenceCredentialsService;
     environments: EnvironmentsService;
     log: Pick<Deps, 'feed' | 'logWriters'>;
+    audit: AuditService;
   },
 ) {
   const { apiKeys, secrets, inferenceCredentials, environments, log } = parts;
@@ -444,8 +449,20 @@ function createConversationDeps(
     lineage: { db, secrets },
     inferenceCredentials,
   });
+  const pushes = createPushService({
+    db,
+    sandbox,
+    secrets,
+    inferenceCredentials,
+    audit: parts.audit,
+    gitHosts: config.gitHosts,
+    publicUrl: config.publicUrl,
+    logger,
+    ...(options.gitEnv ? { gitEnv: options.gitEnv } : {}),
+  });
   return {
     conversations,
+    pushes,
     sandboxKey,
     conversationEngine,
     ownership,

@@ -60,4 +60,9 @@ export const AUDIT_EVENT_TYPES: Set<string> = new Set([
   'billing.checkout_started',
   'billing.cancel_at_period_end_set',
   'billing.legacy_trial_started',
+  // The agent's work out of the sandbox (conversations/work/). Metadata: the conversation, the
+  // repository's directory and remote (origin and path), the branch and commit; for a pull
+  // request the provider, its number and URL. Never a token or a commit message.
+  'conversation.pushed',
+  'conversation.pull_request.opened',
 ]);

@@ -368,6 +368,26 @@ describe('configuration', () => {
     refuses({ CHECK_ORIGIN_EXTRA: 'not an origin' }, 'CHECK_ORIGIN_EXTRA');
   });
 
+  it('reads GITLAB_HOSTS and GIT_HOST_API_URLS (blank is unset; malformed refuses, naming the variable)', () => {
+    const { config } = parseConfig({
+      GITLAB_HOSTS: 'GitLab.Example.com, git.corp:8443',
+      GIT_HOST_API_URLS: 'ghe.corp=https://ghe.corp/api/v3/, git.test=http://127.0.0.1:9999',
+    });
+    assert.deepEqual(config.gitHosts.gitlabHosts, ['gitlab.example.com', 'git.corp:8443']);
+    assert.deepEqual(config.gitHosts.apiUrls, {
+      'ghe.corp': 'https://ghe.corp/api/v3',
+      'git.test': 'http://127.0.0.1:9999',
+    });
+    assert.deepEqual(parseConfig({ GITLAB_HOSTS: ' ', GIT_HOST_API_URLS: '' }).config.gitHosts, {
+      gitlabHosts: [],
+      apiUrls: {},
+    });
+    refuses({ GITLAB_HOSTS: 'https://gitlab.example.com' }, 'GITLAB_HOSTS');
+    refuses({ GIT_HOST_API_URLS: 'ghe.corp' }, 'GIT_HOST_API_URLS');
+    refuses({ GIT_HOST_API_URLS: 'ghe.corp=ftp://x' }, 'GIT_HOST_API_URLS');
+    refuses({ GIT_HOST_API_URLS: 'ghe.corp=https://user:pw@ghe.corp/api' }, 'GIT_HOST_API_URLS');
+  });
+
   it('selects the mail transport: none, provider API key, or SMTP on 587 by default', () => {
     assert.equal(parseConfig({ EMAIL_DELIVERY: 'none', SMTP_HOST: 'x' }).config.mail.transport.kind, 'none');
     assert.equal(parseConfig({ EMAIL_PROVIDER_API_KEY: 'k' }).config.mail.transport.kind, 'api');

@@ -149,6 +149,15 @@ export interface Config {
    * (conversations/engine/owner.ts invariant 7). An integer from 5 to 3600.
    */
   readonly ownerLeaseSeconds: number;
+  /**
+   * Where a pushed branch's pull request is opened (conversations/work/push-providers.ts):
+   * GITLAB_HOSTS, hosts that are GitLab besides gitlab.com (every other host is GitHub or GitHub
+   * Enterprise); GIT_HOST_API_URLS, the API base URL of a host (`host=url,…`).
+   */
+  readonly gitHosts: {
+    readonly gitlabHosts: readonly string[];
+    readonly apiUrls: Readonly<Record<string, string>>;
+  };
 }
 
 export class ConfigError extends Error {
@@ -583,6 +592,34 @@ export function parseConfig(env: Env): ParseResult {
     problems.push('ERROR_TRACKING_DSN: must be a DSN of the form https://<public key>@<host>/<project id>');
   }
 
+  // Git hosts of pushed branches and their pull requests.
+  const HOST_RE = /^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:\d{1,5})?$/;
+  const gitlabHosts = list('GITLAB_HOSTS').map((h) => h.toLowerCase());
+  if (gitlabHosts.some((h) => !HOST_RE.test(h))) {
+    problems.push('GITLAB_HOSTS: must be a comma-separated list of host names such as gitlab.example.com');
+  }
+  const gitApiUrls: Record<string, string> = {};
+  for (const entry of list('GIT_HOST_API_URLS')) {
+    const eq = entry.indexOf('=');
+    const hostPart = eq > 0 ? entry.slice(0, eq).trim().toLowerCase() : '';
+    let ok = HOST_RE.test(hostPart);
+    if (ok) {
+      try {
+        const u = new URL(entry.slice(eq + 1).trim());
+        ok = (u.protocol === 'http:' || u.protocol === 'https:') && !u.username && !u.password && !u.search;
+        if (ok) gitApiUrls[hostPart] = u.toString().replace(/\/+$/, '');
+      } catch {
+        ok = false;
+      }
+    }
+    if (!ok) {
+      problems.push(
+        'GIT_HOST_API_URLS: must be a comma-separated list of host=URL pairs such as github.example.com=https://github.example.com/api/v3',
+      );
+      break;
+    }
+  }
+
   const logLevel = str('LOG_LEVEL') ?? (nodeEnv === 'test' ? 'silent' : 'info');
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     problems.push('LOG_LEVEL: must be one of fatal, error, warn, info, debug, trace, silent');
@@ -684,6 +721,7 @@ export function parseConfig(env: Env): ParseResult {
       MIN_OWNER_LEASE_SECONDS,
       MAX_OWNER_LEASE_SECONDS,
     ),
+    gitHosts: { gitlabHosts, apiUrls: gitApiUrls },
   };
 
   if (problems.length > 0) throw new ConfigError(problems);

@@ -6,6 +6,7 @@ import type { AgentsTables } from '../agents/agents.tables.ts';
 import type { AuditTables } from '../audit/audit.tables.ts';
 import type { BillingTables } from '../billing/billing.tables.ts';
 import type { ConversationsTables } from '../conversations/conversations.tables.ts';
+import type { PushTables } from '../conversations/work/push.tables.ts';
 import type { EnvironmentsTables } from '../environments/environments.tables.ts';
 import type { InferenceCredentialsTables } from '../inference-credentials/inference-credentials.tables.ts';
 import type { SecretsTables } from '../secrets/secrets.tables.ts';
@@ -28,6 +29,7 @@ export interface Database
     InferenceCredentialsTables,
     UsageTables,
     AccountExportsTables,
-    BillingTables {
+    BillingTables,
+    PushTables {
   paddock_migrations: PaddockMigrationsTable;
 }

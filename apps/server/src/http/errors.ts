@@ -47,6 +47,15 @@ export const ERROR_CODES = {
   export_in_progress: 409,
   /** A download of a data export that is not built (yet, or failed). */
   export_not_ready: 409,
+  /**
+   * A request that needs the conversation's live sandbox (changes, files, terminal, push) while it has
+   * none (never provisioned, reclaimed after idle, terminated): a prompt wakes it.
+   */
+  sandbox_not_running: 409,
+  /** A push to a branch that exists on the remote with commits the pushed one does not contain. */
+  branch_exists: 409,
+  /** The remote refused the push (a protected branch, a pre-receive hook); its words quoted. */
+  push_rejected: 409,
   conversation_terminated: 410,
   /** A download of a data export past its expiry. */
   export_expired: 410,
@@ -55,6 +64,12 @@ export const ERROR_CODES = {
   validation_failed: 422,
   /** The vault is not on the agent's allowlist. */
   vault_not_allowed: 422,
+  /** A push or pull request for an environment repository without an access token. */
+  push_token_missing: 422,
+  /** The remote refused the environment repository's token (wrong, expired or without write access). */
+  push_auth_failed: 422,
+  /** The provider's API did not open the pull (merge) request; its words quoted. */
+  pull_request_refused: 422,
   rate_limited: 429,
   /** The concurrent-sandbox quota per user is reached (with Retry-After). */
   sandbox_quota_exceeded: 429,
@@ -66,6 +81,10 @@ export const ERROR_CODES = {
   internal_error: 500,
   /** A verified billing event whose apply failed: recorded, listed on /admin/billing, applied on redelivery. */
   billing_event_failed: 500,
+  /** git could not push (the remote unreachable, a failure that is none of the above); git's words quoted. */
+  push_failed: 502,
+  /** The provider's API did not answer. */
+  pull_request_failed: 502,
   service_unavailable: 503,
   /** The payment processor is unreachable or refused (checkout, portal): try again later. */
   billing_unavailable: 503,

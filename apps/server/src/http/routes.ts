@@ -15,6 +15,7 @@ import { billingRoutes } from '../billing/billing.routes.ts';
 import { billingWebhookRoutes } from '../billing/webhook.routes.ts';
 import { conversationsRoutes } from '../conversations/api/conversations.routes.ts';
 import { streamRoutes } from '../conversations/api/stream.routes.ts';
+import { pushRoutes } from '../conversations/work/push.routes.ts';
 import type { Deps } from '../deps.ts';
 import { environmentsRoutes } from '../environments/environments.routes.ts';
 import { inferenceCredentialsRoutes } from '../inference-credentials/inference-credentials.routes.ts';
@@ -51,6 +52,7 @@ export async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<
     }),
   );
   await app.register(streamRoutes(deps));
+  await app.register(pushRoutes(deps));
   await app.register(siteRoutes(deps));
   // Billing (docs/billing.md): no billing route exists unless BILLING_ENABLED.
   if (deps.config.billing.enabled) {

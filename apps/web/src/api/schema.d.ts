@@ -975,6 +975,24 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/conversations/{id}/push": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What a push would do by default: the environment's repositories, the branch and the message */
+        get: operations["getConversationsByIdPush"];
+        put?: never;
+        /** Push a branch from the live sandbox: commits the agent's uncommitted work, pushes it with the environment repository's token; optionally opens a pull request */
+        post: operations["postConversationsByIdPush"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/conversations/{id}/stream": {
         parameters: {
             query?: never;
@@ -5464,6 +5482,17 @@ export interface operations {
                             id: string;
                             last_activity_at: string;
                             parent_conversation_id: string | null;
+                            /** @description GET /api/conversations/:id only: the pull (merge) requests opened from it (POST …/push), oldest first */
+                            pull_requests?: {
+                                branch: string;
+                                created_at: string;
+                                number: number;
+                                /** @enum {string} */
+                                provider: "github" | "gitlab";
+                                /** @description the repository's directory under /home/sandbox */
+                                repo: string;
+                                url: string;
+                            }[];
                             /** @description the latest sandbox of the conversation, if any */
                             sandbox: {
                                 created_at: string | null;
@@ -5573,6 +5602,17 @@ export interface operations {
                         id: string;
                         last_activity_at: string;
                         parent_conversation_id: string | null;
+                        /** @description GET /api/conversations/:id only: the pull (merge) requests opened from it (POST …/push), oldest first */
+                        pull_requests?: {
+                            branch: string;
+                            created_at: string;
+                            number: number;
+                            /** @enum {string} */
+                            provider: "github" | "gitlab";
+                            /** @description the repository's directory under /home/sandbox */
+                            repo: string;
+                            url: string;
+                        }[];
                         /** @description the latest sandbox of the conversation, if any */
                         sandbox: {
                             created_at: string | null;
@@ -5709,6 +5749,17 @@ export interface operations {
                         id: string;
                         last_activity_at: string;
                         parent_conversation_id: string | null;
+                        /** @description GET /api/conversations/:id only: the pull (merge) requests opened from it (POST …/push), oldest first */
+                        pull_requests?: {
+                            branch: string;
+                            created_at: string;
+                            number: number;
+                            /** @enum {string} */
+                            provider: "github" | "gitlab";
+                            /** @description the repository's directory under /home/sandbox */
+                            repo: string;
+                            url: string;
+                        }[];
                         /** @description the latest sandbox of the conversation, if any */
                         sandbox: {
                             created_at: string | null;
@@ -6366,6 +6417,277 @@ export interface operations {
             };
         };
     };
+    getConversationsByIdPush: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description the commit message a push without `message` uses */
+                        message: string;
+                        /** @description whether a push can run now */
+                        ready: boolean;
+                        /** @description why not, and what to do */
+                        reason: string | null;
+                        repos: {
+                            /** @description the branch a push without `branch` uses */
+                            branch: string;
+                            /** @description whether the environment names a token for it (needed to push) */
+                            has_token: boolean;
+                            /** @description the repository's URL, origin and path */
+                            remote: string;
+                            /** @description the repository's directory under /home/sandbox */
+                            repo: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    postConversationsByIdPush: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description default: the branch this sandbox pushed last for the repository, else paddock/<last 8 hex digits of the conversation id>-<n> */
+                    branch?: string;
+                    /** @description the commit message for uncommitted work; default: the latest prompt's first line */
+                    message?: string;
+                    /** @description open a pull request (GitHub) or merge request (GitLab) for the branch */
+                    pull_request?: boolean | {
+                        /** @description default: the repository's default branch */
+                        base?: string;
+                        body?: string;
+                        title?: string;
+                    };
+                    /** @description the repository's directory under /home/sandbox; needed when the environment clones several */
+                    repo?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        pull_request: {
+                            base: string;
+                            branch: string;
+                            /** @description false: one was open for the branch already, and is returned */
+                            created: boolean;
+                            created_at: string;
+                            number: number;
+                            /** @enum {string} */
+                            provider: "github" | "gitlab";
+                            repo: string;
+                            url: string;
+                        } | null;
+                        push: {
+                            branch: string;
+                            commit: string;
+                            /** @description whether uncommitted work was committed first */
+                            committed: boolean;
+                            remote: string;
+                            repo: string;
+                        };
+                    };
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        errors?: {
+                            [key: string]: string[];
+                        };
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
     getConversationsByIdStream: {
         parameters: {
             query?: {
@@ -6478,6 +6800,17 @@ export interface operations {
                         id: string;
                         last_activity_at: string;
                         parent_conversation_id: string | null;
+                        /** @description GET /api/conversations/:id only: the pull (merge) requests opened from it (POST …/push), oldest first */
+                        pull_requests?: {
+                            branch: string;
+                            created_at: string;
+                            number: number;
+                            /** @enum {string} */
+                            provider: "github" | "gitlab";
+                            /** @description the repository's directory under /home/sandbox */
+                            repo: string;
+                            url: string;
+                        }[];
                         /** @description the latest sandbox of the conversation, if any */
                         sandbox: {
                             created_at: string | null;

@@ -456,3 +456,16 @@ export async function markRead(db: Db, tenantId: string, id: string): Promise<vo
     .where('unread', '=', true)
     .execute();
 }
+
+/** The pull requests opened from a conversation (conversations/work/push.service.ts), oldest first. */
+export async function listPullRequests(db: Conn, tenantId: string, conversationId: string) {
+  return await db
+    .selectFrom('conversation_pull_requests')
+    .select(['repo_dir', 'branch', 'provider', 'number', 'url', 'created_at'])
+    .where('tenant_id', '=', tenantId)
+    .where('conversation_id', '=', conversationId)
+    .orderBy('created_at', 'asc')
+    .orderBy('repo_dir')
+    .orderBy('branch')
+    .execute();
+}

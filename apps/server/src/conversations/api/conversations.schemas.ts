@@ -92,6 +92,21 @@ export const ConversationView = z.object({
   created_at: z.string(),
   updated_at: z.string(),
   last_activity_at: z.string(),
+  pull_requests: z
+    .array(
+      z.object({
+        repo: z.string().describe("the repository's directory under /home/sandbox"),
+        branch: z.string(),
+        provider: z.enum(['github', 'gitlab']),
+        number: z.number().int(),
+        url: z.string(),
+        created_at: z.string(),
+      }),
+    )
+    .optional()
+    .describe(
+      'GET /api/conversations/:id only: the pull (merge) requests opened from it (POST …/push), oldest first',
+    ),
 });
 export type ConversationView = z.infer<typeof ConversationView>;
 

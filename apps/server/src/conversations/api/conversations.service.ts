@@ -45,6 +45,7 @@ import {
   insertStartedConversation,
   insertTurn,
   listConversations,
+  listPullRequests,
   listTurns,
   lockConversation,
   queueTenantDestroys,
@@ -372,7 +373,19 @@ export function createConversationsService(deps: {
     },
 
     async get(tenantId, id) {
-      return view(await mustFind(tenantId, id));
+      const row = await mustFind(tenantId, id);
+      const pulls = await listPullRequests(db, tenantId, row.id);
+      return {
+        ...view(row),
+        pull_requests: pulls.map((p) => ({
+          repo: p.repo_dir,
+          branch: p.branch,
+          provider: p.provider,
+          number: p.number,
+          url: p.url,
+          created_at: p.created_at.toISOString(),
+        })),
+      };
     },
 
     async turns(tenantId, id) {

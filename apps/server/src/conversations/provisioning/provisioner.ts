@@ -49,7 +49,7 @@ import type { DestroyQueue } from './destroy-queue.ts';
 import { watchEgressRefusals } from './egress-refusal.ts';
 import { assembleEnv, ENV_FILE_PATH, renderEnvFile } from './env-file.ts';
 import { networkPolicyFor, providerHostsFor } from './network.ts';
-import { CLONE_TIMEOUT_MS, cloneRepo, repoDirName } from './repos.ts';
+import { CLONE_TIMEOUT_MS, cloneRepo, repoDirName, repoDirs } from './repos.ts';
 import { ensureRuntime, type LayerCliCache, type RuntimeProbeTimeouts } from './runtime-probe.ts';
 import { runStreaming } from './sandbox-commands.ts';
 import { createSessionStateStore } from './session-state.ts';
@@ -289,11 +289,9 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
         'clone',
         signal,
         async () => {
-          const used = new Set<string>();
-          for (const repo of environment.repos) {
-            let dir = repoDirName(repo.url);
-            for (let n = 2; used.has(dir); n++) dir = `${repoDirName(repo.url)}-${n}`;
-            used.add(dir);
+          const dirs = repoDirs(environment.repos.map((repo) => repo.url));
+          for (const [i, repo] of environment.repos.entries()) {
+            const dir = dirs[i] ?? repoDirName(repo.url);
             let token: string | undefined;
             if (repo.token_secret !== undefined) {
               token = env[repo.token_secret];

@@ -45,6 +45,21 @@ export function repoDirName(url: string): string {
   return name === '' || name === '.' || name === '..' ? 'repo' : name;
 }
 
+/**
+ * The directory of each repository under /home/sandbox, in the environment's order: the name
+ * repoDirName gives, with -2, -3… for a name taken by an earlier one (what the clone stage uses,
+ * and what the routes of the agent's work name a repository by).
+ */
+export function repoDirs(urls: readonly string[]): string[] {
+  const used = new Set<string>();
+  return urls.map((url) => {
+    let dir = repoDirName(url);
+    for (let n = 2; used.has(dir); n++) dir = `${repoDirName(url)}-${n}`;
+    used.add(dir);
+    return dir;
+  });
+}
+
 /** The exec env that authenticates git to the repository's origin, without writing any config. */
 export function gitAuthEnv(url: string, token: string | undefined): Record<string, string> {
   const env: Record<string, string> = { GIT_TERMINAL_PROMPT: '0' };

@@ -1,6 +1,6 @@
 // One conversation, live: header (title, status, agent, sandbox and its lifetime left, the
 // conversation that started it, interrupt / terminate / delete), the agent's transcript and the
-// raw output (both from the SSE feed), the stage timeline, the turns with their usage, the
+// raw output (both from the SSE feed), "Push branch" (PushDialog.tsx) and the pull requests opened, the stage timeline, the turns with their usage, the
 // sub-conversations it started, and the follow-up prompt.
 // The conversation row and its turns are re-read when a stage event arrives (and every few
 // seconds while work is under way), so statuses follow the log.
@@ -19,6 +19,7 @@ import { StatusBadge } from '../../ui/StatusBadge';
 import { relativeTime } from '../../ui/time';
 import { LogModel } from './log-model';
 import { PromptBox } from './PromptBox';
+import { PushButton } from './PushDialog';
 import { Reason, shownAbove } from './Reason';
 import { type StreamState, useConversationStream } from './stream';
 import { Terminal } from './Terminal';
@@ -200,6 +201,7 @@ export default function ConversationPage() {
         <h1>{c.title || 'Untitled conversation'}</h1>
         <StatusBadge status={c.status} {...(provisioning ? { label: 'provisioning' } : {})} />
         <div className="conv-actions">
+          <PushButton conversationId={c.id} disabled={ACTIVE.has(c.status) || terminal} onPushed={refresh} />
           <button
             type="button"
             className="btn"
@@ -257,6 +259,23 @@ export default function ConversationPage() {
             </time>
           </dd>
         </div>
+        {c.pull_requests && c.pull_requests.length > 0 && (
+          <div>
+            <dt>Pull requests</dt>
+            <dd>
+              <ul className="conv-pulls">
+                {c.pull_requests.map((p) => (
+                  <li key={`${p.repo}/${p.branch}`}>
+                    <a href={p.url} target="_blank" rel="noreferrer">
+                      {p.provider === 'gitlab' ? `!${p.number}` : `#${p.number}`}
+                    </a>{' '}
+                    <code>{p.branch}</code>
+                  </li>
+                ))}
+              </ul>
+            </dd>
+          </div>
+        )}
         {c.parent_conversation_id && (
           <div>
             <dt>Started by</dt>
