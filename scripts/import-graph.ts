@@ -17,6 +17,7 @@ const LINES: Record<string, number> = {
   engine: 2,
   provisioning: 3,
   turns: 3,
+  work: 3,
   log: 4,
   '': 5,
 };

@@ -50,6 +50,8 @@ import { createCallbackKeys } from './conversations/provisioning/callback-key.ts
 import { createDestroyQueue, type DestroyQueue } from './conversations/provisioning/destroy-queue.ts';
 import { packageCommands } from './conversations/provisioning/packages.ts';
 import { createProvisioner } from './conversations/provisioning/provisioner.ts';
+import { type ChangesService, createChangesService } from './conversations/work/changes.ts';
+import { createTurnChangesRecorder } from './conversations/work/changes-turns.ts';
 import { defaultRuntimes } from './conversations/turns/runtimes/registry.ts';
 import { type DatabaseHandle, type Db, poolOptions } from './db/database.ts';
 import {
@@ -107,6 +109,8 @@ export interface Deps {
   admin: AdminService;
   usage: UsageService;
   conversations: ConversationsService;
+  /** The agent's changes in the sandbox's repositories (conversations/work/changes.ts). */
+  changes: ChangesService;
   /** What a sandbox's conversation-scoped key may do under /api/conversations (sandbox-key.ts). */
   sandboxKey: SandboxKeyRule;
   /** Builds environment checkpoints (POST /api/environments/:id/checkpoint). */
@@ -402,8 +406,10 @@ function createConversationDeps(
     newSandboxName: sandboxName,
     lifecycle,
     metrics: input.metrics,
+    changes: createTurnChangesRecorder({ db, sandbox }),
   });
   const sandboxKey = createSandboxKeyRule({ db });
+  const changes = createChangesService({ db, sandbox, secrets, inferenceCredentials });
   const conversations = createConversationsService({
     db,
     gates,
@@ -416,6 +422,7 @@ function createConversationDeps(
   });
   return {
     conversations,
+    changes,
     sandboxKey,
     conversationEngine,
     ownership,

@@ -25,6 +25,8 @@ export const ERROR_CODES = {
   not_found: 404,
   method_not_allowed: 405,
   conflict: 409,
+  /** The conversation has no live sandbox to read (changes, files, terminal): a prompt wakes it. */
+  sandbox_not_running: 409,
   /** An admin asked for a reset link where no mail can be made (EMAIL_DELIVERY=none outside development). */
   mail_unavailable: 409,
   /** A prompt while a turn runs. */

@@ -49,12 +49,13 @@ import type { DestroyQueue } from './destroy-queue.ts';
 import { watchEgressRefusals } from './egress-refusal.ts';
 import { assembleEnv, ENV_FILE_PATH, renderEnvFile } from './env-file.ts';
 import { networkPolicyFor, providerHostsFor } from './network.ts';
-import { CLONE_TIMEOUT_MS, cloneRepo, repoDirName } from './repos.ts';
+import { CLONE_TIMEOUT_MS, cloneDirs, cloneRepo, repoDirName } from './repos.ts';
 import { ensureRuntime, type LayerCliCache, type RuntimeProbeTimeouts } from './runtime-probe.ts';
 import { runStreaming } from './sandbox-commands.ts';
 import { createSessionStateStore } from './session-state.ts';
 import { mountSkills } from './skills.ts';
 import { runStage as runStageOnly, type StageObserver, type StageSink, toProvisionError } from './stages.ts';
+import { recordCloneBases } from '../work/changes-turns.ts';
 
 /** One command of the `packages` stage (conversations/provisioning/packages.ts builds them). */
 export interface PackageCommand {
@@ -289,11 +290,9 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
         'clone',
         signal,
         async () => {
-          const used = new Set<string>();
-          for (const repo of environment.repos) {
-            let dir = repoDirName(repo.url);
-            for (let n = 2; used.has(dir); n++) dir = `${repoDirName(repo.url)}-${n}`;
-            used.add(dir);
+          const dirs = cloneDirs(environment.repos);
+          for (const [n, repo] of environment.repos.entries()) {
+            const dir = dirs[n] ?? repoDirName(repo.url);
             let token: string | undefined;
             if (repo.token_secret !== undefined) {
               token = env[repo.token_secret];
@@ -493,6 +492,19 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
               signal: input.signal,
               logger: log,
             });
+        }
+        // The base of every cloned repository (Changes: work/changes-turns.ts), the first time only.
+        if (environment && environment.repos.length > 0) {
+          const dirs = cloneDirs(environment.repos);
+          await recordCloneBases(
+            { db, sandbox },
+            {
+              tenantId: lease.tenantId,
+              conversationId: lease.conversationId,
+              sandboxName: input.sandboxName,
+              repos: environment.repos.map((repo, n) => ({ dir: dirs[n] ?? '', url: repo.url })),
+            },
+          ).catch((err: unknown) => log.warn({ err }, "recording the cloned repositories' bases failed"));
         }
         // Last: the backend's runtime layer had the whole cold path to finish installing, and a warm
         // restore (which replaces the writable layer) cannot take an in-sandbox install away.

@@ -45,6 +45,17 @@ export function repoDirName(url: string): string {
   return name === '' || name === '.' || name === '..' ? 'repo' : name;
 }
 
+/** The directory (under /home/sandbox) of each repository, in order: a repeated name gets -2, -3, … */
+export function cloneDirs(repos: readonly { url: string }[]): string[] {
+  const used = new Set<string>();
+  return repos.map((repo) => {
+    let dir = repoDirName(repo.url);
+    for (let n = 2; used.has(dir); n++) dir = `${repoDirName(repo.url)}-${n}`;
+    used.add(dir);
+    return dir;
+  });
+}
+
 /** The exec env that authenticates git to the repository's origin, without writing any config. */
 export function gitAuthEnv(url: string, token: string | undefined): Record<string, string> {
   const env: Record<string, string> = { GIT_TERMINAL_PROMPT: '0' };
