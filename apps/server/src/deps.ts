@@ -50,9 +50,9 @@ import { createCallbackKeys } from './conversations/provisioning/callback-key.ts
 import { createDestroyQueue, type DestroyQueue } from './conversations/provisioning/destroy-queue.ts';
 import { packageCommands } from './conversations/provisioning/packages.ts';
 import { createProvisioner } from './conversations/provisioning/provisioner.ts';
+import { defaultRuntimes } from './conversations/turns/runtimes/registry.ts';
 import { type ChangesService, createChangesService } from './conversations/work/changes.ts';
 import { createTurnChangesRecorder } from './conversations/work/changes-turns.ts';
-import { defaultRuntimes } from './conversations/turns/runtimes/registry.ts';
 import { type DatabaseHandle, type Db, poolOptions } from './db/database.ts';
 import {
   createEnvironmentCheckpoints,

@@ -199,7 +199,11 @@ describe('changes', () => {
     // Several repositories: ?file= names its repository.
     const ambiguous = await h.api(user, 'GET', `/api/conversations/${conversationId}/changes?file=README.md`);
     assert.equal(ambiguous.status, 422);
-    const unchanged = await h.api(user, 'GET', `/api/conversations/${conversationId}/changes?repo=app&file=README.md`);
+    const unchanged = await h.api(
+      user,
+      'GET',
+      `/api/conversations/${conversationId}/changes?repo=app&file=README.md`,
+    );
     assert.equal(unchanged.status, 404);
   });
 
@@ -207,7 +211,10 @@ describe('changes', () => {
     const name = await sandboxName(conversationId);
     // Only the agent's own `git mv` is staged; nothing Paddock did shows in the index.
     assert.equal(await sh(name, 'cd app && git diff --cached --name-status'), 'R100\told.txt\trenamed.txt\n');
-    assert.equal(await sh(name, 'cd app && git for-each-ref --format="%(refname)"'), 'refs/heads/main\nrefs/remotes/origin/HEAD\nrefs/remotes/origin/main\n');
+    assert.equal(
+      await sh(name, 'cd app && git for-each-ref --format="%(refname)"'),
+      'refs/heads/main\nrefs/remotes/origin/HEAD\nrefs/remotes/origin/main\n',
+    );
     assert.equal(await sh(name, 'cd mine && git status --porcelain'), '?? hello.txt\n');
   });
 
@@ -240,7 +247,10 @@ describe('changes', () => {
     assert.equal(second.body.status, 'recorded');
     // Only what turn 2 did: README.md, not turn 1's files.
     assert.deepEqual(
-      second.body.repositories.map((r: Json) => [r.dir, r.files.map((f: Json) => [f.path, f.status, f.additions])]),
+      second.body.repositories.map((r: Json) => [
+        r.dir,
+        r.files.map((f: Json) => [f.path, f.status, f.additions]),
+      ]),
       [['app', [['README.md', 'modified', 1]]]],
     );
     // The whole changes now hold both turns'.
@@ -261,7 +271,10 @@ describe('changes', () => {
     const c = await h.start(user, { agent_id: await h.agent(user), prompt: 'echo hi' });
     await h.waitForTurn(user, c.id, 1, 60_000);
     const [t] = await h.turns(user, c.id);
-    for (const path of [`/api/conversations/${c.id}/changes`, `/api/conversations/${c.id}/turns/${t?.id}/changes`]) {
+    for (const path of [
+      `/api/conversations/${c.id}/changes`,
+      `/api/conversations/${c.id}/turns/${t?.id}/changes`,
+    ]) {
       const res = await h.api(other, 'GET', path);
       assert.equal(res.status, 404, path);
       assert.equal(res.body.error, 'not_found');
@@ -276,7 +289,7 @@ describe('changes', () => {
     }
     // The sandbox's own key (PADDOCK_TOKEN) may not read the owner's changes.
     const name = await sandboxName(c.id);
-    const key = (await sh(name, ". /home/sandbox/.paddock/env && printf %s \"$PADDOCK_TOKEN\"")).trim();
+    const key = (await sh(name, '. /home/sandbox/.paddock/env && printf %s "$PADDOCK_TOKEN"')).trim();
     assert.ok(key.length > 10);
     const res = await h.api(null, 'GET', `/api/conversations/${c.id}/changes`, undefined, {
       authorization: `Bearer ${key}`,

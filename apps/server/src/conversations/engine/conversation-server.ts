@@ -59,7 +59,6 @@ import {
 import { redactingLogger } from '../log/redacted-logger.ts';
 import { createSecretRegistry } from '../log/redactor.ts';
 import type { DestroyQueue } from '../provisioning/destroy-queue.ts';
-import type { TurnChangesRecorder } from '../work/changes-turns.ts';
 import { replayDeduplicator } from '../turns/reattach.ts';
 import {
   attachTurn,
@@ -69,6 +68,7 @@ import {
   type TurnIo,
   type TurnRun,
 } from '../turns/turn.ts';
+import type { TurnChangesRecorder } from '../work/changes-turns.ts';
 import {
   ownerEndTurn,
   ownerFailOpenTurns,
@@ -617,7 +617,9 @@ export function createConversationServer(
           ),
           deps.changes
             ?.start(turnRef(turn))
-            .catch((err: unknown) => log.warn({ err: reasonOf(err) }, "snapshotting the turn's start failed")),
+            .catch((err: unknown) =>
+              log.warn({ err: reasonOf(err) }, "snapshotting the turn's start failed"),
+            ),
         ]);
         run = await startTurn(
           io,

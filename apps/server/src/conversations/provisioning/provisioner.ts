@@ -44,6 +44,7 @@ import {
 } from '../contracts.ts';
 import type { SandboxStatus } from '../conversations.tables.ts';
 import { redactingLogger } from '../log/redacted-logger.ts';
+import { recordCloneBases } from '../work/changes-turns.ts';
 import type { CallbackKey, CallbackKeys } from './callback-key.ts';
 import type { DestroyQueue } from './destroy-queue.ts';
 import { watchEgressRefusals } from './egress-refusal.ts';
@@ -55,7 +56,6 @@ import { runStreaming } from './sandbox-commands.ts';
 import { createSessionStateStore } from './session-state.ts';
 import { mountSkills } from './skills.ts';
 import { runStage as runStageOnly, type StageObserver, type StageSink, toProvisionError } from './stages.ts';
-import { recordCloneBases } from '../work/changes-turns.ts';
 
 /** One command of the `packages` stage (conversations/provisioning/packages.ts builds them). */
 export interface PackageCommand {

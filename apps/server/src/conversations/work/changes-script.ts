@@ -118,7 +118,15 @@ export type ScriptMode =
 export function scriptArgv(cloned: ClonedBase[], mode: ScriptMode): string[] {
   const limit =
     mode.mode === 'file' ? MAX_FILE_PATCH_BYTES + 1 : mode.mode === 'turn' ? MAX_TURN_PATCH_BYTES + 1 : 0;
-  const argv = ['sh', '-c', CHANGES_SCRIPT, 'paddock-changes', mode.mode, String(limit), String(cloned.length)];
+  const argv = [
+    'sh',
+    '-c',
+    CHANGES_SCRIPT,
+    'paddock-changes',
+    mode.mode,
+    String(limit),
+    String(cloned.length),
+  ];
   for (const c of cloned) argv.push(c.dir, c.base);
   if (mode.mode === 'file') argv.push(mode.dir, mode.path, mode.oldPath ?? '');
   if (mode.mode === 'turn') {
@@ -186,7 +194,17 @@ export function parseScriptOutput(
     if (marker === '/G') {
       const dir = next();
       const origin = next() === 'created' ? 'created' : 'cloned';
-      repos.push({ dir, origin, present: false, base: '', head: null, tree: '', files: [], patches: null, patchTruncated: false });
+      repos.push({
+        dir,
+        origin,
+        present: false,
+        base: '',
+        head: null,
+        tree: '',
+        files: [],
+        patches: null,
+        patchTruncated: false,
+      });
       continue;
     }
     if (marker !== '/R') continue; // resynchronise on the next record

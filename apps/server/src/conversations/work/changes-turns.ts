@@ -16,8 +16,8 @@
 import type { SandboxClient } from '@paddock/sandbox-client';
 import type { Db } from '../../db/database.ts';
 import type { SecretRegistry } from '../log/redactor.ts';
-import { MAX_TURN_PATCH_BYTES } from './changes-script.ts';
 import { clonedBases, repositoryView, runChangesScript } from './changes.ts';
+import { MAX_TURN_PATCH_BYTES } from './changes-script.ts';
 
 export interface TurnChangesRecorder {
   start(input: TurnRef): Promise<void>;
@@ -34,10 +34,15 @@ export interface TurnRef {
 export function createTurnChangesRecorder(deps: { db: Db; sandbox: SandboxClient }): TurnChangesRecorder {
   const { db, sandbox } = deps;
   const bases = async (ref: TurnRef) =>
-    (await clonedBases(db, ref.tenantId, ref.conversationId)).map((b) => ({ dir: b.dir, base: b.base_commit }));
+    (await clonedBases(db, ref.tenantId, ref.conversationId)).map((b) => ({
+      dir: b.dir,
+      base: b.base_commit,
+    }));
   return {
     async start(ref) {
-      const { repositories } = await runChangesScript(sandbox, ref.sandboxName, await bases(ref), { mode: 'snap' });
+      const { repositories } = await runChangesScript(sandbox, ref.sandboxName, await bases(ref), {
+        mode: 'snap',
+      });
       const trees: Record<string, string> = {};
       for (const repo of repositories) if (repo.present) trees[repo.dir] = repo.tree;
       await db
@@ -60,10 +65,11 @@ export function createTurnChangesRecorder(deps: { db: Db; sandbox: SandboxClient
         .where('tenant_id', '=', ref.tenantId)
         .where('turn_id', '=', ref.turnId)
         .executeTakeFirst();
-      if (!row || row.status !== 'recording') return;
+      if (row?.status !== 'recording') return;
       try {
-        const cloned = await bases(ref);
-        const urls = new Map((await clonedBases(db, ref.tenantId, ref.conversationId)).map((b) => [b.dir, b.url]));
+        const rows = await clonedBases(db, ref.tenantId, ref.conversationId);
+        const cloned = rows.map((b) => ({ dir: b.dir, base: b.base_commit }));
+        const urls = new Map(rows.map((b) => [b.dir, b.url]));
         const { repositories } = await runChangesScript(sandbox, ref.sandboxName, cloned, {
           mode: 'turn',
           starts: row.start_trees,
@@ -71,7 +77,9 @@ export function createTurnChangesRecorder(deps: { db: Db; sandbox: SandboxClient
         const redact = (text: string) => ref.registry.redact(text).toString('utf8');
         const budget = { left: MAX_TURN_PATCH_BYTES };
         const views = repositories
-          .map((repo) => repositoryView(repo, urls.get(repo.dir) ?? null, redact, { patches: true, patchBudget: budget }))
+          .map((repo) =>
+            repositoryView(repo, urls.get(repo.dir) ?? null, redact, { patches: true, patchBudget: budget }),
+          )
           // A repository this turn did not touch is not part of its record.
           .filter((view) => view.files.length > 0 || view.truncated_files > 0);
         await db
@@ -99,7 +107,8 @@ export function createTurnChangesRecorder(deps: { db: Db; sandbox: SandboxClient
 }
 
 /** `git rev-parse HEAD` of each cloned directory, in one exec. */
-const BASES_SCRIPT = 'for d in "$@"; do printf "%s\\0" "$(git -C "/home/sandbox/$d" rev-parse -q --verify "HEAD^{commit}" 2>/dev/null)"; done';
+const BASES_SCRIPT =
+  'for d in "$@"; do printf "%s\\0" "$(git -C "/home/sandbox/$d" rev-parse -q --verify "HEAD^{commit}" 2>/dev/null)"; done';
 
 /**
  * After the clone stage (or a warm restore of a checkpoint that holds the clones): the base of
@@ -107,7 +116,12 @@ const BASES_SCRIPT = 'for d in "$@"; do printf "%s\\0" "$(git -C "/home/sandbox/
  */
 export async function recordCloneBases(
   deps: { db: Db; sandbox: SandboxClient },
-  input: { tenantId: string; conversationId: string; sandboxName: string; repos: { dir: string; url: string }[] },
+  input: {
+    tenantId: string;
+    conversationId: string;
+    sandboxName: string;
+    repos: { dir: string; url: string }[];
+  },
 ): Promise<void> {
   if (input.repos.length === 0) return;
   const result = await deps.sandbox.exec(input.sandboxName, {

@@ -103,7 +103,8 @@ export function changesRoutes(deps: { changes: ChangesService }): FastifyPluginA
         onRequest: [app.requireAuth],
         schema: {
           tags: [TAG],
-          summary: 'What one turn changed, as recorded after it (stats and bounded, redacted diffs; kept after the sandbox is reclaimed)',
+          summary:
+            'What one turn changed, as recorded after it (stats and bounded, redacted diffs; kept after the sandbox is reclaimed)',
           security,
           params: z.object({ id: z.string().max(200), turn_id: z.string().max(200) }),
           response: { 200: TurnChangesView, 403: ErrorResponse, 404: ErrorResponse },

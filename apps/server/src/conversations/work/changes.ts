@@ -22,6 +22,7 @@ import { isUuid } from '../../resources/fields.ts';
 import type { SecretsService } from '../../secrets/secrets.service.ts';
 import { createSecretRegistry, type SecretRegistry } from '../log/redactor.ts';
 import { lineageSecretValues } from '../provisioning/lineage-secrets.ts';
+import type { ChangedFile, RepositoryChanges, TurnChangesStatus } from './changes.tables.ts';
 import {
   type ClonedBase,
   MAX_FILE_PATCH_BYTES,
@@ -32,7 +33,6 @@ import {
   type ScriptRepository,
   scriptArgv,
 } from './changes-script.ts';
-import type { ChangedFile, RepositoryChanges, TurnChangesStatus } from './changes.tables.ts';
 
 /** One exec of the script may take this long (a large untracked tree to hash). */
 export const CHANGES_TIMEOUT_MS = 60_000;
@@ -85,9 +85,12 @@ export async function runChangesScript(
     ...(signal ? { signal } : {}),
   });
   if (result.exitCode !== 0) {
-    throw new Error(`the changes script exited ${result.exitCode}: ${result.stderr.toString('utf8').slice(0, 200)}`);
+    throw new Error(
+      `the changes script exited ${result.exitCode}: ${result.stderr.toString('utf8').slice(0, 200)}`,
+    );
   }
-  const limit = mode.mode === 'file' ? MAX_FILE_PATCH_BYTES + 1 : mode.mode === 'turn' ? MAX_TURN_PATCH_BYTES + 1 : 0;
+  const limit =
+    mode.mode === 'file' ? MAX_FILE_PATCH_BYTES + 1 : mode.mode === 'turn' ? MAX_TURN_PATCH_BYTES + 1 : 0;
   return parseScriptOutput(result.stdout, limit);
 }
 
@@ -212,7 +215,9 @@ export function createChangesService(deps: ChangesDeps) {
     if (output.sandboxKey) registry.register(output.sandboxKey);
     const redact = (text: string) => registry.redact(text).toString('utf8');
     const urls = new Map(bases.map((b) => [b.dir, b.url]));
-    return output.repositories.map((repo) => repositoryView(repo, urls.get(repo.dir) ?? null, redact, { patches }));
+    return output.repositories.map((repo) =>
+      repositoryView(repo, urls.get(repo.dir) ?? null, redact, { patches }),
+    );
   }
 
   return {
@@ -241,7 +246,11 @@ export function createChangesService(deps: ChangesDeps) {
         { mode: 'file', dir: repo, path, oldPath: entry.old_path },
         true,
       );
-      const file = withPatch?.files.find((f) => f.path === path) ?? { ...entry, patch: null, patch_omitted: 'too_large' as const };
+      const file = withPatch?.files.find((f) => f.path === path) ?? {
+        ...entry,
+        patch: null,
+        patch_omitted: 'too_large' as const,
+      };
       return { repository: { ...repository, files: [file] }, file };
     },
 
