@@ -5,7 +5,11 @@
 // turn's own changes are recorded and outlive a reclaim; other tenants and the sandbox key are
 // refused.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { createSandboxClient, type SandboxClient } from '@paddock/sandbox-client';
 import { REDACTION_MARKER } from '../src/conversations/log/redactor.ts';
@@ -72,6 +76,38 @@ async function sh(name: string, script: string): Promise<string> {
   const r = await sandbox.exec(name, { cmd: ['sh', '-c', script] });
   assert.equal(r.exitCode, 0, r.stderr.toString());
   return r.stdout.toString();
+}
+
+const CLI = join(import.meta.dirname, '..', '..', 'cli', 'bin', 'paddock.mjs');
+
+/** The CLI as a child process against the harness's app. */
+function paddock(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const home = mkdtempSync(join(tmpdir(), 'paddock-cli-diff-'));
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], {
+      env: {
+        PATH: process.env['PATH'],
+        HOME: home,
+        XDG_CONFIG_HOME: join(home, 'config'),
+        PADDOCK_URL: h.url,
+        PADDOCK_API_KEY: user.apiKey,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => {
+      stdout += String(d);
+    });
+    child.stderr.on('data', (d) => {
+      stderr += String(d);
+    });
+    child.on('error', reject);
+    child.on('close', (code) => {
+      rmSync(home, { recursive: true, force: true });
+      resolve({ code: code ?? 1, stdout, stderr });
+    });
+  });
 }
 
 const byPath = (repo: Json) => Object.fromEntries(repo.files.map((f: Json) => [f.path, f]));
@@ -216,6 +252,28 @@ describe('changes', () => {
       'refs/heads/main\nrefs/remotes/origin/HEAD\nrefs/remotes/origin/main\n',
     );
     assert.equal(await sh(name, 'cd mine && git status --porcelain'), '?? hello.txt\n');
+  });
+
+  test('paddock diff: the patches, --stat, --turn N', async () => {
+    const stat = await paddock(['diff', conversationId, '--stat']);
+    assert.equal(stat.code, 0, stat.stderr);
+    assert.match(stat.stdout, /^ app\/src\/a\.ts +\| +2 \+-$/m);
+    assert.match(stat.stdout, /^ app\/bin\.dat +\| Bin$/m);
+    assert.match(stat.stdout, /^ app\/old\.txt => renamed\.txt +\| +0 $/m);
+    assert.match(stat.stdout, /^ 8 files changed, 3004 insertions\(\+\), 2 deletions\(-\)$/m);
+    assert.ok(!stat.stdout.includes('\x1b['), 'no colour when stdout is not a terminal');
+    const patches = await paddock(['diff', conversationId, '--repo', 'app']);
+    assert.equal(patches.code, 0, patches.stderr);
+    assert.match(patches.stdout, /^diff --git a\/src\/a\.ts b\/src\/a\.ts\n[\s\S]*?^-line2\n\+CHANGED$/m);
+    assert.match(patches.stdout, /^\+token=\[REDACTED\]$/m);
+    assert.match(patches.stdout, /^File too large to show inline \(\+3000 -0\)/m);
+    assert.ok(!patches.stdout.includes(SECRET));
+    const turn = await paddock(['diff', conversationId, '--turn', '1', '--stat']);
+    assert.equal(turn.code, 0, turn.stderr);
+    assert.match(turn.stdout, /8 files changed/);
+    const none = await paddock(['diff', conversationId, '--turn', '9']);
+    assert.equal(none.code, 1);
+    assert.match(none.stderr, /has no turn 9/);
   });
 
   test("a turn's own changes are recorded, and survive a reclaim", async () => {
