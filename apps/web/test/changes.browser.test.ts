@@ -142,7 +142,7 @@ describe('the Changes tab', () => {
     await split.waitFor();
     // The removed line sits beside the line that replaced it.
     const pair = split.locator('tr', { hasText: "return 'Hello, ' + name;" });
-    assert.match((await pair.textContent()) ?? '', /return greeting;/);
+    assert.match((await pair.textContent()) ?? '', /const greeting = `Hello, \$\{name\}!`;/);
     await c.axe(page, 'changes (split)');
     await page.screenshot({ path: join(OUT, 'changes-split-1440x900.png') });
 
