@@ -493,16 +493,18 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
               logger: log,
             });
         }
-        // The base of every cloned repository (Changes: work/changes-turns.ts), the first time only.
-        if (environment && environment.repos.length > 0) {
-          const dirs = cloneDirs(environment.repos);
+        // The base of every cloned repository (Changes: work/changes-turns.ts; written the first
+        // time only) and where this sandbox's first turn starts from.
+        {
+          const repos = environment?.repos ?? [];
+          const dirs = cloneDirs(repos);
           await recordCloneBases(
             { db, sandbox },
             {
               tenantId: lease.tenantId,
               conversationId: lease.conversationId,
               sandboxName: input.sandboxName,
-              repos: environment.repos.map((repo, n) => ({ dir: dirs[n] ?? '', url: repo.url })),
+              repos: repos.map((repo, n) => ({ dir: dirs[n] ?? '', url: repo.url })),
             },
           ).catch((err: unknown) => log.warn({ err }, "recording the cloned repositories' bases failed"));
         }

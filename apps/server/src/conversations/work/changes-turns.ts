@@ -3,9 +3,13 @@
 // and the bases of the cloned repositories, recorded by the provisioner after the clone stage.
 //
 // Invariants (test/work.changes.test.ts):
-// - start() snapshots every repository's working tree (changes-script.ts `snap`: a tree written
-//   from a temporary index, the user's repository untouched) and stores the trees in the turn's
-//   `turn_changes` row before the turn runs; finish() snapshots again and stores the diff between
+// - start() stores in the turn's `turn_changes` row, before the turn runs, the trees the turn
+//   starts from: known without an exec when this process provisioned the sandbox (the clones'
+//   commits) or recorded its previous turn (that turn's end trees), else a snapshot of every
+//   repository's working tree (changes-script.ts `snap`: a tree written from a temporary index,
+//   the user's repository untouched). So a turn's start waits for no exec in the common case
+//   (the conversations benchmark's follow-up). What changes between two turns (a terminal)
+//   counts toward the next one; finish() snapshots again and stores the diff between
 //   the two, with stats and bounded patches redacted by the owner's registry. The row is the
 //   record: it survives a reclaim of the sandbox, and an owner that took the turn over after a
 //   crash finishes the record its predecessor started.
@@ -31,6 +35,23 @@ export interface TurnRef {
   sandboxName: string;
 }
 
+/**
+ * Where the next turn of a sandbox starts from, known without asking the sandbox: the clones'
+ * commits after provisioning (recordCloneBases), then each turn's end trees (finish). A turn
+ * whose sandbox this process did not provision nor record (taken over from another owner) is
+ * snapshot before it starts instead. Bounded: the oldest sandboxes are forgotten first.
+ */
+const startPoints = new Map<string, Record<string, string>>();
+const START_POINTS_MAX = 10_000;
+function remember(sandboxName: string, trees: Record<string, string>): void {
+  startPoints.delete(sandboxName);
+  startPoints.set(sandboxName, trees);
+  if (startPoints.size > START_POINTS_MAX) {
+    const oldest = startPoints.keys().next().value;
+    if (oldest !== undefined) startPoints.delete(oldest);
+  }
+}
+
 export function createTurnChangesRecorder(deps: { db: Db; sandbox: SandboxClient }): TurnChangesRecorder {
   const { db, sandbox } = deps;
   const bases = async (ref: TurnRef) =>
@@ -40,11 +61,14 @@ export function createTurnChangesRecorder(deps: { db: Db; sandbox: SandboxClient
     }));
   return {
     async start(ref) {
-      const { repositories } = await runChangesScript(sandbox, ref.sandboxName, await bases(ref), {
-        mode: 'snap',
-      });
-      const trees: Record<string, string> = {};
-      for (const repo of repositories) if (repo.present) trees[repo.dir] = repo.tree;
+      let trees = startPoints.get(ref.sandboxName);
+      if (!trees) {
+        const { repositories } = await runChangesScript(sandbox, ref.sandboxName, await bases(ref), {
+          mode: 'snap',
+        });
+        trees = {};
+        for (const repo of repositories) if (repo.present) trees[repo.dir] = repo.tree;
+      }
       await db
         .insertInto('turn_changes')
         .values({
@@ -65,7 +89,10 @@ export function createTurnChangesRecorder(deps: { db: Db; sandbox: SandboxClient
         .where('tenant_id', '=', ref.tenantId)
         .where('turn_id', '=', ref.turnId)
         .executeTakeFirst();
-      if (row?.status !== 'recording') return;
+      if (row?.status !== 'recording') {
+        startPoints.delete(ref.sandboxName); // not known: the next turn is snapshot first
+        return;
+      }
       try {
         const rows = await clonedBases(db, ref.tenantId, ref.conversationId);
         const cloned = rows.map((b) => ({ dir: b.dir, base: b.base_commit }));
@@ -74,6 +101,9 @@ export function createTurnChangesRecorder(deps: { db: Db; sandbox: SandboxClient
           mode: 'turn',
           starts: row.start_trees,
         });
+        const ends: Record<string, string> = {};
+        for (const repo of repositories) if (repo.present) ends[repo.dir] = repo.tree;
+        remember(ref.sandboxName, ends);
         const redact = (text: string) => ref.registry.redact(text).toString('utf8');
         const budget = { left: MAX_TURN_PATCH_BYTES };
         const views = repositories
@@ -123,13 +153,26 @@ export async function recordCloneBases(
     repos: { dir: string; url: string }[];
   },
 ): Promise<void> {
-  if (input.repos.length === 0) return;
+  if (input.repos.length === 0) {
+    // A fresh sandbox without clones: its first turn starts from nothing (created repositories
+    // are compared with the empty tree).
+    remember(input.sandboxName, {});
+    return;
+  }
+  startPoints.delete(input.sandboxName);
   const result = await deps.sandbox.exec(input.sandboxName, {
     cmd: ['sh', '-c', BASES_SCRIPT, 'paddock-bases', ...input.repos.map((r) => r.dir)],
     timeoutMs: 30_000,
     retry: true,
   });
   const commits = result.stdout.toString('utf8').split('\0');
+  const firstTurnFrom: Record<string, string> = {};
+  input.repos.forEach((repo, n) => {
+    const commit = commits[n] ?? '';
+    if (/^[0-9a-f]{40,64}$/.test(commit)) firstTurnFrom[repo.dir] = commit;
+  });
+  // This sandbox's first turn starts from its clones as they are now (a commit is a tree-ish).
+  remember(input.sandboxName, firstTurnFrom);
   const rows = input.repos
     .map((repo, n) => ({ repo, commit: commits[n] ?? '' }))
     .filter(({ commit }) => /^[0-9a-f]{40,64}$/.test(commit))
