@@ -37,4 +37,6 @@ export async function up(db: Kysely<any>): Promise<void> {
       FOREIGN KEY (tenant_id, conversation_id) REFERENCES conversations (tenant_id, id) ON DELETE CASCADE
     )`.execute(db);
   await sql`CREATE INDEX turn_changes_conversation_idx ON turn_changes (conversation_id)`.execute(db);
+  // The retention pruner's column (upkeep/prunable.ts: kept as long as the log, 90 days).
+  await sql`CREATE INDEX turn_changes_created_at_idx ON turn_changes (created_at)`.execute(db);
 }
