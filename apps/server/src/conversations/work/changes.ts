@@ -234,23 +234,29 @@ export function createChangesService(deps: ChangesDeps) {
       repo: string,
       path: string,
     ): Promise<{ repository: RepositoryChanges; file: ChangedFile }> {
-      // The file's old path (a rename) comes from the listing, so the patch shows the rename.
-      const listed = await compute(tenantId, conversationId, { mode: 'list' }, false);
-      const repository = listed.find((r) => r.dir === repo);
-      if (!repository) throw new AppError('not_found', `no repository ${repo} in the sandbox`);
-      const entry = repository.files.find((f) => f.path === path);
-      if (!entry) throw new AppError('not_found', `${path} has no changes in ${repo}`);
-      const [withPatch] = await compute(
-        tenantId,
-        conversationId,
-        { mode: 'file', dir: repo, path, oldPath: entry.old_path },
-        true,
-      );
-      const file = withPatch?.files.find((f) => f.path === path) ?? {
-        ...entry,
-        patch: null,
-        patch_omitted: 'too_large' as const,
+      // One exec in the common case: the file alone. An `added` or `deleted` file may be a side
+      // of a rename, which only the whole listing knows: then the listing (a rename's old path
+      // alone is not listed: 404), and the file again with both paths, so that its patch shows
+      // the rename.
+      const only = async (oldPath: string | null) => {
+        const [repository] = await compute(
+          tenantId,
+          conversationId,
+          { mode: 'file', dir: repo, path, oldPath },
+          true,
+        );
+        return { repository, file: repository?.files.find((f) => f.path === path) };
       };
+      let found = await only(null);
+      if (!found.repository) throw new AppError('not_found', `no repository ${repo} in the sandbox`);
+      if (!found.file || found.file.status === 'added' || found.file.status === 'deleted') {
+        const listed = await compute(tenantId, conversationId, { mode: 'list' }, false);
+        const entry = listed.find((r) => r.dir === repo)?.files.find((f) => f.path === path);
+        if (!entry) throw new AppError('not_found', `${path} has no changes in ${repo}`);
+        if (entry.old_path !== null) found = await only(entry.old_path);
+      }
+      const { repository, file } = found;
+      if (!repository || !file) throw new AppError('not_found', `${path} has no changes in ${repo}`);
       return { repository: { ...repository, files: [file] }, file };
     },
 
