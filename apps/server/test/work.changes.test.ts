@@ -325,6 +325,35 @@ describe('changes', () => {
     assert.deepEqual(kept.body, second.body);
   });
 
+  test('a failure to record never fails the turn; a sandbox where the changes cannot be computed answers 409', async () => {
+    const environment = await h.environment(user, { repos: [{ url: repoUrl }] });
+    const agent = await h.agent(user, { environment_id: environment });
+    // The agent puts a file where Paddock keeps its snapshot objects.
+    const c = await h.start(user, {
+      agent_id: agent,
+      prompt:
+        'rm -rf /home/sandbox/.paddock/changes && echo x > /home/sandbox/.paddock/changes && echo edit >> app/README.md',
+    });
+    const t = await h.waitForTurn(user, c.id, 1, 60_000);
+    assert.equal(t.status, 'succeeded', t.error ?? '');
+    let record: Json;
+    for (let i = 0; i < 100; i++) {
+      record = (await h.api(user, 'GET', `/api/conversations/${c.id}/turns/${t.id}/changes`)).body;
+      if (record.status !== 'recording') break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    assert.equal(record.status, 'failed');
+    assert.equal(record.error, 'the changes could not be computed in the sandbox');
+    assert.ok(h.logs.some((l) => l.includes("recording the turn's changes failed")));
+    const res = await h.api(user, 'GET', `/api/conversations/${c.id}/changes`);
+    assert.equal(res.status, 409);
+    assert.equal(res.body.error, 'changes_unavailable');
+    assert.match(res.body.message, /exit 3/);
+    // The conversation goes on: the next turn runs.
+    await h.api(user, 'POST', `/api/conversations/${c.id}/prompts`, { prompt: 'echo again' });
+    assert.equal((await h.waitForTurn(user, c.id, 2, 60_000)).status, 'succeeded');
+  });
+
   test('another tenant, a missing id and the sandbox key are refused', async () => {
     const c = await h.start(user, { agent_id: await h.agent(user), prompt: 'echo hi' });
     await h.waitForTurn(user, c.id, 1, 60_000);

@@ -27,6 +27,8 @@ export const ERROR_CODES = {
   conflict: 409,
   /** The conversation has no live sandbox to read (changes, files, terminal): a prompt wakes it. */
   sandbox_not_running: 409,
+  /** The sandbox runs but its changes could not be computed there (its git failed, a tree made unreadable). */
+  changes_unavailable: 409,
   /** An admin asked for a reset link where no mail can be made (EMAIL_DELIVERY=none outside development). */
   mail_unavailable: 409,
   /** A prompt while a turn runs. */

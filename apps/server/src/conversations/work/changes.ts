@@ -70,6 +70,16 @@ export async function clonedBases(db: Db, tenantId: string, conversationId: stri
     .execute();
 }
 
+/** The script ran and failed (its stderr is not kept: it may hold what the sandbox holds). */
+export class ChangesScriptError extends Error {
+  readonly exitCode: number;
+  constructor(exitCode: number) {
+    super(`the changes script exited ${exitCode}`);
+    this.name = 'ChangesScriptError';
+    this.exitCode = exitCode;
+  }
+}
+
 /** Runs the script once in `sandboxName`; throws when it could not run. */
 export async function runChangesScript(
   sandbox: SandboxClient,
@@ -84,11 +94,7 @@ export async function runChangesScript(
     maxOutputBytes: MAX_SCRIPT_OUTPUT_BYTES,
     ...(signal ? { signal } : {}),
   });
-  if (result.exitCode !== 0) {
-    throw new Error(
-      `the changes script exited ${result.exitCode}: ${result.stderr.toString('utf8').slice(0, 200)}`,
-    );
-  }
+  if (result.exitCode !== 0) throw new ChangesScriptError(result.exitCode);
   const limit =
     mode.mode === 'file' ? MAX_FILE_PATCH_BYTES + 1 : mode.mode === 'turn' ? MAX_TURN_PATCH_BYTES + 1 : 0;
   return parseScriptOutput(result.stdout, limit);
@@ -210,7 +216,12 @@ export function createChangesService(deps: ChangesDeps) {
       // The sandbox went away between the row's read and the exec (a reclaim): the same 409.
       if ((await sandbox.get(name).catch(() => undefined)) === null)
         throw new AppError('sandbox_not_running', SANDBOX_NOT_RUNNING_MESSAGE);
-      throw err;
+      // Never the script's own words (its stderr may hold anything the sandbox holds).
+      throw new AppError(
+        'changes_unavailable',
+        `the changes could not be computed in the sandbox${err instanceof ChangesScriptError ? ` (exit ${err.exitCode})` : ''}: is /home/sandbox/.paddock writable and git installed?`,
+        { cause: err },
+      );
     }
     if (output.sandboxKey) registry.register(output.sandboxKey);
     const redact = (text: string) => registry.redact(text).toString('utf8');
