@@ -97,7 +97,10 @@ describe('the Changes tab', () => {
     await page.getByRole('button', { name: 'Create account' }).click();
     await page.getByRole('heading', { name: 'Conversations' }).waitFor();
 
-    const env = await apiAs(page, 'POST', '/api/environments', { name: 'web-env', repos: [{ url: repoUrl }] });
+    const env = await apiAs(page, 'POST', '/api/environments', {
+      name: 'web-env',
+      repos: [{ url: repoUrl }],
+    });
     const vault = await apiAs(page, 'POST', '/api/vaults', { name: 'web-vault' });
     await apiAs(page, 'POST', `/api/vaults/${vault.id}/secrets`, { key: 'VAULT_TOKEN', value: SECRET });
     const agent = await apiAs(page, 'POST', '/api/agents', {
@@ -119,10 +122,12 @@ describe('the Changes tab', () => {
     await page.getByRole('tab', { name: 'Changes' }).click();
     const files = page.getByRole('navigation', { name: 'Changed files' });
     await files.getByRole('button', { name: /greet\.ts/ }).waitFor({ timeout: 30_000 });
-    assert.deepEqual(
-      (await files.locator('.changes-path').allTextContents()).sort(),
-      ['.env.local', 'logo.bin', 'new-name.txt', 'src/greet.ts'],
-    );
+    assert.deepEqual((await files.locator('.changes-path').allTextContents()).sort(), [
+      '.env.local',
+      'logo.bin',
+      'new-name.txt',
+      'src/greet.ts',
+    ]);
     await page.getByRole('status').filter({ hasText: '4 files changed' }).waitFor();
     await files.getByRole('button', { name: /greet\.ts/ }).click();
     const diff = page.getByRole('table', { name: 'Changes to src/greet.ts' });
@@ -161,10 +166,15 @@ describe('the Changes tab', () => {
     await waitForTurn(page, conv.id, 2);
 
     // Per turn: turn 2 changed README.md only.
-    await page.getByLabel('Show').selectOption({ label: 'Turn 2: cd web && echo live >> README.md && sleep 8' });
+    await page
+      .getByLabel('Show')
+      .selectOption({ label: 'Turn 2: cd web && echo live >> README.md && sleep 8' });
     await page.getByRole('status').filter({ hasText: '1 file changed' }).waitFor({ timeout: 20_000 });
     assert.deepEqual(await files.locator('.changes-path').allTextContents(), ['README.md']);
-    await page.getByRole('table', { name: 'Changes to README.md' }).getByText('live', { exact: true }).waitFor();
+    await page
+      .getByRole('table', { name: 'Changes to README.md' })
+      .getByText('live', { exact: true })
+      .waitFor();
     await c.axe(page, 'changes (turn 2)');
 
     c.assertNoSecret(SECRET);
