@@ -167,8 +167,9 @@ describe('the retention pruner', () => {
     assert.deepEqual(await auditTypes(), ['audit.inside']);
     assert.deepEqual(await keyNames(), ['expired-inside', 'revoked-inside', 'test']);
     assert.equal(await usageCount(), 1, 'the usage event just inside 400 days is kept');
-    assert.equal(result.acted, 6);
+    assert.equal(result.acted, 7);
     assert.ok(result.lines.includes('deleted 1 log events older than 90 days'), result.lines.join('\n'));
+    assert.ok(result.lines.includes('deleted 1 turn changes older than 90 days'), result.lines.join('\n'));
     assert.ok(result.lines.includes('deleted 1 audit events older than 365 days'));
     assert.ok(result.lines.includes('deleted 1 usage events older than 400 days'), result.lines.join('\n'));
     assert.ok(result.lines.includes('deleted 2 revoked API keys older than 30 days'));
