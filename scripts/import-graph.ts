@@ -13,12 +13,13 @@ const APPS = join(ROOT, 'apps');
 const CONVERSATIONS = join(APPS, 'server/src/conversations');
 /** A room's line: a file may import from its own line and the lines below (higher numbers). */
 const LINES: Record<string, number> = {
-  // The agent's work out of the sandbox (issue 41): routes beside api/, which nothing imports.
-  work: 0,
   api: 1,
   engine: 2,
   provisioning: 3,
   turns: 3,
+  // The agent's work out of the sandbox (issue 41): provisioning records the clones' bases and the
+  // engine each turn's changes; its routes (changes, push) sit beside api/'s.
+  work: 3,
   log: 4,
   '': 5,
 };

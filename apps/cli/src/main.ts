@@ -16,6 +16,7 @@ import {
 } from './config.ts';
 import { deleteConversation, ExitStatus, registerConversationCommands } from './conversations.ts';
 import { registerCredentialCommands } from './credentials.ts';
+import { registerDiffCommand } from './diff.ts';
 import { ApiError, CliError } from './errors.ts';
 import { registerExportCommand } from './export.ts';
 import { compileManifests, redactedPlan } from './manifest.ts';
@@ -253,6 +254,7 @@ export async function main(argv: string[], env: Env, io: Io): Promise<number> {
   registerCredentialCommands(program, ctx);
   registerUsageCommand(program, ctx);
   registerPushCommand(program, ctx);
+  registerDiffCommand(program, ctx);
   registerExportCommand(program, ctx);
   registerAccountCommands(program, ctx);
 

@@ -56,6 +56,8 @@ import { packageCommands } from './conversations/provisioning/packages.ts';
 import { createProvisioner } from './conversations/provisioning/provisioner.ts';
 import { defaultRuntimes } from './conversations/turns/runtimes/registry.ts';
 import { createPushService, type PushService } from './conversations/work/push.service.ts';
+import { type ChangesService, createChangesService } from './conversations/work/changes.ts';
+import { createTurnChangesRecorder } from './conversations/work/changes-turns.ts';
 import { type DatabaseHandle, type Db, poolOptions } from './db/database.ts';
 import {
   createEnvironmentCheckpoints,
@@ -117,6 +119,8 @@ export interface Deps {
   conversations: ConversationsService;
   /** Push a branch and open a pull request from a conversation's live sandbox (conversations/work/). */
   pushes: PushService;
+  /** The agent's changes in the sandbox's repositories (conversations/work/changes.ts). */
+  changes: ChangesService;
   /** What a sandbox's conversation-scoped key may do under /api/conversations (sandbox-key.ts). */
   sandboxKey: SandboxKeyRule;
   /** Builds environment checkpoints (POST /api/environments/:id/checkpoint). */
@@ -437,8 +441,10 @@ function createConversationDeps(
     newSandboxName: sandboxName,
     lifecycle,
     metrics: input.metrics,
+    changes: createTurnChangesRecorder({ db, sandbox }),
   });
   const sandboxKey = createSandboxKeyRule({ db });
+  const changes = createChangesService({ db, sandbox, secrets, inferenceCredentials });
   const conversations = createConversationsService({
     db,
     gates,
@@ -463,6 +469,7 @@ function createConversationDeps(
   return {
     conversations,
     pushes,
+    changes,
     sandboxKey,
     conversationEngine,
     ownership,

@@ -14,7 +14,7 @@ import type { ScheduledJob } from '../src/jobs/scheduled-job.ts';
 import { PRUNABLE } from '../src/upkeep/prunable.ts';
 import { prune, retentionPruneJob } from '../src/upkeep/retention.job.ts';
 import { buildTestApp, type TestApp } from './helpers/app.ts';
-import { insertConversation } from './helpers/conversation-rows.ts';
+import { insertConversation, insertTurn } from './helpers/conversation-rows.ts';
 import { createVerifiedUser, type TestUser } from './helpers/factories.ts';
 
 const DAY = 86_400_000;
@@ -114,6 +114,31 @@ const texts = async () =>
   );
 const auditTypes = async () =>
   (await t.deps.db.selectFrom('audit_events').select('type').orderBy('type').execute()).map((r) => r.type);
+/** A turn with its recorded changes, created at `createdAt`; its prompt names it. */
+async function turnChanges(createdAt: Date, seq: number): Promise<void> {
+  const turnId = await insertTurn(t.deps.db, { id: conversationId, tenantId: user.id, epoch: '1' }, seq);
+  await t.deps.db
+    .insertInto('turn_changes')
+    .values({
+      turn_id: turnId,
+      tenant_id: user.id,
+      conversation_id: conversationId,
+      status: 'recorded',
+      start_trees: '{}',
+      repositories: '[]',
+      created_at: createdAt,
+    })
+    .execute();
+}
+const changedTurns = async () =>
+  (
+    await t.deps.db
+      .selectFrom('turn_changes')
+      .innerJoin('turns', 'turns.id', 'turn_changes.turn_id')
+      .select('turns.seq')
+      .orderBy('turns.seq')
+      .execute()
+  ).map((r) => r.seq);
 const keyNames = async () =>
   (await t.deps.db.selectFrom('api_keys').select('name').orderBy('name').execute()).map((r) => r.name);
 
@@ -122,6 +147,8 @@ describe('the retention pruner', () => {
     await logEvent(at(-90 * DAY - MIN), 'past');
     await logEvent(at(-90 * DAY + MIN), 'inside');
     await logEvent(at(-MIN), 'recent');
+    await turnChanges(at(-90 * DAY - MIN), 1);
+    await turnChanges(at(-90 * DAY + MIN), 2);
     await auditEvent(at(-365 * DAY - MIN), 'audit.past');
     await auditEvent(at(-365 * DAY + MIN), 'audit.inside');
     await usageEvent(at(-400 * DAY - MIN));
@@ -136,11 +163,13 @@ describe('the retention pruner', () => {
     const result = await run(retentionPruneJob);
     assert.equal(result.failures, 0, result.lines.join('\n'));
     assert.deepEqual(await texts(), ['inside', 'recent']);
+    assert.deepEqual(await changedTurns(), [2]);
     assert.deepEqual(await auditTypes(), ['audit.inside']);
     assert.deepEqual(await keyNames(), ['expired-inside', 'revoked-inside', 'test']);
     assert.equal(await usageCount(), 1, 'the usage event just inside 400 days is kept');
-    assert.equal(result.acted, 6);
+    assert.equal(result.acted, 7);
     assert.ok(result.lines.includes('deleted 1 log events older than 90 days'), result.lines.join('\n'));
+    assert.ok(result.lines.includes('deleted 1 turn changes older than 90 days'), result.lines.join('\n'));
     assert.ok(result.lines.includes('deleted 1 audit events older than 365 days'));
     assert.ok(result.lines.includes('deleted 1 usage events older than 400 days'), result.lines.join('\n'));
     assert.ok(result.lines.includes('deleted 2 revoked API keys older than 30 days'));

@@ -7,6 +7,7 @@ import type { AuditTables } from '../audit/audit.tables.ts';
 import type { BillingTables } from '../billing/billing.tables.ts';
 import type { ConversationsTables } from '../conversations/conversations.tables.ts';
 import type { PushTables } from '../conversations/work/push.tables.ts';
+import type { ChangesTables } from '../conversations/work/changes.tables.ts';
 import type { EnvironmentsTables } from '../environments/environments.tables.ts';
 import type { InferenceCredentialsTables } from '../inference-credentials/inference-credentials.tables.ts';
 import type { SecretsTables } from '../secrets/secrets.tables.ts';
@@ -26,6 +27,7 @@ export interface Database
     VaultsTables,
     AgentsTables,
     ConversationsTables,
+    ChangesTables,
     InferenceCredentialsTables,
     UsageTables,
     AccountExportsTables,

@@ -33,6 +33,8 @@ export const ERROR_CODES = {
   checkout_not_offered: 409,
   /** The billing portal before the account has a customer at the processor (no checkout yet). */
   no_billing_customer: 409,
+  /** The sandbox runs but its changes could not be computed there (its git failed, a tree made unreadable). */
+  changes_unavailable: 409,
   /** An admin asked for a reset link where no mail can be made (EMAIL_DELIVERY=none outside development). */
   mail_unavailable: 409,
   /** A prompt while a turn runs. */

@@ -16,6 +16,7 @@ import { billingWebhookRoutes } from '../billing/webhook.routes.ts';
 import { conversationsRoutes } from '../conversations/api/conversations.routes.ts';
 import { streamRoutes } from '../conversations/api/stream.routes.ts';
 import { pushRoutes } from '../conversations/work/push.routes.ts';
+import { changesRoutes } from '../conversations/work/changes.routes.ts';
 import type { Deps } from '../deps.ts';
 import { environmentsRoutes } from '../environments/environments.routes.ts';
 import { inferenceCredentialsRoutes } from '../inference-credentials/inference-credentials.routes.ts';
@@ -53,6 +54,7 @@ export async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<
   );
   await app.register(streamRoutes(deps));
   await app.register(pushRoutes(deps));
+  await app.register(changesRoutes(deps));
   await app.register(siteRoutes(deps));
   // Billing (docs/billing.md): no billing route exists unless BILLING_ENABLED.
   if (deps.config.billing.enabled) {

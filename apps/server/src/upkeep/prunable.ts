@@ -19,6 +19,8 @@ export interface Prunable {
 
 export const PRUNABLE: readonly Prunable[] = [
   { what: 'log events', table: 'log_events', key: 'id', column: 'created_at', keepDays: 90 },
+  // A turn's recorded changes (conversations/work/changes-turns.ts) are kept as long as its log.
+  { what: 'turn changes', table: 'turn_changes', key: 'turn_id', column: 'created_at', keepDays: 90 },
   { what: 'audit events', table: 'audit_events', key: 'id', column: 'created_at', keepDays: 365 },
   // created_at is the end of what the row meters (usage/README): the age counts from that end.
   { what: 'usage events', table: 'usage_events', key: 'id', column: 'created_at', keepDays: 400 },

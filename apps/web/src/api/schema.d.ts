@@ -921,6 +921,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/conversations/{id}/changes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The agent's changes in the live sandbox against each repository's base (per repository: files with stats); with repo and file, that file's redacted unified diff */
+        get: operations["getConversationsByIdChanges"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/conversations/{id}/events": {
         parameters: {
             query?: never;
@@ -1039,6 +1056,23 @@ export interface paths {
         };
         /** A conversation's turns, in order */
         get: operations["getConversationsByIdTurns"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/conversations/{id}/turns/{turn_id}/changes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What one turn changed, as recorded after it (stats and bounded, redacted diffs; kept after the sandbox is reclaimed) */
+        get: operations["getConversationsByIdTurnsByTurnIdChanges"];
         put?: never;
         post?: never;
         delete?: never;
@@ -5917,6 +5951,180 @@ export interface operations {
             };
         };
     };
+    getConversationsByIdChanges: {
+        parameters: {
+            query?: {
+                file?: string;
+                repo?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        repositories: {
+                            additions: number;
+                            base: string;
+                            deletions: number;
+                            dir: string;
+                            files: {
+                                additions: number;
+                                binary: boolean;
+                                committed: boolean;
+                                deletions: number;
+                                old_path: string | null;
+                                patch?: string | null;
+                                patch_omitted?: ("binary" | "too_large") | null;
+                                path: string;
+                                /** @enum {string} */
+                                status: "added" | "modified" | "deleted" | "renamed" | "type_changed";
+                            }[];
+                            head: string | null;
+                            missing: boolean;
+                            /** @enum {string} */
+                            origin: "cloned" | "created";
+                            truncated_files: number;
+                            url: string | null;
+                        }[];
+                    } | {
+                        file: {
+                            additions: number;
+                            binary: boolean;
+                            committed: boolean;
+                            deletions: number;
+                            old_path: string | null;
+                            patch?: string | null;
+                            patch_omitted?: ("binary" | "too_large") | null;
+                            path: string;
+                            /** @enum {string} */
+                            status: "added" | "modified" | "deleted" | "renamed" | "type_changed";
+                        };
+                        repository: {
+                            additions: number;
+                            base: string;
+                            deletions: number;
+                            dir: string;
+                            files: {
+                                additions: number;
+                                binary: boolean;
+                                committed: boolean;
+                                deletions: number;
+                                old_path: string | null;
+                                patch?: string | null;
+                                patch_omitted?: ("binary" | "too_large") | null;
+                                path: string;
+                                /** @enum {string} */
+                                status: "added" | "modified" | "deleted" | "renamed" | "type_changed";
+                            }[];
+                            head: string | null;
+                            missing: boolean;
+                            /** @enum {string} */
+                            origin: "cloned" | "created";
+                            truncated_files: number;
+                            url: string | null;
+                        };
+                    };
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        errors?: {
+                            [key: string]: string[];
+                        };
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
     getConversationsByIdEvents: {
         parameters: {
             query?: {
@@ -6973,6 +7181,116 @@ export interface operations {
             };
             /** @description Default Response */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    getConversationsByIdTurnsByTurnIdChanges: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                turn_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string | null;
+                        recorded_at: string | null;
+                        repositories: {
+                            additions: number;
+                            base: string;
+                            deletions: number;
+                            dir: string;
+                            files: {
+                                additions: number;
+                                binary: boolean;
+                                committed: boolean;
+                                deletions: number;
+                                old_path: string | null;
+                                patch?: string | null;
+                                patch_omitted?: ("binary" | "too_large") | null;
+                                path: string;
+                                /** @enum {string} */
+                                status: "added" | "modified" | "deleted" | "renamed" | "type_changed";
+                            }[];
+                            head: string | null;
+                            missing: boolean;
+                            /** @enum {string} */
+                            origin: "cloned" | "created";
+                            truncated_files: number;
+                            url: string | null;
+                        }[];
+                        seq: number;
+                        /** @enum {string} */
+                        status: "recording" | "recorded" | "failed" | "not_recorded";
+                        turn_id: string;
+                    };
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -31,6 +31,10 @@
 //    while the sandbox is warm reaches the next turn"; the policy
 //    (inference-credentials.egress.test.ts): "no credential, then one on gateway A, then one on
 //    gateway B: each next turn reaches its gateway".
+// 8. What a turn changed is recorded around it (work/changes-turns.ts): the trees snapshot beside
+//    the turn's file writes, before its process starts; the diff after its end is stored, before
+//    the next turn starts. A failure of either is logged as a warning and never fails the turn.
+//    Test (work.changes.test.ts): "a turn's changes are recorded and survive a reclaim".
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SandboxClient } from '@paddock/sandbox-client';
 import { v7 as uuidv7 } from 'uuid';
@@ -66,6 +70,7 @@ import {
   type TurnIo,
   type TurnRun,
 } from '../turns/turn.ts';
+import type { TurnChangesRecorder } from '../work/changes-turns.ts';
 import {
   ownerEndTurn,
   ownerFailOpenTurns,
@@ -95,6 +100,8 @@ export interface ServerDeps {
   newSandboxName(tenantId: string): string;
   logger: Logger;
   metrics: Pick<Metrics, 'turnsStarted' | 'turnsFinished' | 'turnFirstOutput' | 'ownerTakeovers'>;
+  /** Records what each turn changed (work/changes-turns.ts); absent: not recorded. */
+  changes?: TurnChangesRecorder;
 }
 
 type Round = Awaited<ReturnType<typeof ownerRound>>;
@@ -379,6 +386,13 @@ export function createConversationServer(
     },
   });
 
+  const turnRef = (turn: Turn) => ({
+    tenantId: lease.tenantId,
+    conversationId: lease.conversationId,
+    turnId: turn.id,
+    sandboxName: current?.name ?? '',
+  });
+
   const finishTurn = async (
     turn: Turn,
     result: TurnEnd,
@@ -603,15 +617,21 @@ export function createConversationServer(
       const startedRow = stage({ stage: 'turn', state: 'started', turnId: turn.id });
       startedRow.catch(() => {}); // awaited after the spawn; never an unhandled rejection meanwhile
       try {
-        // The turn's files are independent of each other: written at once.
-        await Promise.all(
-          command.files.map((file) =>
+        // The turn's files are independent of each other: written at once, beside the snapshot
+        // of the trees the turn's changes are measured from (invariant 8: never fails the turn).
+        await Promise.all([
+          ...command.files.map((file) =>
             sandbox.writeFile(io.sandboxName, file.path, file.content, {
               mode: file.mode ?? 0o600,
               mkdirParents: true,
             }),
           ),
-        );
+          deps.changes
+            ?.start(turnRef(turn))
+            .catch((err: unknown) =>
+              log.warn({ err: reasonOf(err) }, "snapshotting the turn's start failed"),
+            ),
+        ]);
         run = await startTurn(
           io,
           { argv: command.argv, env: { ...provisioned?.env, ...command.env }, cwd: command.cwd },
@@ -649,6 +669,12 @@ export function createConversationServer(
     run = null;
     runTurnId = null;
     await finishTurn(turn, result, startedAt, adapter);
+    // After the end is stored (the turn's end is not delayed), before the next turn starts.
+    if (deps.changes && result.status !== 'detached' && current) {
+      await deps.changes
+        .finish({ ...turnRef(turn), registry })
+        .catch((err: unknown) => log.warn({ err: reasonOf(err) }, "recording the turn's changes failed"));
+    }
     // An interrupt taken after the process exited, while the end committed, was for this turn:
     // spent here, never carried over to the next prompt's turn.
     interruptPending = null;

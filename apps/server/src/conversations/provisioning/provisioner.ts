@@ -44,6 +44,7 @@ import {
 } from '../contracts.ts';
 import type { SandboxStatus } from '../conversations.tables.ts';
 import { redactingLogger } from '../log/redacted-logger.ts';
+import { recordCloneBases } from '../work/changes-turns.ts';
 import type { CallbackKey, CallbackKeys } from './callback-key.ts';
 import type { DestroyQueue } from './destroy-queue.ts';
 import { watchEgressRefusals } from './egress-refusal.ts';
@@ -491,6 +492,21 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner & {
               signal: input.signal,
               logger: log,
             });
+        }
+        // The base of every cloned repository (Changes: work/changes-turns.ts; written the first
+        // time only) and where this sandbox's first turn starts from.
+        {
+          const repos = environment?.repos ?? [];
+          const dirs = repoDirs(repos.map((repo) => repo.url));
+          await recordCloneBases(
+            { db, sandbox },
+            {
+              tenantId: lease.tenantId,
+              conversationId: lease.conversationId,
+              sandboxName: input.sandboxName,
+              repos: repos.map((repo, n) => ({ dir: dirs[n] ?? '', url: repo.url })),
+            },
+          ).catch((err: unknown) => log.warn({ err }, "recording the cloned repositories' bases failed"));
         }
         // Last: the backend's runtime layer had the whole cold path to finish installing, and a warm
         // restore (which replaces the writable layer) cannot take an in-sandbox install away.

@@ -8,7 +8,7 @@
 // nothing else names a status of its own; a failure's reason is said once, in the banner; an
 // ended conversation's feed is not "live"; an agent whose provider has no key is warned about
 // before its turns fail.
-import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
+import { lazy, Suspense, useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { ApiError, api } from '../../api/client';
 import { useApi } from '../../api/use-api';
 import { Link, navigate, useParams } from '../../app/router';
@@ -29,6 +29,11 @@ import { Turns } from './Turns';
 import { useModelVersion } from './use-model';
 
 const ACTIVE = new Set(['pending', 'running']);
+
+/** The Changes tab and its highlighter: a chunk of its own, loaded when the tab is first shown. */
+const ChangesTab = lazy(() => import('./ChangesTab'));
+
+type TabId = 'transcript' | 'raw' | 'changes';
 
 const STREAM_NOTICE: Partial<Record<StreamState, { tone: string; text: string }>> = {
   reconnecting: { tone: 'warn', text: 'Connection to the live log lost; reconnecting…' },
@@ -129,7 +134,7 @@ export default function ConversationPage() {
     return () => clearInterval(t);
   }, [status, refresh]);
 
-  const [tab, setTab] = useState<'transcript' | 'raw' | null>(null);
+  const [tab, setTab] = useState<TabId | null>(null);
   // Usage and session lines alone do not make a transcript worth opening first.
   const hasTranscript = model.transcript.some((i) => i.kind !== 'usage' && i.kind !== 'session');
   const shownTab = tab ?? (hasTranscript ? 'transcript' : 'raw');
@@ -313,29 +318,31 @@ export default function ConversationPage() {
       <div className="conv-grid">
         <div className="conv-main">
           <div className="tabs">
-            <div className="tablist" role="tablist" aria-label="Log views">
-              <button
-                type="button"
-                role="tab"
-                id="tab-transcript"
-                aria-controls="panel-transcript"
-                aria-selected={shownTab === 'transcript'}
-                className="tab"
-                onClick={() => setTab('transcript')}
-              >
-                Transcript{!hasTranscript && ' (none yet)'}
-              </button>
-              <button
-                type="button"
-                role="tab"
-                id="tab-raw"
-                aria-controls="panel-raw"
-                aria-selected={shownTab === 'raw'}
-                className="tab"
-                onClick={() => setTab('raw')}
-              >
-                Raw output
-              </button>
+            <div className="tablist" role="tablist" aria-label="Conversation views">
+              {[
+                // The log's two views.
+                [
+                  { id: 'transcript' as const, label: `Transcript${hasTranscript ? '' : ' (none yet)'}` },
+                  { id: 'raw' as const, label: 'Raw output' },
+                ],
+                // The agent's work out of the sandbox (issue 41).
+                [{ id: 'changes' as const, label: 'Changes' }],
+              ]
+                .flat()
+                .map((t) => (
+                  <button
+                    key={t.id}
+                    type="button"
+                    role="tab"
+                    id={`tab-${t.id}`}
+                    aria-controls={`panel-${t.id}`}
+                    aria-selected={shownTab === t.id}
+                    className="tab"
+                    onClick={() => setTab(t.id)}
+                  >
+                    {t.label}
+                  </button>
+                ))}
             </div>
             <span className={`live-dot live-${feed}`} role="status">
               {feed.replace('_', ' ')}
@@ -358,6 +365,18 @@ export default function ConversationPage() {
           </div>
           <div id="panel-raw" role="tabpanel" aria-labelledby="tab-raw" hidden={shownTab !== 'raw'}>
             <Terminal model={model} turnLabel={turnLabel} />
+          </div>
+          <div
+            id="panel-changes"
+            role="tabpanel"
+            aria-labelledby="tab-changes"
+            hidden={shownTab !== 'changes'}
+          >
+            {shownTab === 'changes' && (
+              <Suspense fallback={<p className="loading">Loading…</p>}>
+                <ChangesTab conversationId={c.id} turns={turnList} running={c.status === 'running'} />
+              </Suspense>
+            )}
           </div>
           {/* The banner above says why it failed: the prompt box only says what to do. */}
           <PromptBox conversationId={c.id} status={c.status} failure={null} onSent={refresh} />
