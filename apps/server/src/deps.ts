@@ -55,9 +55,9 @@ import { createDestroyQueue, type DestroyQueue } from './conversations/provision
 import { packageCommands } from './conversations/provisioning/packages.ts';
 import { createProvisioner } from './conversations/provisioning/provisioner.ts';
 import { defaultRuntimes } from './conversations/turns/runtimes/registry.ts';
-import { createPushService, type PushService } from './conversations/work/push.service.ts';
 import { type ChangesService, createChangesService } from './conversations/work/changes.ts';
 import { createTurnChangesRecorder } from './conversations/work/changes-turns.ts';
+import { createPushService, type PushService } from './conversations/work/push.service.ts';
 import { type DatabaseHandle, type Db, poolOptions } from './db/database.ts';
 import {
   createEnvironmentCheckpoints,
