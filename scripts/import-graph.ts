@@ -14,6 +14,7 @@ const CONVERSATIONS = join(APPS, 'server/src/conversations');
 /** A room's line: a file may import from its own line and the lines below (higher numbers). */
 const LINES: Record<string, number> = {
   api: 1,
+  work: 1,
   engine: 2,
   provisioning: 3,
   turns: 3,

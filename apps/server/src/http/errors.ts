@@ -39,10 +39,14 @@ export const ERROR_CODES = {
   export_in_progress: 409,
   /** A download of a data export that is not built (yet, or failed). */
   export_not_ready: 409,
+  /** Files, changes, terminal or push while the conversation has no live sandbox (send a prompt to wake it). */
+  sandbox_not_running: 409,
   conversation_terminated: 410,
   /** A download of a data export past its expiry. */
   export_expired: 410,
   payload_too_large: 413,
+  /** A file (or a directory's tarball) over the files API's bound (docs/api.md, "Files"). */
+  file_too_large: 413,
   uri_too_long: 414,
   validation_failed: 422,
   /** The vault is not on the agent's allowlist. */
@@ -54,6 +58,8 @@ export const ERROR_CODES = {
   sub_conversation_limit_exceeded: 429,
   /** The open log streams per user in this process are at their cap (with Retry-After). */
   too_many_streams: 429,
+  /** The open terminals of a conversation or a user in this process are at their cap (with Retry-After). */
+  too_many_terminals: 429,
   headers_too_large: 431,
   internal_error: 500,
   service_unavailable: 503,
