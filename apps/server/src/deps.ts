@@ -51,6 +51,7 @@ import { createDestroyQueue, type DestroyQueue } from './conversations/provision
 import { packageCommands } from './conversations/provisioning/packages.ts';
 import { createProvisioner } from './conversations/provisioning/provisioner.ts';
 import { defaultRuntimes } from './conversations/turns/runtimes/registry.ts';
+import { createTerminals, type Terminals } from './conversations/work/terminal.ts';
 import { type DatabaseHandle, type Db, poolOptions } from './db/database.ts';
 import {
   createEnvironmentCheckpoints,
@@ -135,6 +136,8 @@ export interface Deps {
   ownershipProbe: OwnershipProbe;
   /** Heartbeat interval of the log streams; read per request (tests shorten it). */
   streamOptions: StreamOptions;
+  /** This process's open terminals into sandboxes, their bounds and beat (conversations/work/terminal.ts). */
+  terminals: Terminals;
 }
 
 export interface CreateDepsInput {
@@ -266,7 +269,7 @@ export function createDeps(input: CreateDepsInput): Deps {
 
 function createConversationLogDeps(
   input: CreateDepsInput,
-): Pick<Deps, 'feed' | 'logWriters' | 'logTails' | 'ownershipProbe' | 'streamOptions'> {
+): Pick<Deps, 'feed' | 'logWriters' | 'logTails' | 'ownershipProbe' | 'streamOptions' | 'terminals'> {
   const { pool, url } = input.database;
   const { ssl, connectionTimeoutMillis, keepAlive } = poolOptions(input.config, url);
   const feed = createFeed({
@@ -292,6 +295,7 @@ function createConversationLogDeps(
     }),
     ownershipProbe: { isOwned: (conversationId) => isConversationLocked(pool, conversationId) },
     streamOptions: { heartbeatMs: 15_000 },
+    terminals: createTerminals(),
   };
 }
 

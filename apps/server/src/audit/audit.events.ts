@@ -55,4 +55,8 @@ export const AUDIT_EVENT_TYPES: Set<string> = new Set([
   // Data exports (per account). Metadata: the export id, and size on download.
   'account.export_requested',
   'account.export_downloaded',
+  // The agent's work out of the sandbox (conversations/work/). Metadata: the conversation and
+  // sandbox, the terminal's size, its exit code and seconds open; never a byte of the session.
+  'conversation.terminal.opened',
+  'conversation.terminal.closed',
 ]);

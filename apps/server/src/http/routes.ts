@@ -13,6 +13,7 @@ import { oauthRoutes } from '../auth/oauth.routes.ts';
 import { conversationsRoutes } from '../conversations/api/conversations.routes.ts';
 import { streamRoutes } from '../conversations/api/stream.routes.ts';
 import { filesRoutes } from '../conversations/work/files.routes.ts';
+import { terminalRoutes } from '../conversations/work/terminal.routes.ts';
 import type { Deps } from '../deps.ts';
 import { environmentsRoutes } from '../environments/environments.routes.ts';
 import { inferenceCredentialsRoutes } from '../inference-credentials/inference-credentials.routes.ts';
@@ -48,5 +49,6 @@ export async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<
   );
   await app.register(streamRoutes(deps));
   await app.register(filesRoutes(deps));
+  await app.register(terminalRoutes(deps));
   await app.register(siteRoutes(deps));
 }
