@@ -121,6 +121,9 @@ describe('who may open one', () => {
     const keyed = await openTerminal(h.url, conversationId, { authorization: `Bearer ${key.key}` });
     assert.equal(keyed.status, 403);
     assert.equal((await openTerminal(h.url, conversationId, {})).status, 401);
+    const plain = await h.api(user, 'GET', `/api/conversations/${conversationId}/terminal`);
+    assert.equal(plain.status, 426);
+    assert.equal(plain.body.error, 'upgrade_required');
   });
 
   it('a session cookie: from this site or CHECK_ORIGIN_EXTRA only, never a foreign origin or none', async () => {

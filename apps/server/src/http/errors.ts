@@ -60,6 +60,8 @@ export const ERROR_CODES = {
   too_many_streams: 429,
   /** The open terminals of a conversation or a user in this process are at their cap (with Retry-After). */
   too_many_terminals: 429,
+  /** A plain GET of a WebSocket endpoint (the terminal). */
+  upgrade_required: 426,
   headers_too_large: 431,
   internal_error: 500,
   service_unavailable: 503,

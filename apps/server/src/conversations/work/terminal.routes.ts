@@ -20,6 +20,7 @@ import { type AuditService, auditActorFrom } from '../../audit/audit.service.ts'
 import { principalOf } from '../../auth/auth.plugin.ts';
 import { allowedOrigins, csrfError, requestOrigin } from '../../auth/csrf.ts';
 import type { Config } from '../../config/config.ts';
+import { AppError } from '../../http/errors.ts';
 import type { Logger } from '../../observability/logger.ts';
 import { ErrorResponse } from '../../resources/responses.ts';
 import { type LiveSandbox, liveSandboxOf, type WorkAccessDeps, workRedactor } from './files-access.ts';
@@ -58,64 +59,77 @@ export function terminalRoutes(deps: TerminalRoutesDeps): FastifyPluginAsync {
     const origins = allowedOrigins(deps.config);
     const admitted = new WeakMap<object, Admitted>();
 
-    app.get(
-      '/api/conversations/:id/terminal',
-      {
-        websocket: true,
-        onRequest: [app.requireAuth],
-        schema: {
-          tags: ['Conversations'],
-          summary: "Open an interactive shell in the conversation's live sandbox (WebSocket)",
-          description:
-            'A WebSocket upgrade. Binary frames carry terminal bytes both ways (the output redacted); text frames ' +
-            'are JSON: `{"type":"resize","cols":N,"rows":M}` from the client, `{"type":"exit","code":N}` from the ' +
-            'server before it closes. Authenticate with `Authorization: Bearer <API key>`, or the session cookie ' +
-            "from this site's own origin (or CHECK_ORIGIN_EXTRA). Every open is audited. " +
-            '409 `sandbox_not_running` when the sandbox is not live (send a prompt to wake it).',
-          security: [{ bearer: [] }],
-          params: Params,
-          querystring: Query,
-          response: {
-            101: { description: 'Switching Protocols: the terminal WebSocket', content: {} },
-            403: ErrorResponse,
-            404: ErrorResponse,
-            409: ErrorResponse,
-            429: ErrorResponse,
-          },
-        },
-        preHandler: async (request) => {
-          const principal = principalOf(request);
-          if (principal.via === 'session') {
-            const origin = requestOrigin(request);
-            if (origin === null || !origins.has(origin)) throw csrfError();
-          }
-          const live = await liveSandboxOf(deps.db, principal, request.params.id);
-          const slot = deps.terminals.take(principal.userId, live.conversationId);
-          // Released exactly once, when the connection's socket closes, upgraded or not.
-          const raw = request.raw.socket;
-          raw.once('close', () => slot.release());
-          if (raw.destroyed) slot.release();
-          try {
-            await deps.audit.record({
-              type: 'conversation.terminal.opened',
-              tenantId: principal.tenantId,
-              actor: auditActorFrom(principal),
-              ip: request.ip,
-              metadata: {
-                conversation_id: live.conversationId,
-                sandbox: live.name,
-                cols: request.query.cols ?? DEFAULT_COLS,
-                rows: request.query.rows ?? DEFAULT_ROWS,
-              },
-            });
-          } catch (error) {
-            slot.release();
-            throw error;
-          }
-          admitted.set(request, { live, slot });
+    // The full declaration (handler + wsHandler), not `websocket: true`, which would hide the
+    // route from the OpenAPI document. A plain GET is 426 before anything is admitted.
+    app.route({
+      method: 'GET',
+      url: '/api/conversations/:id/terminal',
+      onRequest: [app.requireAuth],
+      schema: {
+        tags: ['Conversations'],
+        summary: "Open an interactive shell in the conversation's live sandbox (WebSocket)",
+        description:
+          'A WebSocket upgrade. Binary frames carry terminal bytes both ways (the output redacted); text frames ' +
+          'are JSON: `{"type":"resize","cols":N,"rows":M}` from the client, `{"type":"exit","code":N}` from the ' +
+          'server before it closes. Authenticate with `Authorization: Bearer <API key>`, or the session cookie ' +
+          "from this site's own origin (or CHECK_ORIGIN_EXTRA). Every open is audited. " +
+          '409 `sandbox_not_running` when the sandbox is not live (send a prompt to wake it).',
+        security: [{ bearer: [] }],
+        params: Params,
+        querystring: Query,
+        response: {
+          101: z.null().describe('Switching Protocols: the terminal WebSocket'),
+          default: ErrorResponse.describe(
+            'Any other refusal (401 without credentials, 503 while the database is unavailable)',
+          ),
+          403: ErrorResponse,
+          404: ErrorResponse,
+          409: ErrorResponse,
+          426: ErrorResponse,
+          429: ErrorResponse,
         },
       },
-      async (socket, request) => {
+      preHandler: async (request) => {
+        if (!request.ws)
+          throw new AppError(
+            'upgrade_required',
+            'this is a WebSocket endpoint: open it with an upgrade (`paddock shell`, the console, or a WebSocket client)',
+            { headers: { upgrade: 'websocket' } },
+          );
+        const principal = principalOf(request);
+        if (principal.via === 'session') {
+          const origin = requestOrigin(request);
+          if (origin === null || !origins.has(origin)) throw csrfError();
+        }
+        const live = await liveSandboxOf(deps.db, principal, request.params.id);
+        const slot = deps.terminals.take(principal.userId, live.conversationId);
+        // Released exactly once, when the connection's socket closes, upgraded or not.
+        const raw = request.raw.socket;
+        raw.once('close', () => slot.release());
+        if (raw.destroyed) slot.release();
+        try {
+          await deps.audit.record({
+            type: 'conversation.terminal.opened',
+            tenantId: principal.tenantId,
+            actor: auditActorFrom(principal),
+            ip: request.ip,
+            metadata: {
+              conversation_id: live.conversationId,
+              sandbox: live.name,
+              cols: request.query.cols ?? DEFAULT_COLS,
+              rows: request.query.rows ?? DEFAULT_ROWS,
+            },
+          });
+        } catch (error) {
+          slot.release();
+          throw error;
+        }
+        admitted.set(request, { live, slot });
+      },
+      handler: async () => {
+        throw new AppError('upgrade_required', 'this is a WebSocket endpoint: open it with an upgrade');
+      },
+      wsHandler: async (socket, request) => {
         const entry = admitted.get(request);
         if (!entry) {
           socket.close(1011);
@@ -143,6 +157,6 @@ export function terminalRoutes(deps: TerminalRoutesDeps): FastifyPluginAsync {
         socket.resume();
         await done;
       },
-    );
+    });
   };
 }
