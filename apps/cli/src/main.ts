@@ -22,6 +22,7 @@ import { compileManifests, redactedPlan } from './manifest.ts';
 import { counted, type Io, json, type OutputFormat, table, withProgress } from './output.ts';
 import { promptHidden, promptLine, readAllStdin } from './prompt.ts';
 import { findOne, manifestOf, type Row, resourceType, UUID } from './resources.ts';
+import { registerShellCommand } from './shell.ts';
 import { registerUsageCommand } from './usage.ts';
 
 /** The CLI's version (apps/cli/package.json), for `paddock --version`. */
@@ -251,6 +252,7 @@ export async function main(argv: string[], env: Env, io: Io): Promise<number> {
   registerConversationCommands(program, ctx);
   registerCredentialCommands(program, ctx);
   registerUsageCommand(program, ctx);
+  registerShellCommand(program, ctx);
   registerExportCommand(program, ctx);
   registerAccountCommands(program, ctx);
 
