@@ -8,7 +8,7 @@
 // nothing else names a status of its own; a failure's reason is said once, in the banner; an
 // ended conversation's feed is not "live"; an agent whose provider has no key is warned about
 // before its turns fail.
-import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
+import { lazy, Suspense, useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { ApiError, api } from '../../api/client';
 import { useApi } from '../../api/use-api';
 import { Link, navigate, useParams } from '../../app/router';
@@ -17,6 +17,7 @@ import { ErrorNotice } from '../../ui/ErrorNotice';
 import { KeylessNotice, keyless } from '../../ui/KeylessNotice';
 import { StatusBadge } from '../../ui/StatusBadge';
 import { relativeTime } from '../../ui/time';
+import { FilesTab } from './FilesTab';
 import { LogModel } from './log-model';
 import { PromptBox } from './PromptBox';
 import { Reason, shownAbove } from './Reason';
@@ -28,6 +29,15 @@ import { Turns } from './Turns';
 import { useModelVersion } from './use-model';
 
 const ACTIVE = new Set(['pending', 'running']);
+
+// The agent's work out of the sandbox (issue 41): Files and Terminal, after the log views. The
+// terminal (xterm.js) is loaded only when its tab is opened.
+const TerminalTab = lazy(() => import('./TerminalTab'));
+const WORK_TABS = [
+  { id: 'files', label: 'Files' },
+  { id: 'terminal', label: 'Terminal' },
+] as const;
+type WorkTab = (typeof WORK_TABS)[number]['id'];
 
 const STREAM_NOTICE: Partial<Record<StreamState, { tone: string; text: string }>> = {
   reconnecting: { tone: 'warn', text: 'Connection to the live log lost; reconnecting…' },
@@ -128,7 +138,7 @@ export default function ConversationPage() {
     return () => clearInterval(t);
   }, [status, refresh]);
 
-  const [tab, setTab] = useState<'transcript' | 'raw' | null>(null);
+  const [tab, setTab] = useState<'transcript' | 'raw' | WorkTab | null>(null);
   // Usage and session lines alone do not make a transcript worth opening first.
   const hasTranscript = model.transcript.some((i) => i.kind !== 'usage' && i.kind !== 'session');
   const shownTab = tab ?? (hasTranscript ? 'transcript' : 'raw');
@@ -317,6 +327,20 @@ export default function ConversationPage() {
               >
                 Raw output
               </button>
+              {WORK_TABS.map((t) => (
+                <button
+                  key={t.id}
+                  type="button"
+                  role="tab"
+                  id={`tab-${t.id}`}
+                  aria-controls={`panel-${t.id}`}
+                  aria-selected={shownTab === t.id}
+                  className="tab"
+                  onClick={() => setTab(t.id)}
+                >
+                  {t.label}
+                </button>
+              ))}
             </div>
             <span className={`live-dot live-${feed}`} role="status">
               {feed.replace('_', ' ')}
@@ -339,6 +363,24 @@ export default function ConversationPage() {
           </div>
           <div id="panel-raw" role="tabpanel" aria-labelledby="tab-raw" hidden={shownTab !== 'raw'}>
             <Terminal model={model} turnLabel={turnLabel} />
+          </div>
+          <div id="panel-files" role="tabpanel" aria-labelledby="tab-files" hidden={shownTab !== 'files'}>
+            {shownTab === 'files' && <FilesTab conversationId={c.id} />}
+          </div>
+          <div
+            id="panel-terminal"
+            role="tabpanel"
+            aria-labelledby="tab-terminal"
+            hidden={shownTab !== 'terminal'}
+          >
+            {tab === 'terminal' && (
+              <Suspense fallback={<p className="muted">Loading the terminal…</p>}>
+                <TerminalTab
+                  conversationId={c.id}
+                  live={c.status !== 'terminated' && c.status !== 'failed'}
+                />
+              </Suspense>
+            )}
           </div>
           {/* The banner above says why it failed: the prompt box only says what to do. */}
           <PromptBox conversationId={c.id} status={c.status} failure={null} onSent={refresh} />
