@@ -1,9 +1,9 @@
 // Per-account inference provider credentials (issue 10, item 4).
 //
 // Invariants (tests: test/inference-credentials.http.test.ts unless named otherwise):
-// - Write-only: no method returns a key except forSandbox, whose only caller (the provisioner)
-//   registers each key with the conversation's redactor before the env goes anywhere
-//   (env-file.ts). Audit rows carry the provider and whether a base URL is set, never a value.
+// - Write-only: no method returns a key except forSandbox, whose callers register each key with
+//   a redactor before anything goes anywhere: the provisioner (env-file.ts), and the files and
+//   terminal routes, which redact what they serve with it (conversations/work/files-access.ts). Audit rows carry the provider and whether a base URL is set, never a value.
 // - The key is sealed under the tenant data key, bound to tenant and provider
 //   (secrets/INVARIANTS.md 4): a ciphertext moved to another account or provider fails.
 // - Tenant = account: every query is scoped by the caller's tenant id; there is no way to name
