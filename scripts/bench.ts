@@ -1,7 +1,7 @@
 // `npm run bench`: every benchmark, each reporting its figures and their ratio to a
 // baseline measured in the same run (absolute numbers drift between machines).
 //   npm run bench              all
-//   npm run bench -- http      only the HTTP benchmark (names: http, sandbox, login, mail-oracle, redaction, conversations, flood, conversations-log, agents, web, takeover, database-outage, retention, usage, export, account-delete, sweep, changes)
+//   npm run bench -- http      only the HTTP benchmark (names: http, sandbox, login, mail-oracle, redaction, conversations, flood, conversations-log, agents, web, takeover, database-outage, retention, usage, export, account-delete, sweep, changes, terminal)
 import { spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -31,6 +31,7 @@ const BENCHES: Record<string, string> = {
   'account-delete': 'scripts/bench-account-delete.ts',
   sweep: 'scripts/bench-sweep.ts',
   changes: 'scripts/bench-changes.ts',
+  terminal: 'scripts/bench-terminal.ts',
 };
 
 // Names come first; everything from the first option on is passed to each benchmark

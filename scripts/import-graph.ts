@@ -18,7 +18,7 @@ const LINES: Record<string, number> = {
   provisioning: 3,
   turns: 3,
   // The agent's work out of the sandbox (issue 41): provisioning records the clones' bases and the
-  // engine each turn's changes; its routes (changes, push) sit beside api/'s.
+  // engine each turn's changes; its routes (changes, files, terminal, push) sit beside api/'s.
   work: 3,
   log: 4,
   '': 5,

@@ -24,6 +24,7 @@ import { counted, type Io, json, type OutputFormat, table, withProgress } from '
 import { promptHidden, promptLine, readAllStdin } from './prompt.ts';
 import { registerPushCommand } from './push.ts';
 import { findOne, manifestOf, type Row, resourceType, UUID } from './resources.ts';
+import { registerShellCommand } from './shell.ts';
 import { registerUsageCommand } from './usage.ts';
 
 /** The CLI's version (apps/cli/package.json), for `paddock --version`. */
@@ -255,6 +256,7 @@ export async function main(argv: string[], env: Env, io: Io): Promise<number> {
   registerUsageCommand(program, ctx);
   registerPushCommand(program, ctx);
   registerDiffCommand(program, ctx);
+  registerShellCommand(program, ctx);
   registerExportCommand(program, ctx);
   registerAccountCommands(program, ctx);
 

@@ -58,6 +58,7 @@ import { defaultRuntimes } from './conversations/turns/runtimes/registry.ts';
 import { type ChangesService, createChangesService } from './conversations/work/changes.ts';
 import { createTurnChangesRecorder } from './conversations/work/changes-turns.ts';
 import { createPushService, type PushService } from './conversations/work/push.service.ts';
+import { createTerminals, type Terminals } from './conversations/work/terminal.ts';
 import { type DatabaseHandle, type Db, poolOptions } from './db/database.ts';
 import {
   createEnvironmentCheckpoints,
@@ -149,6 +150,8 @@ export interface Deps {
   ownershipProbe: OwnershipProbe;
   /** Heartbeat interval of the log streams; read per request (tests shorten it). */
   streamOptions: StreamOptions;
+  /** This process's open terminals into sandboxes, their bounds and beat (conversations/work/terminal.ts). */
+  terminals: Terminals;
 }
 
 export interface CreateDepsInput {
@@ -295,7 +298,7 @@ export function createDeps(input: CreateDepsInput): Deps {
 
 function createConversationLogDeps(
   input: CreateDepsInput,
-): Pick<Deps, 'feed' | 'logWriters' | 'logTails' | 'ownershipProbe' | 'streamOptions'> {
+): Pick<Deps, 'feed' | 'logWriters' | 'logTails' | 'ownershipProbe' | 'streamOptions' | 'terminals'> {
   const { pool, url } = input.database;
   const { ssl, connectionTimeoutMillis, keepAlive } = poolOptions(input.config, url);
   const feed = createFeed({
@@ -321,6 +324,7 @@ function createConversationLogDeps(
     }),
     ownershipProbe: { isOwned: (conversationId) => isConversationLocked(pool, conversationId) },
     streamOptions: { heartbeatMs: 15_000 },
+    terminals: createTerminals(),
   };
 }
 

@@ -46,6 +46,14 @@ export interface ExecHandle {
   /** TTY only: sends a `resize` control message. */
   resize(cols: number, rows: number): void;
   /**
+   * Stops reading the socket (backpressure): no handler is called until `resume`, and the
+   * backend's sends wait behind the connection's flow control. For a reader that forwards the
+   * output to a slower consumer (a download, a terminal in a browser).
+   */
+  pause(): void;
+  /** Reads the socket again after `pause`. */
+  resume(): void;
+  /**
    * Drops the connection. A detached session keeps running on the backend;
    * a plain exec is ended by the backend. `exited` then settles as a close
    * without an exit frame does.
@@ -321,6 +329,12 @@ export function createExecConnection(
     resize(cols, rows) {
       if (!tty || socket.readyState !== WebSocket.OPEN) return;
       socket.send(JSON.stringify({ type: 'resize', cols, rows }));
+    },
+    pause() {
+      if (socket.readyState === WebSocket.OPEN) socket.pause();
+    },
+    resume() {
+      if (socket.readyState === WebSocket.OPEN) socket.resume();
     },
     close() {
       if (socket.readyState === WebSocket.CONNECTING) socket.terminate();

@@ -65,4 +65,8 @@ export const AUDIT_EVENT_TYPES: Set<string> = new Set([
   // request the provider, its number and URL. Never a token or a commit message.
   'conversation.pushed',
   'conversation.pull_request.opened',
+  // The agent's work out of the sandbox (conversations/work/). Metadata: the conversation and
+  // sandbox, the terminal's size, its exit code and seconds open; never a byte of the session.
+  'conversation.terminal.opened',
+  'conversation.terminal.closed',
 ]);

@@ -62,6 +62,8 @@ export const ERROR_CODES = {
   /** A download of a data export past its expiry. */
   export_expired: 410,
   payload_too_large: 413,
+  /** A file (or a directory's tarball) over the files API's bound (docs/api.md, "Files"). */
+  file_too_large: 413,
   uri_too_long: 414,
   validation_failed: 422,
   /** The vault is not on the agent's allowlist. */
@@ -79,6 +81,10 @@ export const ERROR_CODES = {
   sub_conversation_limit_exceeded: 429,
   /** The open log streams per user in this process are at their cap (with Retry-After). */
   too_many_streams: 429,
+  /** The open terminals of a conversation or a user in this process are at their cap (with Retry-After). */
+  too_many_terminals: 429,
+  /** A plain GET of a WebSocket endpoint (the terminal). */
+  upgrade_required: 426,
   headers_too_large: 431,
   internal_error: 500,
   /** A verified billing event whose apply failed: recorded, listed on /admin/billing, applied on redelivery. */

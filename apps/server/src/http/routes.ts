@@ -16,7 +16,9 @@ import { billingWebhookRoutes } from '../billing/webhook.routes.ts';
 import { conversationsRoutes } from '../conversations/api/conversations.routes.ts';
 import { streamRoutes } from '../conversations/api/stream.routes.ts';
 import { changesRoutes } from '../conversations/work/changes.routes.ts';
+import { filesRoutes } from '../conversations/work/files.routes.ts';
 import { pushRoutes } from '../conversations/work/push.routes.ts';
+import { terminalRoutes } from '../conversations/work/terminal.routes.ts';
 import type { Deps } from '../deps.ts';
 import { environmentsRoutes } from '../environments/environments.routes.ts';
 import { inferenceCredentialsRoutes } from '../inference-credentials/inference-credentials.routes.ts';
@@ -55,6 +57,8 @@ export async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<
   await app.register(streamRoutes(deps));
   await app.register(pushRoutes(deps));
   await app.register(changesRoutes(deps));
+  await app.register(filesRoutes(deps));
+  await app.register(terminalRoutes(deps));
   await app.register(siteRoutes(deps));
   // Billing (docs/billing.md): no billing route exists unless BILLING_ENABLED.
   if (deps.config.billing.enabled) {

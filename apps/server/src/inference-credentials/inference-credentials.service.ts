@@ -3,8 +3,9 @@
 // Invariants (tests: test/inference-credentials.http.test.ts unless named otherwise):
 // - Write-only: no method returns a key except forSandbox, whose callers register each key with
 //   a redactor before anything goes anywhere: the provisioner, with the conversation's before the
-//   env is written (env-file.ts), and the changes service, with the request's before a diff is
-//   answered (conversations/work/changes.ts); neither ever returns a key. Audit rows carry the provider and whether a base URL is set, never a value.
+//   env is written (env-file.ts), and the changes, files and terminal routes, with the request's
+//   before a diff, a file or terminal output is answered (conversations/work/changes.ts,
+//   files-access.ts); none ever returns a key. Audit rows carry the provider and whether a base URL is set, never a value.
 // - The key is sealed under the tenant data key, bound to tenant and provider
 //   (secrets/INVARIANTS.md 4): a ciphertext moved to another account or provider fails.
 // - Tenant = account: every query is scoped by the caller's tenant id; there is no way to name

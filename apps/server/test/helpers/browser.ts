@@ -17,6 +17,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { createRequire } from 'node:module';
+import net from 'node:net';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 import { ensureConsoleBuilt } from '../../../../scripts/build-web.ts';
@@ -122,6 +123,27 @@ async function startRecordingProxy(target: string, port: number, record: (r: Rec
     res.on('close', () => proxied.destroy());
     req.pipe(proxied);
   });
+  // WebSocket upgrades (the terminal) are passed through as bytes, not recorded.
+  const tunnels = new Set<net.Socket>();
+  server.on('upgrade', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
+    const up = net.connect(Number(upstream.port), upstream.hostname, () => {
+      const lines = [`${req.method} ${req.url} HTTP/1.1`];
+      for (let i = 0; i < req.rawHeaders.length; i += 2)
+        lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+      up.write(`${lines.join('\r\n')}\r\n\r\n`);
+      if (head.length > 0) up.write(head);
+      socket.pipe(up).pipe(socket);
+    });
+    for (const end of [socket, up]) {
+      tunnels.add(end);
+      end.on('close', () => {
+        tunnels.delete(end);
+        socket.destroy();
+        up.destroy();
+      });
+      end.on('error', () => end.destroy());
+    }
+  });
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
   return {
     dropStreams() {
@@ -133,6 +155,7 @@ async function startRecordingProxy(target: string, port: number, record: (r: Rec
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
+        for (const socket of tunnels) socket.destroy();
         server.close(() => resolve());
       }),
   };

@@ -958,6 +958,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/conversations/{id}/files": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a directory of the conversation's live sandbox
+         * @description Paths are relative to /home/sandbox and confined to it (symlinks are resolved in the sandbox; one leading outside is refused). Paddock's own `.paddock/` is never listed. Names are redacted. 409 `sandbox_not_running` when the sandbox is not live (send a prompt to wake it).
+         */
+        get: operations["getConversationsByIdFiles"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/conversations/{id}/files/content": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a file of the conversation's live sandbox (or a directory as a tarball)
+         * @description Text files up to 1 MiB inline (`text/plain`); binary files and `download=1` as an attachment (up to 256 MiB); a larger file is 413 `file_too_large`. `archive=tar.gz` on a directory: a gzipped tarball made in the sandbox, `.paddock/` left out. Every byte passes the conversation's redactor (so a redacted file's length can differ from its size).
+         */
+        get: operations["getConversationsByIdFilesContent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/conversations/{id}/interrupt": {
         parameters: {
             query?: never;
@@ -1022,6 +1062,26 @@ export interface paths {
          * @description Each event: `id: <event id>`, `event: stdout|stderr|stage|events`, `data: <LogEvent JSON>`. Resume with the `Last-Event-ID` header (or `after`). `: ping` comments while idle; `event: owner_lost` when the conversation is pending/running and no server owns it; `event: end` before the server closes a `wait=false` stream or a deleted conversation.
          */
         get: operations["getConversationsByIdStream"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/conversations/{id}/terminal": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Open an interactive shell in the conversation's live sandbox (WebSocket)
+         * @description A WebSocket upgrade. Binary frames carry terminal bytes both ways (the output redacted); text frames are JSON: `{"type":"resize","cols":N,"rows":M}` from the client, `{"type":"exit","code":N}` from the server before it closes. Authenticate with `Authorization: Bearer <API key>`, or the session cookie from this site's own origin (or CHECK_ORIGIN_EXTRA). Every open is audited. 409 `sandbox_not_running` when the sandbox is not live (send a prompt to wake it).
+         */
+        get: operations["getConversationsByIdTerminal"];
         put?: never;
         post?: never;
         delete?: never;
@@ -6310,6 +6370,265 @@ export interface operations {
             };
         };
     };
+    getConversationsByIdFiles: {
+        parameters: {
+            query?: {
+                /** @description Relative to the sandbox home /home/sandbox (default: the home itself); no `..` */
+                path?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        entries: {
+                            mtime: string;
+                            name: string;
+                            /** @description Relative to /home/sandbox */
+                            path: string;
+                            size: number;
+                            /** @description For a symlink, the type of what it points at (null: a dead link) */
+                            target_type: ("file" | "dir" | "symlink" | "other") | null;
+                            /** @enum {string} */
+                            type: "file" | "dir" | "symlink" | "other";
+                        }[];
+                        path: string;
+                        /** @description true when the directory has more than 5,000 entries (the first 5,000 are listed) */
+                        truncated: boolean;
+                    };
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        errors?: {
+                            [key: string]: string[];
+                        };
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    getConversationsByIdFilesContent: {
+        parameters: {
+            query?: {
+                /** @description A directory as a gzipped tarball (at most 64 MiB before compression) */
+                archive?: "tar.gz";
+                /** @description Serve as an attachment (any size up to 256 MiB) instead of inline (up to 1 MiB) */
+                download?: "1" | "true";
+                /** @description Relative to the sandbox home /home/sandbox (default: the home itself); no `..` */
+                path?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file (text/plain or application/octet-stream) or the tarball (application/gzip) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/gzip": string;
+                    "application/octet-stream": string;
+                    "text/plain": string;
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        errors?: {
+                            [key: string]: string[];
+                        };
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
     postConversationsByIdInterrupt: {
         parameters: {
             query?: never;
@@ -6970,6 +7289,129 @@ export interface operations {
             };
             /** @description Default Response */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    getConversationsByIdTerminal: {
+        parameters: {
+            query?: {
+                /** @description Initial columns (default 80) */
+                cols?: number;
+                /** @description Initial rows (default 24) */
+                rows?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Switching Protocols: the terminal WebSocket */
+            101: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            426: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Any other refusal (401 without credentials, 503 while the database is unavailable) */
+            default: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -17,6 +17,7 @@ import { ErrorNotice } from '../../ui/ErrorNotice';
 import { KeylessNotice, keyless } from '../../ui/KeylessNotice';
 import { StatusBadge } from '../../ui/StatusBadge';
 import { relativeTime } from '../../ui/time';
+import { FilesTab } from './FilesTab';
 import { LogModel } from './log-model';
 import { PromptBox } from './PromptBox';
 import { PushButton } from './PushDialog';
@@ -32,8 +33,10 @@ const ACTIVE = new Set(['pending', 'running']);
 
 /** The Changes tab and its highlighter: a chunk of its own, loaded when the tab is first shown. */
 const ChangesTab = lazy(() => import('./ChangesTab'));
+// The terminal (xterm.js) is loaded only when its tab is opened.
+const TerminalTab = lazy(() => import('./TerminalTab'));
 
-type TabId = 'transcript' | 'raw' | 'changes';
+type TabId = 'transcript' | 'raw' | 'changes' | 'files' | 'terminal';
 
 const STREAM_NOTICE: Partial<Record<StreamState, { tone: string; text: string }>> = {
   reconnecting: { tone: 'warn', text: 'Connection to the live log lost; reconnecting…' },
@@ -326,7 +329,11 @@ export default function ConversationPage() {
                   { id: 'raw' as const, label: 'Raw output' },
                 ],
                 // The agent's work out of the sandbox (issue 41).
-                [{ id: 'changes' as const, label: 'Changes' }],
+                [
+                  { id: 'changes' as const, label: 'Changes' },
+                  { id: 'files' as const, label: 'Files' },
+                  { id: 'terminal' as const, label: 'Terminal' },
+                ],
               ]
                 .flat()
                 .map((t) => (
@@ -375,6 +382,24 @@ export default function ConversationPage() {
             {shownTab === 'changes' && (
               <Suspense fallback={<p className="loading">Loading…</p>}>
                 <ChangesTab conversationId={c.id} turns={turnList} running={c.status === 'running'} />
+              </Suspense>
+            )}
+          </div>
+          <div id="panel-files" role="tabpanel" aria-labelledby="tab-files" hidden={shownTab !== 'files'}>
+            {shownTab === 'files' && <FilesTab conversationId={c.id} />}
+          </div>
+          <div
+            id="panel-terminal"
+            role="tabpanel"
+            aria-labelledby="tab-terminal"
+            hidden={shownTab !== 'terminal'}
+          >
+            {tab === 'terminal' && (
+              <Suspense fallback={<p className="muted">Loading the terminal…</p>}>
+                <TerminalTab
+                  conversationId={c.id}
+                  live={c.status !== 'terminated' && c.status !== 'failed'}
+                />
               </Suspense>
             )}
           </div>
