@@ -129,6 +129,8 @@ describe('the Changes tab', () => {
       'src/greet.ts',
     ]);
     await page.getByRole('status').filter({ hasText: '4 files changed' }).waitFor();
+    // Getting the work out from here: the Changes tab carries the Push branch button too.
+    await page.locator('#panel-changes').getByRole('button', { name: 'Push branch' }).waitFor();
     await files.getByRole('button', { name: /greet\.ts/ }).click();
     const diff = page.getByRole('table', { name: 'Changes to src/greet.ts' });
     await diff.waitFor();

@@ -4,7 +4,7 @@
 // turn of the filter shows what that turn changed as recorded after it, also once the sandbox is
 // reclaimed. The diff is shown unified or split, highlighted (highlight.ts). Loaded lazily: the
 // highlighter never weighs on the console's first load.
-import { useEffect, useMemo, useState } from 'react';
+import { type ReactNode, useEffect, useMemo, useState } from 'react';
 import { ApiError, api } from '../../api/client';
 import { useApi } from '../../api/use-api';
 import { ErrorNotice } from '../../ui/ErrorNotice';
@@ -138,10 +138,13 @@ export default function ChangesTab({
   conversationId,
   turns,
   running,
+  actions,
 }: {
   conversationId: string;
   turns: ChangesTurn[];
   running: boolean;
+  /** What to do with the changes, at the end of the toolbar (the conversation page's Push branch). */
+  actions?: ReactNode;
 }) {
   const [filter, setFilter] = useState('');
   const [view, setView] = useState<'unified' | 'split'>('unified');
@@ -251,6 +254,7 @@ export default function ChangesTab({
             {total} {total === 1 ? 'file' : 'files'} changed
           </span>
         )}
+        {actions}
       </div>
       {notRunning ? (
         <p className="notice notice-info">

@@ -381,7 +381,18 @@ export default function ConversationPage() {
           >
             {shownTab === 'changes' && (
               <Suspense fallback={<p className="loading">Loading…</p>}>
-                <ChangesTab conversationId={c.id} turns={turnList} running={c.status === 'running'} />
+                <ChangesTab
+                  conversationId={c.id}
+                  turns={turnList}
+                  running={c.status === 'running'}
+                  actions={
+                    <PushButton
+                      conversationId={c.id}
+                      disabled={ACTIVE.has(c.status) || terminal}
+                      onPushed={refresh}
+                    />
+                  }
+                />
               </Suspense>
             )}
           </div>
