@@ -4,9 +4,10 @@
 // the pruning of older `sha-*` tags, polling, and the API walk a deployment must pass (register, key,
 // agent, a conversation whose turn runs in a sandbox of the containerised sandboxd).
 import assert from 'node:assert/strict';
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
+import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 
@@ -121,8 +122,36 @@ export async function buildImages(): Promise<BuiltImages> {
   const server = images['paddock-server'];
   assert.ok(server && images['paddock-sandboxd'] && images['paddock-postgres'], built.stdout);
   const tag = server.slice(server.lastIndexOf(':') + 1);
-  const removed = await pruneOlderShaTags([server, images['paddock-sandboxd']!]);
+  // Under build-images.sh's own lock: removing a tag while another test file's build reuses its
+  // layers fails that build ("layer not known"; deploy.compose and deploy.kube-play run at once).
+  const removed = await withBuildLock(() => pruneOlderShaTags([server, images['paddock-sandboxd']!]));
   return { images, tag, removed };
+}
+
+/** The lock scripts/build-images.sh takes for a build (the same file, the same `flock`). */
+function buildLockPath(): string {
+  const cache =
+    process.env['PADDOCK_CACHE_DIR'] ||
+    join(process.env['XDG_CACHE_HOME'] || join(homedir(), '.cache'), 'paddock');
+  return join(cache, 'build-images.lock');
+}
+
+/** Runs `fn` while holding build-images.sh's lock (a `flock` child holds it until its stdin ends). */
+async function withBuildLock<T>(fn: () => Promise<T>): Promise<T> {
+  const holder = spawn('flock', [buildLockPath(), '-c', 'echo locked; exec cat >/dev/null'], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  try {
+    await new Promise<void>((ok, fail) => {
+      holder.once('error', fail);
+      holder.once('exit', (code) => fail(new Error(`flock exited ${code} before taking the build lock`)));
+      holder.stdout.once('data', () => ok());
+    });
+    return await fn();
+  } finally {
+    holder.stdin.end();
+    if (holder.exitCode === null) await new Promise((done) => holder.once('exit', done));
+  }
 }
 
 /**

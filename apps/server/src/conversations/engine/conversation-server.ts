@@ -669,15 +669,19 @@ export function createConversationServer(
     run = null;
     runTurnId = null;
     await finishTurn(turn, result, startedAt, adapter);
+    // An interrupt taken after the process exited, while the end committed, was for this turn:
+    // spent here, never carried over to the next prompt's turn. Cleared before anything else is
+    // awaited: an interrupt that comes later names the next turn (its request saw that one).
+    interruptPending = null;
     // After the end is stored (the turn's end is not delayed), before the next turn starts.
     if (deps.changes && result.status !== 'detached' && current) {
       await deps.changes
         .finish({ ...turnRef(turn), registry })
         .catch((err: unknown) => log.warn({ err: reasonOf(err) }, "recording the turn's changes failed"));
+      // One for this turn that arrived while the changes were recorded is spent too; one for the
+      // next turn (prompted and interrupted meanwhile) is kept for it.
+      if (interruptPending === turn.id) interruptPending = null;
     }
-    // An interrupt taken after the process exited, while the end committed, was for this turn:
-    // spent here, never carried over to the next prompt's turn.
-    interruptPending = null;
   };
 
   /** The agent of the last turn that started (at first the lease's): the next one reads it (and its gates) early. */
