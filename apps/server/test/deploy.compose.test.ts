@@ -21,7 +21,8 @@
 //
 // Needs podman, podman-compose and, for the services' names on the project network, DNS on podman
 // networks (netavark's aardvark-dns, or the CNI dnsname plugin): scripts/ci-system-deps.sh installs
-// them. In CI a missing podman or podman-compose fails the test; elsewhere it skips, saying why.
+// them. A missing tool fails the test; only an ordinary user outside CI gets it skipped, with the
+// reason (rootful podman: helpers/podman.ts podmanUnavailable).
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';

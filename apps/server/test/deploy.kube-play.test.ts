@@ -15,8 +15,8 @@
 //   (SANDBOXD_RUNTIME_LAYER=off: the layer is 1.5 GB of agent CLIs the scripted runtime does not use).
 // Everything else (probes, securityContext, privileged sandboxd, volumes, env) is played as written.
 //
-// Needs podman (scripts/ci-system-deps.sh installs it) and root. In CI a missing podman fails the
-// test; elsewhere it skips, saying why. The built images stay (the build cache) but older `sha-*`
+// Needs podman (scripts/ci-system-deps.sh installs it) and root. A missing podman fails the test;
+// only an ordinary user outside CI gets it skipped, with the reason (helpers/podman.ts). The built images stay (the build cache) but older `sha-*`
 // tags go (helpers/podman.ts); pods, containers, volumes and the network go.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
