@@ -78,7 +78,10 @@ async function waitForHttp(url: string, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     try {
-      const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
+      // A loaded machine may take seconds to answer a process that is already listening: each try
+      // may use what is left of the deadline (up to 5 s), not a fixed second.
+      const left = Math.max(1000, Math.min(5000, deadline - Date.now()));
+      const res = await fetch(url, { signal: AbortSignal.timeout(left) });
       if (res.status < 500) return true;
     } catch {
       // not up yet
@@ -170,7 +173,7 @@ async function startSandboxd(): Promise<void> {
   children.push(child);
   const url = `http://127.0.0.1:${port}`;
   const up = await Promise.race([
-    waitForHttp(`${url}/v1/sandboxes`, 20_000),
+    waitForHttp(`${url}/v1/sandboxes`, 60_000),
     new Promise<boolean>((r) => child.once('exit', () => r(false))),
   ]);
   if (!up) {
